@@ -1,0 +1,1 @@
+"""Configuration sections (private; the public entry point is :mod:`mvopt.config`)."""

@@ -1,0 +1,107 @@
+"""The ``workload``, ``parallelism`` and ``collective`` sections: what the cluster runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional, Union
+
+from mvopt._cfg.base import Section, at_least, field, non_negative, positive
+from mvopt.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TaskSpec(Section):
+    """One task of an explicit task graph: a network flow or a fixed delay."""
+
+    id: Optional[Union[int, str]] = field(None, doc="name used by `after` (default: the list index)")
+    kind: Literal["flow", "delay"] = field("flow", doc="flow (src -> dst, bytes) or delay (duration_ns on node)")
+    src: Optional[int] = field(None, doc="flow: source host id", check=non_negative)
+    dst: Optional[int] = field(None, doc="flow: destination host id", check=non_negative)
+    bytes: Optional[int] = field(None, unit="B", doc="flow: size", check=positive)
+    node: Optional[int] = field(None, doc="delay: host it runs on", check=non_negative)
+    duration_ns: Optional[float] = field(None, unit="ns", doc="delay: duration", check=non_negative)
+    start_ns: float = field(0.0, unit="ns", doc="earliest start time", check=non_negative)
+    after: list[Union[int, str]] = field([], doc="ids of tasks that must finish first")
+    priority: int = field(3, doc="flow priority class (recorded; data flows share one class)",
+                          check=non_negative)
+
+    def _check(self, path: str) -> None:
+        if self.kind == "flow":
+            for name in ("src", "dst", "bytes"):
+                if getattr(self, name) is None:
+                    raise ConfigError(f"{path}.{name}", "is required for a flow task", show_value=False)
+            if self.src == self.dst:
+                raise ConfigError(f"{path}.dst", "must differ from src", self.dst)
+        else:
+            for name in ("node", "duration_ns"):
+                if getattr(self, name) is None:
+                    raise ConfigError(f"{path}.{name}", "is required for a delay task", show_value=False)
+
+
+@dataclass(frozen=True)
+class CollectiveConfig(Section):
+    """How collectives are run (NCCL settings); also the workload of kind `collective`."""
+
+    op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"] = field(
+        "all_reduce", doc="collective (workload kind `collective`)")
+    bytes: int = field(64 * 2**20, unit="B", doc="collective size per rank (workload kind `collective`)",
+                       check=positive)
+    hosts: Optional[list[int]] = field(None, doc="participating hosts in ring order (workload kind "
+                                       "`collective`)", default_doc="all hosts")
+    algorithm: Literal["ring", "tree", "auto"] = field("ring", doc="inter-server algorithm (NCCL_ALGO)")
+    channels: int = field(1, doc="parallel channels (rings/trees); each carries size/channels",
+                          check=at_least(1))
+    chunk_bytes: Optional[int] = field(None, unit="B", doc="pipelining chunk per step",
+                                       default_doc="size / (ranks * channels): one chunk per step",
+                                       check=positive)
+    hierarchical: bool = field(False, doc="intra-server step analytical, inter-server step on the network")
+
+
+@dataclass(frozen=True)
+class ParallelismConfig(Section):
+    """Megatron-style parallel layout."""
+
+    tp: int = field(1, doc="tensor-parallel size (inside a server)", check=positive)
+    pp: int = field(1, doc="pipeline-parallel size", check=positive)
+    dp: int = field(1, doc="data-parallel size", check=positive)
+    virtual_stages: int = field(1, doc="model chunks per pipeline stage (interleaved 1F1B when > 1)",
+                                check=positive)
+    micro_batch: int = field(1, doc="micro-batch size (sequences)", check=positive)
+    global_batch: int = field(8, doc="global batch size (sequences)", check=positive)
+    sequence_parallel: bool = field(False, doc="Megatron sequence parallelism")
+    distributed_optimizer: bool = field(False, doc="shard optimizer state over DP (reduce-scatter + all-gather)")
+    recompute: Literal["none", "selective", "full"] = field("none", doc="activation recomputation")
+    bucket_mb: float = field(25.0, unit="MB", doc="DP gradient bucket size", check=positive)
+    overlap_grad_reduce: bool = field(True, doc="overlap DP gradient collectives with the backward pass")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig(Section):
+    """What runs on the cluster."""
+
+    kind: Literal["tasks", "collective", "training", "hpcc_flows", "astra"] = field(
+        "collective", doc="tasks (explicit graph), collective, training, hpcc_flows (HPCC flow.txt), "
+        "astra (ASTRA-sim/SimAI workload file)")
+    tasks: list[TaskSpec] = field([], doc="kind tasks: the task graph")
+    file: Optional[str] = field(None, doc="kind hpcc_flows / astra: input file (relative to the config file)")
+    model: Optional[str] = field(None, doc="kind training: model name from the zoo", default_doc="required for training")
+    seq_len: Optional[int] = field(None, doc="kind training: sequence length", default_doc="the model's", check=positive)
+    iterations: int = field(1, doc="kind training: iterations simulated", check=positive)
+
+    def _check(self, path: str) -> None:
+        if self.kind == "tasks" and not self.tasks:
+            raise ConfigError(f"{path}.tasks", "must list at least one task for kind 'tasks'", [])
+        if self.kind in ("hpcc_flows", "astra") and not self.file:
+            raise ConfigError(f"{path}.file", f"is required for kind {self.kind!r}", show_value=False)
+        if self.kind == "training" and not self.model:
+            raise ConfigError(f"{path}.model", "is required for kind 'training'", show_value=False)
+        ids = {}
+        for i, t in enumerate(self.tasks):
+            key = t.id if t.id is not None else i
+            if key in ids:
+                raise ConfigError(f"{path}.tasks[{i}].id", f"duplicates tasks[{ids[key]}]", key)
+            ids[key] = i
+        for i, t in enumerate(self.tasks):
+            for j, a in enumerate(t.after):
+                if a not in ids:
+                    raise ConfigError(f"{path}.tasks[{i}].after[{j}]", "must name a task id of this list", a)
