@@ -1,0 +1,243 @@
+"""Resolution of an experiment's settings into the numbers the model uses.
+
+Everything derived from the configuration (ECN thresholds per port, PFC headroom and shift,
+buffer sizes, congestion-control constants, base RTTs, windows) is computed here once, in
+Python, and used by every backend and by the reference simulator alike, so that they cannot
+disagree about a default. Also the counter-based hash that stands for every random choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from mvopt._cfg.network import NetworkConfig
+from mvopt.engine.tasks import FLOW, TaskGraph
+from mvopt.errors import ConfigError
+
+__all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "hash64", "uniform01",
+           "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
+
+PS_PER_S = 10**12
+CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP = 0, 1, 2, 3
+CC_CODES = {"none": CC_NONE, "dcqcn": CC_DCQCN, "hpcc": CC_HPCC, "dctcp": CC_DCTCP}
+# Hash domain tags: each random choice draws from its own stream.
+TAG_ECN, TAG_ECMP, TAG_SPRAY = 1, 2, 3
+MASK64 = (1 << 64) - 1
+
+
+def ser_ps(nbytes: int, rate_bps: int) -> int:
+    """Serialization time in ps: ceil(bytes * 8e12 / rate) (exact integer arithmetic)."""
+    return -(-(nbytes * 8 * PS_PER_S) // rate_bps)
+
+
+def mix64(z: int) -> int:
+    """splitmix64 finaliser (same constants as the kernels' ``mv_mix64``)."""
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def hash64(seed: int, tag: int, a: int, b: int = 0, c: int = 0, d: int = 0) -> int:
+    """Counter-based hash of (seed, tag, a, b, c, d): the only source of randomness."""
+    h = mix64(seed & MASK64)
+    for x in (tag, a, b, c, d):
+        h = mix64(h ^ (x & MASK64))
+    return h
+
+
+def uniform01(h: int) -> float:
+    """A double in [0, 1) from the top 53 bits of a hash."""
+    return (h >> 11) * (1.0 / (1 << 53))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment as the engine takes it: a compiled topology, network settings, tasks."""
+
+    topology: object            # mvopt.cluster.CompiledTopology
+    network: NetworkConfig
+    tasks: TaskGraph
+    seed: int = 1
+    time_limit_ps: int = 10 * 10**12
+    name: str = "experiment"
+
+    @cached_property
+    def params(self) -> "ResolvedParams":
+        return resolve(self)
+
+
+@dataclass(frozen=True)
+class ResolvedParams:
+    """Per-experiment numbers (per port, per switch, per flow) derived from the configuration."""
+
+    window_ps: int
+    cc: int
+    lb_spray: bool
+    pfc: bool
+    ecn: bool
+    payload: int
+    header: int
+    ack_bytes: int
+    pfc_frame_bytes: int
+    nack_interval_ps: int
+    rto_ps: int
+    # per port
+    port_kmin: np.ndarray       # int64 bytes
+    port_kmax: np.ndarray       # int64 bytes
+    port_pmax: np.ndarray       # float64
+    port_headroom: np.ndarray   # int64 bytes (ingress headroom of the switch owning the port's peer side)
+    port_shift: np.ndarray      # int32
+    # per switch (index = node - n_host)
+    sw_buffer: np.ndarray       # int64 bytes
+    sw_reserve: int
+    sw_slots: np.ndarray        # int64 packet descriptors
+    resume_offset: int
+    # per flow task (index = task id; zeros for delays)
+    flow_npkt: np.ndarray       # int64
+    flow_line_bps: np.ndarray   # int64
+    flow_base_rtt_ps: np.ndarray  # int64
+    flow_win_bytes: np.ndarray  # int64 (0 = no window)
+    flow_standalone_ps: np.ndarray  # int64
+    # congestion control constants (doubles, bits/s and ps)
+    dcqcn_g: float
+    dcqcn_alpha_ps: int
+    dcqcn_dec_ps: int
+    dcqcn_inc_ps: int
+    dcqcn_f: int
+    dcqcn_rai: float
+    dcqcn_rhai: float
+    dcqcn_first: float
+    dcqcn_min: float
+    hpcc_eta: float
+    hpcc_max_stage: int
+    hpcc_wai: float
+    hpcc_min: float
+    dctcp_g: float
+    dctcp_rai: float
+    dctcp_min: float
+    var_win: bool
+
+
+def _ps(us: float) -> int:
+    return int(round(us * 1e6))
+
+
+def _path_stats(topo, src: int, dst: int, payload: int) -> tuple[int, int, int]:
+    """(sum of propagation delays, sum of per-hop serialization of one payload, bottleneck rate)."""
+    port = int(topo.node_port_offset[src])
+    delay = ser = 0
+    bottleneck = None
+    hops = 0
+    while True:
+        rate = int(topo.port_rate_bps[port])
+        delay += int(topo.port_delay_ps[port])
+        ser += ser_ps(payload, rate)
+        bottleneck = rate if bottleneck is None else min(bottleneck, rate)
+        node = int(topo.port_peer_node[port])
+        if node == dst:
+            return delay, ser, bottleneck
+        hops += 1
+        if hops > topo.n_node:
+            raise ConfigError("cluster", f"no route from host {src} to host {dst}", show_value=False)
+        nh = topo.next_hop_ports(node, dst)
+        if len(nh) == 0:
+            raise ConfigError("cluster", f"no route from host {src} to host {dst}", show_value=False)
+        port = int(nh[0])
+
+
+def resolve(exp: Experiment) -> ResolvedParams:
+    """Derive every per-port, per-switch and per-flow number of one experiment."""
+    topo, net, tasks = exp.topology, exp.network, exp.tasks
+    n_host = int(topo.n_host)
+    delays = np.asarray(topo.port_delay_ps, np.int64)
+    if delays.size == 0 or delays.min() <= 0:
+        raise ConfigError("cluster.link_delay_ns", "must be > 0 on every link (the engine's window "
+                          "is the smallest link delay)", int(delays.min()) / 1000 if delays.size else 0)
+    window = int(delays.min())
+    rate = np.asarray(topo.port_rate_bps, np.int64)
+    nic_bps = int(rate[np.asarray(topo.node_port_offset[:n_host], np.int64)].max())
+    bw_gbps = rate / 1e9
+    cc = CC_CODES[net.cc]
+    # ECN thresholds (KB = 1000 B as in the reference) per port
+    if cc == CC_DCTCP:
+        kmin_d = kmax_d = 30 * bw_gbps / 10
+        pmax_d = 1.0
+    else:
+        kmin_d, kmax_d, pmax_d = 100 * bw_gbps / 25, 400 * bw_gbps / 25, 0.2
+    kmin = np.full(rate.shape, net.ecn.kmin_kb) if net.ecn.kmin_kb is not None else kmin_d
+    kmax = np.full(rate.shape, net.ecn.kmax_kb) if net.ecn.kmax_kb is not None else kmax_d
+    pmax = net.ecn.pmax if net.ecn.pmax is not None else pmax_d
+    port_kmin = np.round(np.asarray(kmin, float) * 1000).astype(np.int64)
+    port_kmax = np.round(np.asarray(kmax, float) * 1000).astype(np.int64)
+    if (port_kmax < port_kmin).any():
+        raise ConfigError("network.ecn.kmax_kb", "must be >= kmin_kb on every port", net.ecn.kmax_kb)
+    port_pmax = np.full(rate.shape, float(pmax))
+    # PFC: headroom = headroom_bdp x one-way BDP of the link (bytes); shift by speed over NIC rate
+    headroom = np.floor(net.pfc.headroom_bdp * rate.astype(float) * delays.astype(float) / 8e12).astype(np.int64)
+    if net.pfc.shift is not None:
+        shift = np.full(rate.shape, net.pfc.shift, np.int32)
+    else:
+        doublings = np.floor(np.log2(np.maximum(rate, 1) / nic_bps) + 1e-9).astype(np.int32)
+        shift = np.clip(3 - doublings, 0, 16).astype(np.int32)
+    # switch buffers
+    n_sw = int(topo.n_node) - n_host
+    off = np.asarray(topo.node_port_offset, np.int64)
+    sw_buffer = np.zeros(n_sw, np.int64)
+    sw_slots = np.zeros(n_sw, np.int64)
+    for s in range(n_sw):
+        ports = slice(off[n_host + s], off[n_host + s + 1])
+        fastest = float(rate[ports].max()) / 1e9 if off[n_host + s + 1] > off[n_host + s] else 100.0
+        mb = net.buffer_mb if net.buffer_mb is not None else 16 * fastest / 50
+        sw_buffer[s] = int(round(mb * 2**20))
+        nports = int(off[n_host + s + 1] - off[n_host + s])
+        sw_slots[s] = net.switch_packet_slots or (sw_buffer[s] // (net.payload_bytes + net.header_bytes) + 64 * nports)
+    # flows
+    n = tasks.n
+    npkt = np.zeros(n, np.int64)
+    line = np.zeros(n, np.int64)
+    base_rtt = np.zeros(n, np.int64)
+    win = np.zeros(n, np.int64)
+    standalone = np.zeros(n, np.int64)
+    payload, header = net.payload_bytes, net.header_bytes
+    path_cache: dict[tuple[int, int], tuple[int, int, int]] = {}
+    use_win = net.resolved_window
+    for t in np.nonzero(tasks.kind == FLOW)[0]:
+        s, d, size = int(tasks.src[t]), int(tasks.dst[t]), int(tasks.size_bytes[t])
+        key = (s, d)
+        if key not in path_cache:
+            path_cache[key] = _path_stats(topo, s, d, payload)
+        pdelay, pser, bottleneck = path_cache[key]
+        npkt[t] = -(-size // payload)
+        line[t] = int(rate[off[s]])
+        base_rtt[t] = 2 * pdelay + pser
+        if use_win:
+            win[t] = base_rtt[t] * line[t] // (8 * PS_PER_S)
+        total = size + npkt[t] * header
+        standalone[t] = base_rtt[t] + ser_ps(int(total), bottleneck)
+    bw_nic = nic_bps / 1e9
+    d = net.dcqcn
+    return ResolvedParams(
+        window_ps=window, cc=cc, lb_spray=net.lb == "spray", pfc=net.pfc.enabled, ecn=net.ecn.enabled,
+        payload=payload, header=header, ack_bytes=net.ack_bytes, pfc_frame_bytes=net.pfc.frame_bytes,
+        nack_interval_ps=_ps(net.nack_interval_us), rto_ps=_ps(net.rto_us),
+        port_kmin=port_kmin, port_kmax=port_kmax, port_pmax=port_pmax, port_headroom=headroom,
+        port_shift=shift, sw_buffer=sw_buffer, sw_reserve=net.pfc.reserve_bytes, sw_slots=sw_slots,
+        resume_offset=net.pfc.resume_offset_bytes,
+        flow_npkt=npkt, flow_line_bps=line, flow_base_rtt_ps=base_rtt, flow_win_bytes=win,
+        flow_standalone_ps=standalone,
+        dcqcn_g=float(d.resolved("g")), dcqcn_alpha_ps=_ps(d.resolved("alpha_interval_us")),
+        dcqcn_dec_ps=_ps(d.resolved("decrease_interval_us")), dcqcn_inc_ps=_ps(d.resolved("rp_timer_us")),
+        dcqcn_f=d.fast_recovery_steps,
+        dcqcn_rai=(d.rate_ai_mbps if d.rate_ai_mbps is not None else 5 * bw_nic / 25) * 1e6,
+        dcqcn_rhai=(d.rate_hai_mbps if d.rate_hai_mbps is not None else 50 * bw_nic / 25) * 1e6,
+        dcqcn_first=d.rate_on_first_cnp, dcqcn_min=d.min_rate_mbps * 1e6,
+        hpcc_eta=net.hpcc.eta, hpcc_max_stage=net.hpcc.max_stage,
+        hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
+        hpcc_min=net.hpcc.min_rate_mbps * 1e6,
+        dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
+        var_win=net.var_win,
+    )

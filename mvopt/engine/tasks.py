@@ -1,0 +1,154 @@
+"""Task graphs: the work of one experiment, as columns (what the engine's Schedule system runs).
+
+A task is a network ``flow`` (src host -> dst host, bytes) or a ``delay`` (a fixed duration on
+one host: compute, or an analytically modelled transfer). A task is ready when all its
+predecessors finished (see docs/engine.md for the exact rule) and not before ``start_ps``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from mvopt.errors import ConfigError
+
+__all__ = ["TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY"]
+
+FLOW = 0
+DELAY = 1
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    """Columns of one experiment's task DAG. Predecessors are a CSR (``pred_offset``, ``pred``)."""
+
+    kind: np.ndarray          # int8: FLOW or DELAY
+    src: np.ndarray           # int32: flow source host (delay: its host)
+    dst: np.ndarray           # int32: flow destination host (delay: its host)
+    size_bytes: np.ndarray    # int64: flow size (delay: 0)
+    duration_ps: np.ndarray   # int64: delay duration (flow: 0)
+    start_ps: np.ndarray      # int64: earliest start
+    pred_offset: np.ndarray   # int64[n+1]
+    pred: np.ndarray          # int32: predecessor task ids
+    category: np.ndarray = field(default=None)  # type: ignore[assignment]  # int16 label id (breakdowns)
+    categories: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def start_node(self) -> np.ndarray:
+        """Host where each task starts (flow: src)."""
+        return self.src
+
+    @property
+    def finish_node(self) -> np.ndarray:
+        """Host where each task finishes (flow: dst, delay: its host)."""
+        return self.dst
+
+    def preds_of(self, t: int) -> np.ndarray:
+        return self.pred[self.pred_offset[t]:self.pred_offset[t + 1]]
+
+    def validate(self, n_host: int, where: str = "workload") -> None:
+        """Check ids, sizes and acyclicity; raise ConfigError naming the offending task."""
+        n = self.n
+        for name, col in (("src", self.src), ("dst", self.dst)):
+            bad = np.nonzero((col < 0) | (col >= n_host))[0]
+            if bad.size:
+                t = int(bad[0])
+                raise ConfigError(f"{where}.tasks[{t}].{name}", f"must be a host id in 0..{n_host - 1}",
+                                  int(col[t]))
+        flows = self.kind == FLOW
+        bad = np.nonzero(flows & (self.size_bytes <= 0))[0]
+        if bad.size:
+            t = int(bad[0])
+            raise ConfigError(f"{where}.tasks[{t}].bytes", "must be > 0", int(self.size_bytes[t]))
+        bad = np.nonzero(flows & (self.src == self.dst))[0]
+        if bad.size:
+            t = int(bad[0])
+            raise ConfigError(f"{where}.tasks[{t}].dst", "must differ from src", int(self.dst[t]))
+        if self.pred.size and (self.pred.min() < 0 or self.pred.max() >= n):
+            raise ConfigError(f"{where}.tasks", "predecessor ids must be task ids", int(self.pred.max()))
+        order = topological_order(self)
+        if order is None:
+            raise ConfigError(f"{where}.tasks", "dependencies must not form a cycle", show_value=False)
+
+
+def topological_order(g: TaskGraph) -> np.ndarray | None:
+    """Kahn's algorithm over the CSR; None when there is a cycle."""
+    n = g.n
+    indeg = np.diff(g.pred_offset).astype(np.int64)
+    succ_count = np.bincount(g.pred, minlength=n) if g.pred.size else np.zeros(n, np.int64)
+    succ_off = np.zeros(n + 1, np.int64)
+    np.cumsum(succ_count, out=succ_off[1:])
+    owner = np.repeat(np.arange(n, dtype=np.int32), np.diff(g.pred_offset))
+    order_idx = np.argsort(g.pred, kind="stable")
+    succ = owner[order_idx]
+    ready = list(np.nonzero(indeg == 0)[0])
+    out = []
+    while ready:
+        t = ready.pop()
+        out.append(t)
+        for s in succ[succ_off[t]:succ_off[t + 1]]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(int(s))
+    return np.asarray(out, dtype=np.int64) if len(out) == n else None
+
+
+class TaskGraphBuilder:
+    """Append tasks one by one (or in bulk) and freeze into a :class:`TaskGraph`."""
+
+    def __init__(self) -> None:
+        self._kind: list[int] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._size: list[int] = []
+        self._dur: list[int] = []
+        self._start: list[int] = []
+        self._preds: list[Sequence[int]] = []
+        self._cat: list[int] = []
+        self._categories: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._kind)
+
+    def _category(self, name: str) -> int:
+        return self._categories.setdefault(name, len(self._categories))
+
+    def flow(self, src: int, dst: int, size_bytes: int, *, after: Iterable[int] = (), start_ps: int = 0,
+             category: str = "flow") -> int:
+        """Add a flow task; returns its id."""
+        return self._add(FLOW, src, dst, size_bytes, 0, start_ps, after, category)
+
+    def delay(self, node: int, duration_ps: int, *, after: Iterable[int] = (), start_ps: int = 0,
+              category: str = "delay") -> int:
+        """Add a delay task on ``node``; returns its id."""
+        return self._add(DELAY, node, node, 0, duration_ps, start_ps, after, category)
+
+    def _add(self, kind: int, src: int, dst: int, size: int, dur: int, start: int,
+             after: Iterable[int], category: str) -> int:
+        self._kind.append(kind)
+        self._src.append(int(src))
+        self._dst.append(int(dst))
+        self._size.append(int(size))
+        self._dur.append(int(dur))
+        self._start.append(int(start))
+        self._preds.append(tuple(int(a) for a in after))
+        self._cat.append(self._category(category))
+        return len(self._kind) - 1
+
+    def build(self) -> TaskGraph:
+        counts = np.fromiter((len(p) for p in self._preds), dtype=np.int64, count=len(self._preds))
+        off = np.zeros(len(self._preds) + 1, np.int64)
+        np.cumsum(counts, out=off[1:])
+        pred = np.fromiter((a for p in self._preds for a in p), dtype=np.int32, count=int(off[-1]))
+        return TaskGraph(
+            kind=np.asarray(self._kind, np.int8), src=np.asarray(self._src, np.int32),
+            dst=np.asarray(self._dst, np.int32), size_bytes=np.asarray(self._size, np.int64),
+            duration_ps=np.asarray(self._dur, np.int64), start_ps=np.asarray(self._start, np.int64),
+            pred_offset=off, pred=pred, category=np.asarray(self._cat, np.int16),
+            categories=tuple(sorted(self._categories, key=self._categories.get)))
