@@ -1,0 +1,204 @@
+"""Per-GPU memory of a training configuration: model state, activations, transients, reserve.
+
+Model state follows the bytes-per-parameter table of published.yaml (Megatron-LM's distributed
+optimizer guide and the ZeRO paper). Activations follow Korthikanti et al. (arXiv:2205.05198,
+Table 2), generalised to GQA and SwiGLU by counting the same stored tensors (see
+docs/training-model.md for the derivation); the stage holding the most in-flight micro-batches of
+1F1B / interleaved 1F1B sets the activation peak. Every stage is evaluated and the largest total
+is the peak.
+
+>>> from mvopt.config import ParallelismConfig
+>>> from mvopt.workload.models import get_model
+>>> par = ParallelismConfig(tp=8, micro_batch=4, global_batch=4, sequence_parallel=True,
+...                         recompute="selective")
+>>> m = peak_memory(get_model("korthikanti-22b"), par, "A100")
+>>> m.fits, round(m.total_bytes / 2**30, 1)
+(True, 58.3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from mvopt._cfg.workload import ParallelismConfig
+from mvopt.errors import ConfigError, InfeasibleError
+from mvopt.workload.gpus import GpuSpec, get_gpu
+from mvopt.workload.models import ModelSpec
+from mvopt.workload.parallel import num_microbatches
+
+__all__ = ["PrecisionScheme", "PRECISIONS", "MemoryBreakdown", "layer_activation_bytes",
+           "inflight_layers", "memory_per_stage", "peak_memory", "check_memory", "DEFAULT_RESERVE_BYTES"]
+
+GiB = 2**30
+# CUDA context, cuBLAS/NCCL workspaces and allocator slack not modelled otherwise.
+DEFAULT_RESERVE_BYTES = 2 * GiB
+
+
+@dataclass(frozen=True)
+class PrecisionScheme:
+    """Bytes per parameter of model state; the distributed optimizer shards ``optimizer`` over DP."""
+
+    name: str
+    param: float       # low-precision weights used by forward/backward
+    grad: float        # gradient buffer
+    optimizer: float   # fp32 master weights + Adam moments (and fp32 grads where kept there)
+
+    def bytes_per_param(self, dp: int, distributed: bool) -> float:
+        return self.param + self.grad + (self.optimizer / dp if distributed else self.optimizer)
+
+
+PRECISIONS: dict[str, PrecisionScheme] = {
+    # Megatron-LM bf16 training with fp32 gradient accumulation: 18 B; distributed: 6 + 12/d.
+    "bf16_fp32_grad": PrecisionScheme("bf16_fp32_grad", param=2, grad=4, optimizer=12),
+    # Mixed-precision Adam of the ZeRO paper (fp16 grads): 16 B; ZeRO-1 sharding: 4 + 12/d.
+    "mixed_adam": PrecisionScheme("mixed_adam", param=2, grad=2, optimizer=12),
+}
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Memory of one pipeline stage's GPU, bytes. ``total_bytes`` includes the reserve."""
+
+    stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float     # stored for in-flight micro-batches
+    transient_bytes: float       # live at the peak only: logits, a recomputed layer
+    reserve_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+                + self.activations_bytes + self.transient_bytes + self.reserve_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def describe(self) -> str:
+        """One line: peak, capacity and the parts, in GiB."""
+        parts = ", ".join(f"{k} {getattr(self, k + '_bytes') / GiB:.1f}" for k in
+                          ("weights", "gradients", "optimizer", "activations", "transient", "reserve"))
+        return (f"peak {self.total_bytes / GiB:.1f} GiB vs capacity {self.capacity_bytes / GiB:.1f} GiB "
+                f"on pipeline stage {self.stage} ({parts} GiB)")
+
+
+def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
+                           dropout: bool | None = None, recompute: str | None = None) -> float:
+    """Bytes one transformer layer keeps for backward, per micro-batch, per GPU.
+
+    Korthikanti's accounting, tensor by tensor (16-bit activations, 1-byte dropout masks):
+    split over TP: Q, K, V, attention-projection input, activation-function input, FC2 input and
+    the attention core (softmax output, its dropout mask and output: 5*a*s^2*b, or the fp32
+    log-sum-exp 4*a*s*b with FlashAttention); replicated over TP unless sequence parallel: the
+    two norm inputs, the QKV and FC1 inputs and the two dropout masks. ``recompute`` overrides
+    ``par.recompute`` ("none", "selective": the attention core is recomputed, "full": only the
+    layer input is kept).
+    """
+    s, b, h, a = model.seq_len, par.micro_batch, model.hidden, model.heads
+    t = par.tp
+    sp_div = t if par.sequence_parallel else 1
+    mode = par.recompute if recompute is None else recompute
+    if mode == "full":
+        return 2.0 * s * b * h / sp_div
+    keep_dropout = (not model.swiglu) if dropout is None else dropout
+    sbh = float(s * b * h)
+    split = 2 * sbh + 2 * 2 * s * b * model.kv_dim + 2 * sbh \
+        + 2 * s * b * model.mlp_in_width + 2 * s * b * model.ffn
+    if flash_attention:
+        split += 4.0 * a * s * b
+    elif mode != "selective":
+        split += 5.0 * a * s * s * b if keep_dropout else 2.0 * a * s * s * b
+    replicated = 4 * sbh + 2 * sbh + 2 * sbh + (2 * sbh if keep_dropout else 0.0)
+    return split / t + replicated / sp_div
+
+
+def inflight_layers(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
+    """Layers' worth of activations stage ``stage`` holds at its peak (1F1B or interleaved).
+
+    1F1B: stage i holds min(pp - i, m) micro-batches of L/pp layers. Interleaved with v chunks:
+    Megatron's warm-up leaves min(2(pp - i - 1) + (v - 1) pp + 1, m v) chunk-micro-batches of
+    L/(pp v) layers in flight; for stage 0 that is L (1 + (pp - 1)/(pp v)), Korthikanti's factor.
+    """
+    pp, v, m = par.pp, par.virtual_stages, num_microbatches(par)
+    if v == 1:
+        return min(pp - stage, m) * model.layers / pp
+    chunks = min(2 * (pp - stage - 1) + (v - 1) * pp + 1, m * v)
+    return chunks * model.layers / (pp * v)
+
+
+def _stage_params(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
+    """Parameters held by one GPU of pipeline stage ``stage`` (TP shards, Megatron placement)."""
+    c, t, pp = model.param_counts(), par.tp, par.pp
+    h, bias = model.hidden, int(model.bias)
+    # Row-parallel biases (attention projection, FC2) and norms are replicated over TP.
+    replicated = 2 * bias * h + c.norms
+    per_layer = (c.per_layer - replicated) / t + replicated
+    params = per_layer * model.layers / pp
+    vocab_shard = model.padded_vocab(t) * h / t
+    if stage == 0:
+        params += vocab_shard + c.position
+    if stage == pp - 1:
+        params += c.final_norm
+        if not model.tied_embeddings or pp > 1:   # untied, or Megatron's copy on the last stage
+            params += vocab_shard
+    return params
+
+
+def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpec, *,
+                     precision: str = "bf16_fp32_grad", flash_attention: bool = False,
+                     dropout: bool | None = None, reserve_bytes: float = DEFAULT_RESERVE_BYTES
+                     ) -> list[MemoryBreakdown]:
+    """Memory breakdown of a GPU of every pipeline stage (index = stage)."""
+    spec = get_gpu(gpu)
+    scheme = _scheme(precision)
+    sp_div = par.tp if par.sequence_parallel else 1
+    s, b, h = model.seq_len, par.micro_batch, model.hidden
+    per_layer = layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout)
+    keep_dropout = (not model.swiglu) if dropout is None else dropout
+    transient_layer = (layer_activation_bytes(model, par, flash_attention=flash_attention,
+                                              dropout=dropout, recompute="none")
+                       if par.recompute == "full" else 0.0)
+    # Output layer of the last stage, one micro-batch: final-norm and logit-GEMM inputs plus the
+    # fp32 logits of the cross entropy (Korthikanti: 4sbh/t (1 + v/h) with sequence parallelism).
+    logits = 4.0 * s * b * h / sp_div + 4.0 * s * b * model.padded_vocab(par.tp) / par.tp
+    out = []
+    for stage in range(par.pp):
+        n = _stage_params(model, par, stage)
+        layers = inflight_layers(model, par, stage)
+        acts = layers * per_layer
+        if stage == 0 and keep_dropout:   # embedding dropout mask, per in-flight micro-batch
+            acts += layers / (model.layers / par.pp) * s * b * h / sp_div
+        transient = max(transient_layer, logits if stage == par.pp - 1 else 0.0)
+        dist = par.distributed_optimizer
+        out.append(MemoryBreakdown(
+            stage=stage, weights_bytes=n * scheme.param, gradients_bytes=n * scheme.grad,
+            optimizer_bytes=n * (scheme.optimizer / par.dp if dist else scheme.optimizer),
+            activations_bytes=acts, transient_bytes=transient, reserve_bytes=float(reserve_bytes),
+            capacity_bytes=float(spec.hbm_bytes)))
+    return out
+
+
+def peak_memory(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpec, **options) -> MemoryBreakdown:
+    """The stage with the largest total (see :func:`memory_per_stage` for ``options``)."""
+    return max(memory_per_stage(model, par, gpu, **options), key=lambda m: m.total_bytes)
+
+
+def check_memory(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpec, **options) -> MemoryBreakdown:
+    """The peak breakdown; raises :class:`InfeasibleError` (peak and capacity in the message)
+    when it does not fit."""
+    peak = peak_memory(model, par, gpu, **options)
+    if not peak.fits:
+        raise InfeasibleError(f"does not fit in GPU memory: {peak.describe()}")
+    return peak
+
+
+def _scheme(name: str | PrecisionScheme | Mapping) -> PrecisionScheme:
+    if isinstance(name, PrecisionScheme):
+        return name
+    if name in PRECISIONS:
+        return PRECISIONS[name]
+    raise ConfigError("precision", f"must be one of {', '.join(PRECISIONS)}", name)
