@@ -1,0 +1,104 @@
+"""CPU backend: the kernels compiled by the host C++ compiler, loaded with ctypes.
+
+The shared library is cached under ``$MVOPT_CACHE`` (default ``~/.cache/mvopt``) by the hash of
+the assembled source and the compiler command, so an edit to any kernel header rebuilds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mvopt.engine import schema
+from mvopt.engine.batch import Batch
+from mvopt.engine.source import kernel_source, source_hash
+from mvopt.errors import BackendUnavailable
+
+__all__ = ["CpuBackend", "cache_dir"]
+
+_FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("MVOPT_CACHE", Path.home() / ".cache" / "mvopt"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if not cxx:
+        raise BackendUnavailable("the CPU backend needs a C++ compiler: install g++ "
+                                 "(Debian/Ubuntu: apt-get install g++) or set CXX")
+    return cxx
+
+
+def _openmp_works(cxx: str) -> bool:
+    if os.environ.get("MVOPT_OPENMP", "1") == "0":
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d, "t.cpp")
+        src.write_text("#include <omp.h>\nint main(){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+        r = subprocess.run([cxx, "-fopenmp", str(src), "-o", str(Path(d, "t"))], capture_output=True)
+        return r.returncode == 0
+
+
+class _Ctx(ctypes.Structure):
+    _fields_ = [(s, ctypes.c_int64) for s in schema.SCALARS] + [(c.name, ctypes.c_void_p) for c in schema.COLUMNS]
+
+
+class CpuBackend:
+    """Runs batches on the CPU (all cores through OpenMP when the compiler supports it)."""
+
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None) -> None:
+        cxx = _compiler()
+        self.openmp = _openmp_works(cxx)
+        flags = _FLAGS + (["-fopenmp"] if self.openmp else [])
+        src = kernel_source("cpu")
+        key = source_hash(src, cxx, " ".join(flags))
+        lib = cache_dir() / f"mvopt_cpu_{key}.so"
+        if not lib.exists():
+            tmp_dir = Path(tempfile.mkdtemp(dir=cache_dir()))
+            try:
+                cpp = tmp_dir / "kernels.cpp"
+                cpp.write_text(src)
+                out = tmp_dir / lib.name
+                r = subprocess.run([cxx, *flags, str(cpp), "-o", str(out)], capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise BackendUnavailable(f"compiling the CPU kernels with {cxx} failed:\n{r.stderr[-4000:]}")
+                os.replace(out, lib)
+            finally:
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+        self.lib = ctypes.CDLL(str(lib))
+        self.lib.mv_run.restype = ctypes.c_int64
+        self.lib.mv_run.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64]
+        for f in ("mv_sizeof_pkt", "mv_sizeof_int"):
+            getattr(self.lib, f).restype = ctypes.c_int64
+        if self.lib.mv_sizeof_pkt() != schema.PKT_DTYPE.itemsize or self.lib.mv_sizeof_int() != schema.INT_DTYPE.itemsize:
+            raise BackendUnavailable("kernel packet layout differs from schema.PKT_DTYPE (a bug)")
+        if threads is not None and self.openmp:
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+
+    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20) -> int:
+        """Simulate the batch in place until every experiment ended; returns iterations run."""
+        ctx = _Ctx()
+        for s in schema.SCALARS:
+            setattr(ctx, s, int(batch.counts[s]))
+        for col in schema.COLUMNS:
+            arr = batch.cols[col.name]
+            assert arr.flags.c_contiguous and arr.dtype == schema.numpy_dtype(col), col.name
+            setattr(ctx, col.name, arr.ctypes.data)
+        total = 0
+        while True:
+            n = self.lib.mv_run(ctypes.byref(ctx), chunk_iters)
+            total += n
+            if (batch.cols["exp_status"] != 0).all():
+                return total

@@ -1,0 +1,296 @@
+"""Turn a list of experiments into one columnar SPME batch, and batch state back into results.
+
+Every experiment's rows (nodes, ports, tasks, route ranges, packet slots) are contiguous and
+concatenated in input order; ids inside the kernels are global, and what must not depend on
+the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mvopt.engine import schema
+from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
+from mvopt.engine.results import COUNTERS, ExperimentResult
+from mvopt.engine.tasks import DELAY, FLOW
+
+__all__ = ["Batch", "build_batch", "extract_results", "HOST_POOL_SLOTS", "INF_PS"]
+
+INF_PS = 0x3FFFFFFFFFFFFFFF
+HOST_POOL_SLOTS = 256          # control packets (ACK/NACK) a host NIC can hold
+STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error"}
+
+# exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
+EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
+      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage")
+ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
+      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
+
+
+@dataclass
+class Batch:
+    """The batch: counts and one numpy array per column of :mod:`mvopt.engine.schema`."""
+
+    counts: dict[str, int]
+    cols: dict[str, np.ndarray]
+    experiments: list[Experiment]
+    # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
+    spans: list[tuple[int, int, int, int, int, int]]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.cols.values())
+
+
+def _exp_ints(exp: Experiment, p: ResolvedParams) -> list[int]:
+    v = {"seed": exp.seed, "cc": p.cc, "spray": int(p.lb_spray), "pfc": int(p.pfc), "ecn": int(p.ecn),
+         "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
+         "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
+         "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
+         "hpcc_stage": p.hpcc_max_stage}
+    return [int(v[k]) for k in EI] + [0] * (schema.NEXP_I - len(EI))
+
+
+def _exp_doubles(p: ResolvedParams) -> list[float]:
+    v = {"dcqcn_g": p.dcqcn_g, "dcqcn_alpha_ps": p.dcqcn_alpha_ps, "dcqcn_dec_ps": p.dcqcn_dec_ps,
+         "dcqcn_inc_ps": p.dcqcn_inc_ps, "dcqcn_rai": p.dcqcn_rai, "dcqcn_rhai": p.dcqcn_rhai,
+         "dcqcn_first": p.dcqcn_first, "dcqcn_min": p.dcqcn_min, "hpcc_eta": p.hpcc_eta,
+         "hpcc_wai": p.hpcc_wai, "hpcc_min": p.hpcc_min, "dctcp_g": p.dctcp_g, "dctcp_rai": p.dctcp_rai,
+         "dctcp_min": p.dctcp_min}
+    return [float(v[k]) for k in ED] + [0.0] * (schema.NEXP_D - len(ED))
+
+
+def ring_capacity(rate_bps: np.ndarray, delay_ps: np.ndarray, window_ps: int, max_pkt: int, min_pkt: int) -> np.ndarray:
+    """Slots a wire ring needs: a sent packet stays unconsumed for at most ser + delay + 2 windows."""
+    max_ser = np.array([ser_ps(max_pkt, int(r)) for r in rate_bps], np.int64)
+    min_ser = np.array([ser_ps(min_pkt, int(r)) for r in rate_bps], np.int64)
+    return (max_ser + delay_ps + 2 * window_ps) // min_ser + 4
+
+
+def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable CSR of `values` grouped by `groups` (offsets length n_groups + 1)."""
+    order = np.argsort(groups, kind="stable")
+    off = np.zeros(n_groups + 1, np.int64)
+    np.cumsum(np.bincount(groups, minlength=n_groups), out=off[1:])
+    return off, values[order]
+
+
+def build_batch(experiments: list[Experiment]) -> Batch:
+    """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed)."""
+    parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
+    spans = []
+    node_base = port_base = task_base = route_base = nh_base = slot_base = heap_base = list_base = 0
+    pred_base = succ_base = 0
+    has_int = any(e.network.cc == "hpcc" for e in experiments)
+    pool_parts: list[tuple[int, int]] = []  # (first slot, count) per node, filled after rings
+
+    for exp in experiments:
+        topo, g, p = exp.topology, exp.tasks, exp.params
+        g.validate(int(topo.n_host))
+        nh, nn = int(topo.n_host), int(topo.n_node)
+        poff = np.asarray(topo.node_port_offset, np.int64)
+        npt = int(poff[-1])
+        nt = g.n
+        # ---- experiment row
+        add = lambda name, arr: parts[name].append(np.asarray(arr))  # noqa: E731
+        add("exp_node_lo", [node_base]); add("exp_node_hi", [node_base + nn])
+        add("exp_port_lo", [port_base])
+        add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
+        add("exp_window_ps", [p.window_ps]); add("exp_limit_ps", [exp.time_limit_ps])
+        add("exp_i", _exp_ints(exp, p)); add("exp_d", _exp_doubles(p))
+        add("exp_T_ps", [0]); add("exp_iter", [0]); add("exp_status", [0])
+        # ---- ports
+        rate = np.asarray(topo.port_rate_bps, np.int64)
+        delay = np.asarray(topo.port_delay_ps, np.int64)
+        add("port_node", np.asarray(topo.port_node, np.int64) + node_base)
+        add("port_peer", np.asarray(topo.port_peer_port, np.int64) + port_base)
+        add("port_rate_bps", rate); add("port_delay_ps", delay)
+        add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
+        add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
+        cap = ring_capacity(rate, delay, p.window_ps, p.payload + p.header,
+                            min(p.ack_bytes, p.pfc_frame_bytes, p.header + 1))
+        ring_lo = slot_base + np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
+        add("port_ring_lo", ring_lo); add("port_ring_cap", cap)
+        slot_base += int(cap.sum())
+        # ---- nodes
+        is_host = np.arange(nn) < nh
+        add("node_exp", np.full(nn, len(spans))); add("node_local", np.arange(nn))
+        add("node_is_host", is_host.astype(np.int8))
+        add("node_port_lo", poff[:-1] + port_base); add("node_port_hi", poff[1:] + port_base)
+        # switch routing: ranges + deduplicated next-hop sets
+        sw_off = np.asarray(topo.sw_route_offset, np.int64)
+        nhs_off = np.asarray(topo.nhset_offset, np.int64)
+        rset = np.asarray(topo.route_nhset, np.int64)
+        route_lo = np.zeros(nn, np.int64)
+        route_hi = np.zeros(nn, np.int64)
+        route_lo[nh:] = sw_off[:-1] + route_base
+        route_hi[nh:] = sw_off[1:] + route_base
+        add("node_route_lo", route_lo); add("node_route_hi", route_hi)
+        add("route_dst_lo", np.asarray(topo.route_dst_lo, np.int64))
+        add("route_nh_lo", nhs_off[rset] + nh_base); add("route_nh_hi", nhs_off[rset + 1] + nh_base)
+        add("route_nh", np.asarray(topo.nhset_port, np.int64) + port_base)
+        route_base += int(sw_off[-1]); nh_base += int(nhs_off[-1])
+        buf = np.zeros(nn, np.int64); buf[nh:] = p.sw_buffer
+        port_cost = p.port_headroom + p.sw_reserve
+        reserved = np.add.reduceat(port_cost, poff[:-1]) if npt else np.zeros(nn, np.int64)
+        reserved = np.where(np.diff(poff) > 0, reserved, 0)
+        reserved[:nh] = 0
+        add("node_buffer", buf); add("node_reserved", reserved)
+        slots = np.full(nn, HOST_POOL_SLOTS, np.int64); slots[nh:] = p.sw_slots
+        pool_parts.extend(zip([0] * nn, slots.tolist()))
+        # ---- tasks
+        src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
+        owner = np.repeat(np.arange(nt), np.diff(g.pred_offset))     # task owning each pred entry
+        pred = g.pred.astype(np.int64)
+        local = dst[pred] == src[owner]                                 # pred finishes where task starts
+        local_left = np.bincount(owner[local], minlength=nt)
+        remote_owner, remote_pred = owner[~local], pred[~local]
+        r_off, r_pred = _csr(remote_owner, nt, remote_pred)
+        s_off, s_task = _csr(pred, nt, owner)                           # successors of every task
+        has_remote = np.diff(r_off) > 0
+        add("task_kind", g.kind); add("task_src", src + node_base); add("task_dst", dst + node_base)
+        add("task_src_local", src); add("task_dst_local", dst); add("task_local", np.arange(nt))
+        add("task_size", g.size_bytes); add("task_dur_ps", g.duration_ps); add("task_min_ps", g.start_ps)
+        add("task_pred_lo", r_off[:-1] + pred_base); add("task_pred_hi", r_off[1:] + pred_base)
+        add("task_succ_lo", s_off[:-1] + succ_base); add("task_succ_hi", s_off[1:] + succ_base)
+        add("task_pred", r_pred + task_base); add("task_succ", s_task + task_base)
+        pred_base += int(r_off[-1]); succ_base += int(s_off[-1])
+        add("task_local_left", local_left); add("task_ready_max", np.zeros(nt, np.int64))
+        add("task_remote_ps", np.where(has_remote, -1, 0))
+        add("task_finish_ps", np.full(nt, INF_PS, np.int64))
+        # remote-dependency lists per host
+        rl_nodes = src[has_remote]
+        rl_off, rl_tasks = _csr(rl_nodes, nn, np.nonzero(has_remote)[0])
+        add("node_task_lo", rl_off[:-1] + list_base); add("node_task_hi", rl_off[1:] + list_base)
+        add("node_remote_list", rl_tasks + task_base)
+        add("node_remote_left", np.diff(rl_off))
+        list_base += int(rl_off[-1])
+        # heaps: 2 entries per task starting at the host; initially the tasks with no predecessors
+        starts = np.bincount(src, minlength=nn)
+        heap_size = 2 * starts + 1
+        heap_lo = heap_base + np.concatenate([[0], np.cumsum(heap_size)[:-1]])
+        add("node_heap_lo", heap_lo); add("node_act_lo", heap_lo)
+        heap_t = np.zeros(int(heap_size.sum()), np.int64)
+        heap_task = np.zeros(int(heap_size.sum()), np.int64)
+        free = (np.diff(g.pred_offset) == 0)
+        start_ps = np.full(nt, -1, np.int64)
+        start_ps[free] = g.start_ps[free]
+        ev_t = np.where(g.kind == DELAY, g.start_ps + g.duration_ps, g.start_ps)
+        heap_n = np.zeros(nn, np.int64)
+        ids = np.nonzero(free)[0]
+        order = np.lexsort((ids, ev_t[ids], src[ids]))   # by node, then (time, task): sorted = heap
+        ids = ids[order]
+        for node in np.unique(src[ids]):
+            sel = ids[src[ids] == node]
+            lo = int(heap_lo[node]) - heap_base
+            heap_t[lo:lo + sel.size] = ev_t[sel]
+            heap_task[lo:lo + sel.size] = sel + task_base
+            heap_n[node] = sel.size
+        add("heap_t", heap_t); add("heap_task", heap_task); add("act_flow", np.zeros(heap_t.size, np.int64))
+        add("node_heap_n", heap_n)
+        heap_base += heap_t.size
+        add("task_start_ps", start_ps)
+        # flows
+        add("f_npkt", p.flow_npkt); add("f_line_bps", p.flow_line_bps); add("f_base_rtt_ps", p.flow_base_rtt_ps)
+        add("f_win", p.flow_win_bytes); add("f_done_ps", np.full(nt, -1, np.int64))
+        add("f_last_nack", np.full(nt, -1, np.int64))
+        spans.append((node_base, node_base + nn, port_base, port_base + npt, task_base, task_base + nt))
+        node_base += nn; port_base += npt; task_base += nt
+
+    counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
+              "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
+              "n_heap": heap_base, "n_list": list_base}
+    # node pools after all rings
+    pool_counts = np.array([n for _, n in pool_parts], np.int64)
+    pool_lo = slot_base + np.concatenate([[0], np.cumsum(pool_counts)[:-1]]).astype(np.int64)
+    n_slot = slot_base + int(pool_counts.sum())
+    counts["n_slot"] = n_slot
+    counts["n_int"] = n_slot * schema.MAX_INT_HOPS if has_int else 1
+    counts["has_int"] = int(has_int)
+
+    cols: dict[str, np.ndarray] = {}
+    for col in schema.COLUMNS:
+        n = counts[col.length] * col.mult
+        dt = schema.numpy_dtype(col)
+        if parts[col.name]:
+            arr = np.concatenate([np.asarray(a).ravel() for a in parts[col.name]]).astype(dt, copy=False) \
+                if dt.fields is None else np.zeros(n, dt)
+            if arr.size != n:
+                raise AssertionError(f"column {col.name}: {arr.size} values for {n} rows")
+        else:
+            arr = np.zeros(n, dt)
+        cols[col.name] = np.ascontiguousarray(arr)
+    # initial state that is not zero
+    for name in ("port_qh", "port_qt"):
+        cols[name][:] = -1
+    pkt = cols["pkt"]
+    pkt["next"] = -1
+    nxt = np.arange(1, n_slot + 1, dtype=np.int64)
+    pool_hi = pool_lo + pool_counts
+    for lo, hi in zip(pool_lo, pool_hi):   # chain each pool's free list
+        if hi > lo:
+            pkt["next"][lo:hi - 1] = nxt[lo:hi - 1]
+            pkt["next"][hi - 1] = -1
+    cols["node_pool_free"][:] = np.where(pool_counts > 0, pool_lo, -1)
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
+
+
+def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
+    """Per-experiment results from the final batch state (copied, so the batch can be reused)."""
+    c = batch.cols
+    out = []
+    for i, (exp, (n0, n1, p0, p1, t0, t1)) in enumerate(zip(batch.experiments, batch.spans)):
+        g = exp.tasks
+        status = STATUS[int(c["exp_status"][i])]
+        finish = c["task_finish_ps"][t0:t1].copy()
+        start = c["task_start_ps"][t0:t1].copy()
+        flows = np.nonzero(g.kind == FLOW)[0]
+        done = c["f_done_ps"][t0:t1][flows]
+        fct = np.where(done >= 0, done - start[flows], -1)
+        finished = finish < INF_PS
+        makespan = int(finish[finished].max()) if finished.any() else 0
+        ctr = c["node_ctr"].reshape(-1, schema.NCTR)[n0:n1].sum(axis=0)
+        counters = {name: int(ctr[k]) for k, name in enumerate(COUNTERS)}
+        end = int(max(makespan, int(c["node_last_ps"][n0:n1].max(initial=0))))
+        diag = ""
+        if status != "done":
+            diag = _diagnostic(batch, i, status)
+            finish = np.where(finished, finish, -1)
+        out.append(ExperimentResult(
+            name=exp.name, status=status, end_ps=end, makespan_ps=makespan,
+            task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
+            flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
+            port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
+            diagnostic=diag))
+    return out
+
+
+def _diagnostic(batch: Batch, i: int, status: str) -> str:
+    """Which flows are unfinished and which ports are paused, for stuck/timeout reports."""
+    c = batch.cols
+    n0, n1, p0, p1, t0, t1 = batch.spans[i]
+    g = batch.experiments[i].tasks
+    lines = [f"status {status} at t = {int(c['exp_T_ps'][i]) / 1e6:.3f} us"]
+    flows = np.nonzero(g.kind == FLOW)[0]
+    una = c["f_snd_una"][t0:t1]
+    npkt = c["f_npkt"][t0:t1]
+    unfinished = [int(f) for f in flows if una[f] < npkt[f]]
+    if unfinished:
+        shown = ", ".join(f"task {f} ({int(g.src[f])}->{int(g.dst[f])}, {int(una[f])}/{int(npkt[f])} pkts acked)"
+                          for f in unfinished[:10])
+        more = f" and {len(unfinished) - 10} more" if len(unfinished) > 10 else ""
+        lines.append(f"{len(unfinished)} unfinished flows: {shown}{more}")
+    pending = [int(t) for t in range(g.n) if c["task_finish_ps"][t0 + t] >= INF_PS and g.kind[t] == DELAY]
+    if pending:
+        lines.append(f"{len(pending)} delay tasks not run (waiting for predecessors): {pending[:10]}")
+    paused = np.nonzero(c["port_paused"][p0:p1])[0]
+    if paused.size:
+        topo = batch.experiments[i].topology
+        desc = ", ".join(f"port {int(p)} (node {int(topo.port_node[p])}->{int(topo.port_peer_node[p])})"
+                         for p in paused[:10])
+        lines.append(f"{paused.size} paused ports: {desc}")
+    if status == "error":
+        lines.append("internal error: a wire ring overflowed (please report this as a bug)")
+    return "; ".join(lines)

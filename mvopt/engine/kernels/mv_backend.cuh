@@ -1,0 +1,29 @@
+// Backend macros: the same kernel sources compile for the CPU (host C++ compiler, optional
+// OpenMP) and for NVIDIA GPUs (NVRTC through CuPy). Exactly one backend must be selected.
+#pragma once
+#if defined(MV_BACKEND_CUDA)
+  #define MV_DEV __device__ __forceinline__
+  #define MV_GLOBAL extern "C" __global__
+  // grid-stride loop: every thread of the grid takes rows i, i + stride, ...
+  #define MV_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                            i += (int64_t)gridDim.x * blockDim.x)
+  typedef long long int64_t;
+  typedef unsigned long long uint64_t;
+  typedef int int32_t;
+  typedef short int16_t;
+  typedef signed char int8_t;
+  typedef unsigned int uint32_t;
+#elif defined(MV_BACKEND_CPU)
+  #include <stdint.h>
+  #include <string.h>
+  #define MV_DEV static inline
+  #define MV_GLOBAL extern "C"
+  #ifdef _OPENMP
+    #define MV_PRAGMA_FOR _Pragma("omp parallel for schedule(dynamic, 16)")
+  #else
+    #define MV_PRAGMA_FOR
+  #endif
+  #define MV_FOR(i, n) MV_PRAGMA_FOR for (int64_t i = 0; i < (n); ++i)
+#else
+  #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
+#endif

@@ -1,0 +1,171 @@
+// Congestion control at the sender (one flow = one row): DCQCN, HPCC, DCTCP, none.
+// Semantics: docs/engine.md and the design note network-model.md.
+#pragma once
+
+MV_DEV double* CD(Ctx* c, int64_t f, int k) { return &c->f_ccd[f * NCCD + k]; }
+MV_DEV int64_t* CI(Ctx* c, int64_t f, int k) { return &c->f_cci[f * NCCI + k]; }
+
+MV_DEV void cc_init(Ctx* c, int64_t e, int64_t f) {
+  double line = (double)c->f_line_bps[f];
+  c->f_rate[f] = line;
+  for (int k = 0; k < NCCD; ++k) *CD(c, f, k) = 0.0;
+  for (int k = 0; k < NCCI; ++k) *CI(c, f, k) = 0;
+  *CD(c, f, CD_RT) = line;
+  *CD(c, f, CD_RC) = line;
+  *CD(c, f, CD_ALPHA) = 1.0;
+  *CD(c, f, CD_U) = 1.0;
+  *CI(c, f, CI_ALPHA_T) = MV_INF;
+  *CI(c, f, CI_DEC_T) = MV_INF;
+  *CI(c, f, CI_INC_T) = MV_INF;
+}
+
+// ---- DCQCN ---------------------------------------------------------------------------------
+MV_DEV void dcqcn_cnp(Ctx* c, int64_t e, int64_t f, int64_t t) {
+  int64_t* fl = CI(c, f, CI_FLAGS);
+  *fl |= CF_CNP_ALPHA | CF_CNP_DEC;
+  if (!(*fl & CF_STARTED)) {
+    *fl |= CF_STARTED;
+    *fl &= ~(int64_t)CF_CNP_ALPHA;
+    *CD(c, f, CD_ALPHA) = 1.0;
+    c->f_rate[f] = ED(c, e, ED_DCQCN_FIRST) * c->f_rate[f];
+    *CD(c, f, CD_RT) = c->f_rate[f];
+    *CI(c, f, CI_ALPHA_T) = t + (int64_t)ED(c, e, ED_DCQCN_ALPHA_PS);
+    // +1 ns: a decrease falling on an alpha update happens after it (as the reference)
+    *CI(c, f, CI_DEC_T) = t + (int64_t)ED(c, e, ED_DCQCN_DEC_PS) + 1000;
+  }
+}
+
+MV_DEV void dcqcn_increase(Ctx* c, int64_t e, int64_t f) {
+  double line = (double)c->f_line_bps[f];
+  int64_t* stage = CI(c, f, CI_STAGE);
+  *stage += 1;
+  int64_t F = EI(c, e, EI_DCQCN_F);
+  double* rt = CD(c, f, CD_RT);
+  if (*stage == F) *rt = mv_fmin(line, *rt + ED(c, e, ED_DCQCN_RAI));
+  else if (*stage > F) *rt = mv_fmin(line, *rt + ED(c, e, ED_DCQCN_RHAI));
+  c->f_rate[f] = (c->f_rate[f] + *rt) / 2.0;
+}
+
+// Fire the DCQCN timers due at t (alpha update, then decrease check, then increase).
+MV_DEV void dcqcn_timers(Ctx* c, int64_t e, int64_t f, int64_t t) {
+  int64_t* fl = CI(c, f, CI_FLAGS);
+  if (*CI(c, f, CI_ALPHA_T) == t) {
+    double g = ED(c, e, ED_DCQCN_G);
+    double* a = CD(c, f, CD_ALPHA);
+    *a = (*fl & CF_CNP_ALPHA) ? (1.0 - g) * *a + g : (1.0 - g) * *a;
+    *fl &= ~(int64_t)CF_CNP_ALPHA;
+    *CI(c, f, CI_ALPHA_T) = t + (int64_t)ED(c, e, ED_DCQCN_ALPHA_PS);
+  }
+  if (*CI(c, f, CI_DEC_T) == t) {
+    if (*fl & CF_CNP_DEC) {
+      *CD(c, f, CD_RT) = c->f_rate[f];
+      c->f_rate[f] = mv_fmax(ED(c, e, ED_DCQCN_MIN), c->f_rate[f] * (1.0 - *CD(c, f, CD_ALPHA) / 2.0));
+      *CI(c, f, CI_STAGE) = 0;
+      *fl &= ~(int64_t)CF_CNP_DEC;
+      *CI(c, f, CI_INC_T) = t + (int64_t)ED(c, e, ED_DCQCN_INC_PS);
+    }
+    *CI(c, f, CI_DEC_T) = t + (int64_t)ED(c, e, ED_DCQCN_DEC_PS);
+  }
+  if (*CI(c, f, CI_INC_T) == t) {
+    dcqcn_increase(c, e, f);
+    *CI(c, f, CI_INC_T) = t + (int64_t)ED(c, e, ED_DCQCN_INC_PS);
+  }
+}
+
+MV_DEV int64_t cc_next_timer(Ctx* c, int64_t e, int64_t f) {
+  if (EI(c, e, EI_CC) != CC_DCQCN) return MV_INF;
+  return mv_min(*CI(c, f, CI_ALPHA_T), mv_min(*CI(c, f, CI_DEC_T), *CI(c, f, CI_INC_T)));
+}
+
+// ---- HPCC ----------------------------------------------------------------------------------
+MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, int nint) {
+  int64_t* fl = CI(c, f, CI_FLAGS);
+  if (!c->has_int) return;
+  const IntHop* hop = &c->pkt_int[slot * MAX_INT_HOPS];
+  if (!(*fl & CF_HP_INIT)) {
+    *fl |= CF_HP_INIT;
+    *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
+  } else {
+    bool fast = ack <= *CI(c, f, CI_LAST_SEQ);
+    double T = (double)c->f_base_rtt_ps[f];
+    double U = 0.0;
+    int64_t dt = 0;
+    int n = nint < (int)*CI(c, f, CI_NHOP) ? nint : (int)*CI(c, f, CI_NHOP);
+    for (int i = 0; i < n; ++i) {
+      int64_t tau = hop[i].ts - *CI(c, f, CI_HOP0 + 3 * i);
+      if (tau <= 0) continue;
+      double rate = (double)c->port_rate_bps[hop[i].port];
+      double tx_rate = (double)(hop[i].tx - *CI(c, f, CI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
+      int64_t q = mv_min(hop[i].qlen, *CI(c, f, CI_HOP0 + 3 * i + 2));
+      double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));
+      if (u > U) { U = u; dt = tau; }
+    }
+    if ((double)dt > T) dt = (int64_t)T;
+    double* uu = CD(c, f, CD_U);
+    *uu = (*uu * (T - (double)dt) + U * (double)dt) / T;
+    double k = *uu / ED(c, e, ED_HPCC_ETA);
+    double rc = *CD(c, f, CD_RC);
+    double r;
+    int64_t stage;
+    if (k >= 1.0 || *CI(c, f, CI_STAGE) >= EI(c, e, EI_HPCC_STAGE)) {
+      r = rc / k + ED(c, e, ED_HPCC_WAI);
+      stage = 0;
+    } else {
+      r = rc + ED(c, e, ED_HPCC_WAI);
+      stage = *CI(c, f, CI_STAGE) + 1;
+    }
+    r = mv_fmin((double)c->f_line_bps[f], mv_fmax(ED(c, e, ED_HPCC_MIN), r));
+    c->f_rate[f] = r;
+    if (!fast) {
+      *CD(c, f, CD_RC) = r;
+      *CI(c, f, CI_STAGE) = stage;
+      if (c->f_snd_nxt[f] > *CI(c, f, CI_LAST_SEQ)) *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
+    }
+  }
+  *CI(c, f, CI_NHOP) = nint;
+  for (int i = 0; i < nint; ++i) {
+    *CI(c, f, CI_HOP0 + 3 * i) = hop[i].ts;
+    *CI(c, f, CI_HOP0 + 3 * i + 1) = hop[i].tx;
+    *CI(c, f, CI_HOP0 + 3 * i + 2) = hop[i].qlen;
+  }
+}
+
+// ---- DCTCP (HandleAckDctcp of the reference, in packets) -----------------------------------
+MV_DEV void dctcp_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, bool ecn) {
+  bool new_batch = false;
+  int64_t* cnt = CI(c, f, CI_ECN_CNT);
+  int64_t* last = CI(c, f, CI_LAST_SEQ);
+  int64_t* fl = CI(c, f, CI_FLAGS);
+  if (ecn) *cnt += 1;
+  if (ack > *last) {
+    new_batch = true;
+    if (!(*fl & CF_STARTED)) {
+      *fl |= CF_STARTED;
+      *last = c->f_snd_nxt[f];
+      *CI(c, f, CI_BATCH) = c->f_snd_nxt[f] + 1;
+    } else {
+      double g = ED(c, e, ED_DCTCP_G);
+      double frac = mv_fmin(1.0, (double)*cnt / (double)*CI(c, f, CI_BATCH));
+      *CD(c, f, CD_ALPHA) = (1.0 - g) * *CD(c, f, CD_ALPHA) + g * frac;
+      *last = c->f_snd_nxt[f];
+      *cnt = 0;
+      *CI(c, f, CI_BATCH) = c->f_snd_nxt[f] - ack + 1;
+    }
+  }
+  if (*CI(c, f, CI_CWR) && ack > *CI(c, f, CI_HIGH_SEQ)) *CI(c, f, CI_CWR) = 0;
+  if (ecn && !*CI(c, f, CI_CWR)) {
+    *CI(c, f, CI_CWR) = 1;
+    *CI(c, f, CI_HIGH_SEQ) = c->f_snd_nxt[f];
+    c->f_rate[f] = mv_fmax(ED(c, e, ED_DCTCP_MIN), c->f_rate[f] * (1.0 - *CD(c, f, CD_ALPHA) / 2.0));
+  }
+  if (!*CI(c, f, CI_CWR) && new_batch)
+    c->f_rate[f] = mv_fmin((double)c->f_line_bps[f], c->f_rate[f] + ED(c, e, ED_DCTCP_RAI));
+}
+
+// Reaction to an ACK or NACK carrying cumulative `ack`, ECN echo `ecn`, INT in `slot`.
+MV_DEV void cc_on_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, bool ecn, int64_t slot, int nint) {
+  int64_t cc = EI(c, e, EI_CC);
+  if (cc == CC_DCQCN) { if (ecn) dcqcn_cnp(c, e, f, t); }
+  else if (cc == CC_HPCC) hpcc_ack(c, e, f, ack, slot, nint);
+  else if (cc == CC_DCTCP) dctcp_ack(c, e, f, ack, ecn);
+}

@@ -1,0 +1,123 @@
+// Shared definitions of the kernels: parameter indices, hashing, time arithmetic, packet
+// pools and rings. `struct Ctx` (every column) is generated from mvopt/engine/schema.py and
+// inserted by the loader after mv_types.cuh.
+#pragma once
+
+#define MV_INF 0x3fffffffffffffffLL
+#define PS_PER_S 1000000000000LL
+#define MAX_INT_HOPS 5
+
+enum { PK_DATA = 0, PK_ACK = 1, PK_NACK = 2, PK_PAUSE = 3, PK_RESUME = 4 };
+enum { FL_CE = 1, FL_ECHO = 2 };
+enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4 };
+enum { Q_CTL = 0, Q_DATA = 1 };
+enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };
+enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
+
+// exp_i[e * NEXP_I + k]
+enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
+       EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, NEXP_I };
+// exp_d[e * NEXP_D + k]
+enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
+       ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
+       ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, NEXP_D };
+// Counters (node_ctr[v * NCTR + k]), same order as mvopt.engine.results.COUNTERS.
+enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
+       C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,
+       C_RESUMES, C_HOPS, C_TIMEOUTS, NCTR };
+// Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k].
+enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, NCCD = 8 };
+enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_ECN_CNT, CI_BATCH,
+       CI_HIGH_SEQ, CI_CWR, CI_NHOP, CI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, NCCI = 24 };
+enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
+
+
+
+MV_DEV uint64_t mv_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+MV_DEV uint64_t mv_hash(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  uint64_t h = mv_mix64(seed);
+  h = mv_mix64(h ^ tag);
+  h = mv_mix64(h ^ a);
+  h = mv_mix64(h ^ b);
+  h = mv_mix64(h ^ c);
+  return mv_mix64(h ^ d);
+}
+
+MV_DEV double mv_uniform(uint64_t h) { return (double)(h >> 11) * (1.0 / 9007199254740992.0); }
+
+// ceil(bytes * 8e12 / rate): exact serialization time in ps
+MV_DEV int64_t mv_ser(int64_t bytes, int64_t rate_bps) {
+  return (bytes * 8 * PS_PER_S + rate_bps - 1) / rate_bps;
+}
+
+MV_DEV int64_t mv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+MV_DEV int64_t mv_max(int64_t a, int64_t b) { return a > b ? a : b; }
+MV_DEV double mv_fmin(double a, double b) { return a < b ? a : b; }
+MV_DEV double mv_fmax(double a, double b) { return a > b ? a : b; }
+
+MV_DEV int64_t EI(const Ctx* c, int64_t e, int k) { return c->exp_i[e * NEXP_I + k]; }
+MV_DEV double ED(const Ctx* c, int64_t e, int k) { return c->exp_d[e * NEXP_D + k]; }
+MV_DEV void ctr_add(Ctx* c, int64_t v, int k, int64_t x) { c->node_ctr[v * NCTR + k] += x; }
+
+MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
+  if (!c->has_int) return;
+  for (int i = 0; i < n; ++i) c->pkt_int[dst_slot * MAX_INT_HOPS + i] = c->pkt_int[src_slot * MAX_INT_HOPS + i];
+}
+
+// ---- node packet pools: free list through Pkt.next ----------------------------------------
+MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
+  int32_t s = c->node_pool_free[v];
+  if (s >= 0) c->node_pool_free[v] = c->pkt[s].next;
+  return s;
+}
+MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
+  c->pkt[s].next = c->node_pool_free[v];
+  c->node_pool_free[v] = s;
+}
+
+// ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
+MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
+  c->pkt[s].next = -1;
+  int32_t t = c->port_qt[p * 2 + q];
+  if (t < 0) c->port_qh[p * 2 + q] = s; else c->pkt[t].next = s;
+  c->port_qt[p * 2 + q] = s;
+  c->port_qbytes[p * 2 + q] += c->pkt[s].bytes;
+  int64_t tot = c->port_qbytes[p * 2] + c->port_qbytes[p * 2 + 1];
+  if (tot > c->port_qmax[p]) c->port_qmax[p] = tot;
+}
+MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
+  int32_t s = c->port_qh[p * 2 + q];
+  c->port_qh[p * 2 + q] = c->pkt[s].next;
+  if (c->pkt[s].next < 0) c->port_qt[p * 2 + q] = -1;
+  c->port_qbytes[p * 2 + q] -= c->pkt[s].bytes;
+  return s;
+}
+
+// ---- wire rings ----------------------------------------------------------------------------
+MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
+  return c->port_ring_lo[p] + pos % c->port_ring_cap[p];
+}
+
+// Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
+// port is free again, or -1 if the ring is full (cannot happen with the planned capacities).
+MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+  int64_t tail = c->port_tail[p * 2 + par];
+  int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
+  if (tail - head_seen >= c->port_ring_cap[p]) return -1;
+  int64_t end = t + mv_ser(pk->bytes, c->port_rate_bps[p]);
+  int64_t s = ring_slot(c, p, tail);
+  c->pkt[s] = *pk;
+  c->pkt[s].t = end + c->port_delay_ps[p];
+  c->pkt[s].next = -1;
+  if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
+  c->port_tail[p * 2 + par] = tail + 1;
+  c->port_free_ps[p] = end;
+  ctr_add(c, v, C_HOPS, 1);
+  return end;
+}

@@ -1,0 +1,167 @@
+// Host systems: the NIC of one host — receiver (in-order delivery, ACK/NACK), sender (flows,
+// round-robin, pacing, windows, go-back-N, RTO), congestion control, and the tasks of the host.
+#pragma once
+
+MV_DEV bool flow_win_bound(const Ctx* c, int64_t e, int64_t f) {
+  int64_t w = c->f_win[f];
+  if (w == 0) return false;
+  if (EI(c, e, EI_VARWIN)) w = (int64_t)((double)w * c->f_rate[f] / (double)c->f_line_bps[f]);
+  return (c->f_snd_nxt[f] - c->f_snd_una[f]) * EI(c, e, EI_PAYLOAD) >= w;
+}
+MV_DEV bool flow_can_send(const Ctx* c, int64_t e, int64_t f) {
+  return c->f_snd_nxt[f] < c->f_npkt[f] && !flow_win_bound(c, e, f);
+}
+MV_DEV int64_t flow_rto_t(const Ctx* c, int64_t e, int64_t f) {
+  if (EI(c, e, EI_PFC) || c->f_snd_nxt[f] <= c->f_snd_una[f]) return MV_INF;
+  return c->f_progress_ps[f] + EI(c, e, EI_RTO_PS);
+}
+
+MV_DEV void host_remove_active(Ctx* c, int64_t v, int32_t j) {
+  int64_t base = c->node_heap_lo[v];
+  int32_t n = c->node_act_n[v];
+  for (int32_t k = j; k + 1 < n; ++k) c->act_flow[base + k] = c->act_flow[base + k + 1];
+  c->node_act_n[v] = n - 1;
+  if (j <= c->node_rr[v]) c->node_rr[v] -= 1;
+}
+
+// Control packet (ACK/NACK) of flow f into the host's control queue.
+MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, int32_t f, int64_t seq,
+                           int16_t flags, int64_t int_src, int nint, int64_t t) {
+  int32_t s = pool_alloc(c, v);
+  if (s < 0) { ctr_add(c, v, C_CTL_DROP, 1); return; }
+  Pkt* pk = &c->pkt[s];
+  pk->t = t; pk->flow = f; pk->seq = (int32_t)seq; pk->bytes = (int32_t)EI(c, e, EI_ACK);
+  pk->type = (int16_t)type; pk->flags = flags; pk->in_port = -1; pk->nint = nint; pk->sendno = 0;
+  if (int_src >= 0) copy_int(c, s, int_src, nint);
+  q_push(c, p, Q_CTL, s);
+}
+
+// Returns when a remote task successor is notified (MV_INF if none).
+MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slot, int64_t t) {
+  Pkt pk = c->pkt[slot];
+  int64_t notify = MV_INF;
+  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) { c->port_paused[p] = pk.type == PK_PAUSE; return notify; }
+  int32_t f = pk.flow;
+  if (pk.type == PK_DATA) {
+    int64_t exp_seq = c->f_rx_next[f];
+    if (pk.seq == exp_seq) {
+      c->f_rx_next[f] = exp_seq + 1;
+      ctr_add(c, v, C_DATA_DELIV, 1);
+      ctr_add(c, v, C_DATA_BYTES_DELIV, pk.bytes - EI(c, e, EI_HEADER));
+      host_queue_ctl(c, e, v, p, PK_ACK, f, exp_seq + 1, (pk.flags & FL_CE) ? FL_ECHO : 0, slot, pk.nint, t);
+      if (exp_seq + 1 == c->f_npkt[f]) notify = task_finished(c, v, f, t);
+    } else {
+      ctr_add(c, v, C_OOO, 1);
+      if (pk.seq > exp_seq && (t >= c->f_nack_ps[f] || exp_seq != c->f_last_nack[f])) {
+        c->f_nack_ps[f] = t + EI(c, e, EI_NACK_PS);
+        c->f_last_nack[f] = exp_seq;
+        ctr_add(c, v, C_NACKS, 1);
+        host_queue_ctl(c, e, v, p, PK_NACK, f, exp_seq, (pk.flags & FL_CE) ? FL_ECHO : 0, slot, pk.nint, t);
+      }
+    }
+    return notify;
+  }
+  // ACK / NACK at the sender
+  if (c->f_done_ps[f] >= 0) return notify;
+  int64_t a = pk.seq;
+  if (a > c->f_snd_una[f]) { c->f_snd_una[f] = a; c->f_progress_ps[f] = t; }
+  if (pk.type == PK_NACK) c->f_snd_nxt[f] = c->f_snd_una[f];
+  else if (c->f_snd_nxt[f] < c->f_snd_una[f]) c->f_snd_nxt[f] = c->f_snd_una[f];
+  cc_on_ack(c, e, f, t, a, (pk.flags & FL_ECHO) != 0, slot, pk.nint);
+  if (c->f_snd_una[f] == c->f_npkt[f]) {
+    c->f_done_ps[f] = t;
+    c->node_flows_acked[v] += 1;
+    if (t > c->node_last_ps[v]) c->node_last_ps[v] = t;
+    int64_t base = c->node_heap_lo[v];
+    for (int32_t j = 0; j < c->node_act_n[v]; ++j)
+      if (c->act_flow[base + j] == f) { host_remove_active(c, v, j); break; }
+  }
+  return notify;
+}
+
+// Task event at the top of the heap: a flow activates, or a delay task finishes.
+MV_DEV int64_t host_task_event(Ctx* c, int64_t e, int64_t v, int64_t t) {
+  int32_t k = c->heap_task[c->node_heap_lo[v]];
+  heap_pop(c, v);
+  if (c->task_kind[k] != 0) return task_finished(c, v, k, t);
+  int64_t base = c->node_heap_lo[v];
+  c->act_flow[base + c->node_act_n[v]] = k;
+  c->node_act_n[v] += 1;
+  c->f_next_tx[k] = t;
+  c->f_progress_ps[k] = t;
+  cc_init(c, e, k);
+  return MV_INF;
+}
+
+MV_DEV int64_t host_next_timer(Ctx* c, int64_t e, int64_t v) {
+  int64_t base = c->node_heap_lo[v], m = MV_INF;
+  for (int32_t j = 0; j < c->node_act_n[v]; ++j) {
+    int32_t f = c->act_flow[base + j];
+    m = mv_min(m, mv_min(cc_next_timer(c, e, f), flow_rto_t(c, e, f)));
+  }
+  return m;
+}
+
+MV_DEV void host_fire_timers(Ctx* c, int64_t e, int64_t v, int64_t t) {
+  int64_t base = c->node_heap_lo[v];
+  for (int32_t j = 0; j < c->node_act_n[v]; ++j) {
+    int32_t f = c->act_flow[base + j];
+    if (EI(c, e, EI_CC) == CC_DCQCN) dcqcn_timers(c, e, f, t);
+    if (flow_rto_t(c, e, f) == t) {
+      c->f_snd_nxt[f] = c->f_snd_una[f];
+      c->f_progress_ps[f] = t;
+      ctr_add(c, v, C_TIMEOUTS, 1);
+    }
+  }
+}
+
+// Earliest transmission start of the host port, MV_INF if nothing to send.
+MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
+  int64_t avail = MV_INF;
+  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  if (h >= 0) avail = c->pkt[h].t;
+  if (!c->port_paused[p]) {
+    int64_t base = c->node_heap_lo[v];
+    for (int32_t j = 0; j < c->node_act_n[v]; ++j) {
+      int32_t f = c->act_flow[base + j];
+      if (flow_can_send(c, e, f)) avail = mv_min(avail, c->f_next_tx[f]);
+    }
+  }
+  return avail >= MV_INF ? MV_INF : mv_max(avail, c->port_free_ps[p]);
+}
+
+MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, int par) {
+  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  if (h >= 0 && c->pkt[h].t <= t) {
+    int32_t s = q_pop(c, p, Q_CTL);
+    ctr_add(c, v, C_CTL_SENT, 1);
+    bool ok = wire_send(c, v, p, par, t, &c->pkt[s], s) >= 0;
+    pool_free(c, v, s);
+    return ok;
+  }
+  int64_t base = c->node_heap_lo[v];
+  int32_t n = c->node_act_n[v];
+  for (int32_t step = 1; step <= n; ++step) {
+    int32_t j = (int32_t)(((int64_t)c->node_rr[v] + step) % n);
+    if (j < 0) j += n;
+    int32_t f = c->act_flow[base + j];
+    if (!flow_can_send(c, e, f) || c->f_next_tx[f] > t) continue;
+    c->node_rr[v] = j;
+    int64_t seq = c->f_snd_nxt[f];
+    int64_t pay = EI(c, e, EI_PAYLOAD);
+    int64_t left = c->task_size[f] - seq * pay;
+    if (left < pay) pay = left;
+    Pkt pk;
+    pk.t = 0; pk.flow = f; pk.seq = (int32_t)seq; pk.bytes = (int32_t)(pay + EI(c, e, EI_HEADER));
+    pk.type = PK_DATA; pk.flags = 0; pk.next = -1; pk.in_port = -1; pk.nint = 0;
+    pk.sendno = (int32_t)c->f_sends[f];
+    c->f_sends[f] += 1;
+    c->f_snd_nxt[f] = seq + 1;
+    if (seq < c->f_max_sent[f]) ctr_add(c, v, C_RETX, 1); else c->f_max_sent[f] = seq + 1;
+    c->f_next_tx[f] = t + mv_ser(pk.bytes, (int64_t)c->f_rate[f]);
+    ctr_add(c, v, C_DATA_SENT, 1);
+    ctr_add(c, v, C_DATA_BYTES_SENT, pay);
+    return wire_send(c, v, p, par, t, &pk, -1) >= 0;
+  }
+  return true;  // unreachable when host_tx_time said something was ready
+}

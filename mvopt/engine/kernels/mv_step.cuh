@@ -1,0 +1,130 @@
+// THE step. One iteration = three phases separated by barriers:
+//   1. schedule  (per host)       pulls finish times of remote predecessors written in earlier
+//                                 iterations; nothing writes finish times in this phase.
+//   2. network   (per node)       each node processes all its events in [T, T + W) of its
+//                                 experiment, in time order. Everything sent in the window arrives
+//                                 at >= T + W (W = minimum link delay), so nodes are independent;
+//                                 a node writes only its own rows (and the ring slots beyond its
+//                                 published tail, which no reader looks at in this window).
+//   3. advance   (per experiment) reduces the nodes' next-event times: T <- max(T + W, earliest
+//                                 pending event) (idle skipping), or ends the experiment.
+#pragma once
+
+MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
+
+// Earliest unconsumed arrival on in-ring q (port q of our peer) visible in this iteration.
+MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
+  int64_t head = c->port_head[q * 2 + par];
+  if (head >= c->port_tail[q * 2 + (par ^ 1)]) return MV_INF;
+  return c->pkt[ring_slot(c, q, head)].t;
+}
+
+MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
+  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
+    int64_t q = c->port_peer[p];
+    c->port_head[q * 2 + par] = c->port_head[q * 2 + (par ^ 1)];
+    c->port_tail[p * 2 + par] = c->port_tail[p * 2 + (par ^ 1)];
+  }
+}
+
+// Earliest arrival among the packets this node sent in this iteration.
+MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
+  int64_t m = MV_INF;
+  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
+    int64_t from = c->port_tail[p * 2 + (par ^ 1)];
+    if (c->port_tail[p * 2 + par] > from) m = mv_min(m, c->pkt[ring_slot(c, p, from)].t);
+  }
+  return m;
+}
+
+MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  for (;;) {
+    int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
+    int what_d = -1;
+    for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
+      int64_t t = ring_head_t(c, c->port_peer[p], par);
+      if (t < ta) { ta = t; ia = p; }
+      int what;
+      t = switch_port_next(c, p, &what);
+      if (t < td) { td = t; id = p; what_d = what; }
+    }
+    if (ta >= te && td >= te) {
+      c->node_next_ps[v] = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
+      return;
+    }
+    if (ta <= td) {
+      int64_t q = c->port_peer[ia];
+      int64_t head = c->port_head[q * 2 + par];
+      switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
+      c->port_head[q * 2 + par] = head + 1;
+    } else if (!switch_transmit(c, e, v, id, what_d, td, par)) {
+      c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
+      c->node_next_ps[v] = MV_INF;
+      return;
+    }
+  }
+}
+
+MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  int64_t p = c->node_port_lo[v];
+  int64_t q = c->port_peer[p];
+  int64_t notify = MV_INF;
+  for (;;) {
+    int64_t ta = ring_head_t(c, q, par);
+    int64_t tt = heap_top_t(c, v);
+    int64_t tm = host_next_timer(c, e, v);
+    int64_t tx = host_tx_time(c, e, v, p);
+    int64_t t = mv_min(mv_min(ta, tt), mv_min(tm, tx));
+    if (t >= te) {
+      c->node_next_ps[v] = mv_min(mv_min(t, notify), node_sent_min(c, v, par));
+      return;
+    }
+    int64_t nt = MV_INF;
+    if (ta == t) {
+      int64_t head = c->port_head[q * 2 + par];
+      nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
+      c->port_head[q * 2 + par] = head + 1;
+    } else if (tt == t) {
+      nt = host_task_event(c, e, v, t);
+    } else if (tm == t) {
+      host_fire_timers(c, e, v, t);
+    } else if (!host_transmit(c, e, v, p, t, par)) {
+      c->exp_status[e] = ST_ERROR;
+      c->node_next_ps[v] = MV_INF;
+      return;
+    }
+    notify = mv_min(notify, nt);
+  }
+}
+
+MV_DEV void network_node(Ctx* c, int64_t v) {
+  int64_t e = c->node_exp[v];
+  if (c->exp_status[e] != ST_RUN) return;
+  int par = parity(c, e);
+  int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
+  node_begin(c, v, par);
+  if (c->node_is_host[v]) host_window(c, e, v, te, par);
+  else switch_window(c, e, v, te, par);
+}
+
+MV_DEV void schedule_phase_node(Ctx* c, int64_t v) {
+  if (!c->node_is_host[v] || c->exp_status[c->node_exp[v]] != ST_RUN) return;
+  schedule_node(c, v);
+}
+
+MV_DEV void advance_exp(Ctx* c, int64_t e) {
+  if (c->exp_status[e] != ST_RUN) return;
+  int64_t next = MV_INF, done = 0, acked = 0;
+  for (int64_t v = c->exp_node_lo[e]; v < c->exp_node_hi[e]; ++v) {
+    next = mv_min(next, c->node_next_ps[v]);
+    done += c->node_tasks_done[v];
+    acked += c->node_flows_acked[v];
+  }
+  int64_t w = c->exp_window_ps[e];
+  c->exp_iter[e] += 1;
+  if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) { c->exp_status[e] = ST_DONE; return; }
+  if (next >= MV_INF) { c->exp_status[e] = ST_STUCK; return; }
+  int64_t t = mv_max(c->exp_T_ps[e] + w, next);
+  if (t > c->exp_limit_ps[e]) { c->exp_status[e] = ST_TIMEOUT; return; }
+  c->exp_T_ps[e] = t;
+}

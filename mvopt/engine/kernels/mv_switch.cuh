@@ -1,0 +1,171 @@
+// Switch systems: arrivals (routing, MMU admission, PFC), and port transmissions (dequeue,
+// ECN marking, INT). One thread owns one switch and processes its events in time order.
+#pragma once
+
+// ---- MMU (HPCC switch-mmu semantics; data class only) --------------------------------------
+MV_DEV int64_t mmu_shared_of(const Ctx* c, int64_t e, int64_t i) {
+  int64_t r = EI(c, e, EI_RESERVE);
+  return c->port_in_bytes[i] > r ? c->port_in_bytes[i] - r : 0;
+}
+MV_DEV int64_t mmu_threshold(const Ctx* c, int64_t v, int64_t i) {
+  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - c->node_shared_used[v];
+  if (free_b < 0) free_b = 0;
+  return free_b >> c->port_shift[i];
+}
+MV_DEV bool mmu_admit(const Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
+  if (EI(c, e, EI_PFC))
+    return !(b + c->port_in_hdrm[i] > c->port_headroom[i] && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
+  return c->node_data_bytes[v] + b <= c->node_buffer[v];
+}
+MV_DEV void mmu_enqueue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
+  int64_t r = EI(c, e, EI_RESERVE);
+  int64_t nb = c->port_in_bytes[i] + b;
+  if (nb <= r) c->port_in_bytes[i] += b;
+  else if (nb - r > mmu_threshold(c, v, i)) c->port_in_hdrm[i] += b;
+  else {
+    c->port_in_bytes[i] += b;
+    c->node_shared_used[v] += mv_min(b, nb - r);
+  }
+  c->node_data_bytes[v] += b;
+}
+MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
+  int64_t r = EI(c, e, EI_RESERVE);
+  int64_t from_hdrm = mv_min(c->port_in_hdrm[i], b);
+  int64_t over = c->port_in_bytes[i] > r ? c->port_in_bytes[i] - r : 0;
+  int64_t from_shared = mv_min(b - from_hdrm, over);
+  c->port_in_hdrm[i] -= from_hdrm;
+  c->port_in_bytes[i] -= b - from_hdrm;
+  c->node_shared_used[v] -= from_shared;
+  c->node_data_bytes[v] -= b;
+}
+// PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
+MV_DEV void pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t) {
+  if (!EI(c, e, EI_PFC)) return;
+  int64_t shared = mmu_shared_of(c, e, i);
+  int64_t th = mmu_threshold(c, v, i);
+  int8_t want = c->port_in_paused[i];
+  if (!want && (c->port_in_hdrm[i] > 0 || shared >= th)) want = 1;
+  else if (want && c->port_in_hdrm[i] == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
+  if (want != c->port_in_paused[i]) {
+    c->port_in_paused[i] = want;
+    if (want != c->port_pfc_sent[i]) c->port_pfc_ps[i] = t;
+  }
+}
+
+// Next-hop port towards local destination host `dst` for a packet of flow f.
+MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, bool spray, int32_t seq, int32_t sendno) {
+  int32_t lo = c->node_route_lo[v], hi = c->node_route_hi[v] - 1;
+  while (lo < hi) {   // last range whose first destination <= dst
+    int32_t mid = (lo + hi + 1) / 2;
+    if (c->route_dst_lo[mid] <= dst) lo = mid; else hi = mid - 1;
+  }
+  int32_t a = c->route_nh_lo[lo], n = c->route_nh_hi[lo] - a;
+  if (n <= 0) return -1;
+  if (n == 1) return c->route_nh[a];
+  uint64_t seed = (uint64_t)EI(c, e, EI_SEED);
+  uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->task_local[f], seq, sendno)
+                     : mv_hash(seed, TAG_ECMP, c->node_local[v], c->task_local[f], 0, 0);
+  return c->route_nh[a + (int64_t)(h % (uint64_t)n)];
+}
+
+MV_DEV void switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t) {
+  // i: our port on the link the packet came over; slot: its ring slot
+  Pkt pk = c->pkt[slot];
+  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
+    c->port_paused[i] = pk.type == PK_PAUSE;
+    return;
+  }
+  bool data = pk.type == PK_DATA;
+  int32_t f = pk.flow;
+  int32_t dst = data ? c->task_dst_local[f] : c->task_src_local[f];
+  int64_t out = route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk.seq, pk.sendno);
+  int64_t b = pk.bytes;
+  if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return; }
+  if (data && !mmu_admit(c, e, v, i, b)) {
+    ctr_add(c, v, C_DATA_DROP, 1);
+    ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
+    return;
+  }
+  int32_t s = pool_alloc(c, v);
+  if (s < 0) {
+    if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
+    else ctr_add(c, v, C_CTL_DROP, 1);
+    return;
+  }
+  c->pkt[s] = pk;
+  c->pkt[s].t = t;
+  c->pkt[s].in_port = (int32_t)i;
+  copy_int(c, s, slot, pk.nint);
+  if (data) {
+    mmu_enqueue(c, e, v, i, b);
+    q_push(c, out, Q_DATA, s);
+    pfc_check(c, e, v, i, t);
+  } else {
+    q_push(c, out, Q_CTL, s);
+  }
+}
+
+// Earliest time port p can start a transmission (MV_INF if it has nothing to send), and what.
+MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
+  int64_t avail = MV_INF;
+  *what = -1;
+  if (c->port_in_paused[p] != c->port_pfc_sent[p]) { avail = c->port_pfc_ps[p]; *what = 2; }
+  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
+  h = c->port_qh[p * 2 + Q_DATA];
+  if (h >= 0 && !c->port_paused[p] && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
+  if (avail >= MV_INF) return MV_INF;
+  int64_t t = mv_max(avail, c->port_free_ps[p]);
+  // at the start time, the highest priority class that is available then goes first
+  if (c->port_in_paused[p] != c->port_pfc_sent[p] && c->port_pfc_ps[p] <= t) *what = 2;
+  else {
+    int32_t hc = c->port_qh[p * 2 + Q_CTL];
+    if (hc >= 0 && c->pkt[hc].t <= t) *what = Q_CTL;
+  }
+  return t;
+}
+
+// Returns false if the ring was full (internal error).
+MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par) {
+  if (what == 2) {
+    Pkt pk;
+    pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int32_t)EI(c, e, EI_PFC_FRAME);
+    pk.type = c->port_in_paused[p] ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
+    pk.in_port = -1; pk.nint = 0; pk.sendno = 0;
+    c->port_pfc_sent[p] = c->port_in_paused[p];
+    ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
+    ctr_add(c, v, C_CTL_SENT, 1);
+    return wire_send(c, v, p, par, t, &pk, -1) >= 0;
+  }
+  int32_t s = q_pop(c, p, what);
+  Pkt* pk = &c->pkt[s];
+  if (what == Q_DATA) {
+    int64_t i = pk->in_port;
+    mmu_dequeue(c, e, v, i, pk->bytes);
+    pfc_check(c, e, v, i, t);
+    int64_t q = c->port_qbytes[p * 2 + Q_DATA];
+    if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
+      bool mark = false;
+      if (q > c->port_kmax[p]) mark = true;
+      else if (q > c->port_kmin[p]) {
+        double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
+        uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], c->port_deq[p], 0);
+        mark = mv_uniform(h) < prob;
+      }
+      if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
+    }
+    c->port_deq[p] += 1;
+    if (c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
+      IntHop* hop = &c->pkt_int[(int64_t)s * MAX_INT_HOPS + pk->nint];
+      hop->ts = t;
+      hop->tx = c->port_tx_bytes[p];
+      hop->qlen = c->port_qbytes[p * 2] + c->port_qbytes[p * 2 + 1];
+      hop->port = p;
+      pk->nint += 1;
+    }
+  }
+  c->port_tx_bytes[p] += pk->bytes;
+  bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
+  pool_free(c, v, s);
+  return ok;
+}

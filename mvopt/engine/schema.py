@@ -1,0 +1,190 @@
+"""Every table and column of an SPME batch, in one place.
+
+The C struct that the kernels see (``struct Ctx``) is generated from this list, so the
+kernels, the CPU loader and the GPU loader cannot disagree on a name, a type or an order.
+A column is (name, C type, length, doc). Lengths name a count of the batch (``n_exp``,
+``n_node``, ``n_port``, ``n_task``, ``n_slot`` ...), optionally times a constant. Columns whose
+doc starts with "state" are written by the kernels; everything else is a parameter, written once
+by the batch builder. "[owner]" names the only system that writes a state column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Column", "COLUMNS", "COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "MAX_INT_HOPS",
+           "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
+
+NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
+NCCD = 8           # double-valued congestion-control state per flow
+NCCI = 24          # integer congestion-control state per flow (incl. HPCC's last INT per hop)
+NEXP_D = 16        # double parameters per experiment
+NEXP_I = 16        # integer parameters per experiment
+MAX_INT_HOPS = 5   # HPCC INT records per packet
+
+# Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
+PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("bytes", "<i4"),
+                      ("type", "<i2"), ("flags", "<i2"), ("next", "<i4"), ("in_port", "<i4"),
+                      ("nint", "<i4"), ("sendno", "<i4")])
+# One INT hop record (HPCC), MAX_INT_HOPS per packet slot when the batch uses HPCC.
+INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
+
+COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_pred", "n_succ", "n_route", "n_nh",
+          "n_slot", "n_int", "n_heap", "n_list")
+SCALARS = COUNTS + ("has_int",)
+
+_CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
+           "pkt": "Pkt", "int": "IntHop"}
+_NP = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "f64": np.float64,
+       "pkt": PKT_DTYPE, "int": INT_DTYPE}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    ctype: str        # key of _CTYPES
+    length: str       # a name from COUNTS
+    mult: int         # length multiplier
+    doc: str
+
+
+def _c(name: str, ctype: str, length: str, doc: str, mult: int = 1) -> Column:
+    return Column(name, ctype, length, mult, doc)
+
+
+COLUMNS: tuple[Column, ...] = (
+    # ---- experiments -------------------------------------------------------------------------
+    _c("exp_node_lo", "i32", "n_exp", "first node of the experiment"),
+    _c("exp_node_hi", "i32", "n_exp", "one past its last node"),
+    _c("exp_port_lo", "i32", "n_exp", "first port of the experiment (ports are hashed by local id)"),
+    _c("exp_n_task", "i32", "n_exp", "tasks of the experiment"),
+    _c("exp_n_flow", "i32", "n_exp", "flow tasks of the experiment"),
+    _c("exp_window_ps", "i64", "n_exp", "window = minimum link delay (ps)"),
+    _c("exp_limit_ps", "i64", "n_exp", "simulated-time limit (ps)"),
+    _c("exp_i", "i64", "n_exp", "integer parameters (EI_* in mv_common.cuh)", NEXP_I),
+    _c("exp_d", "f64", "n_exp", "double parameters (ED_* in mv_common.cuh)", NEXP_D),
+    _c("exp_T_ps", "i64", "n_exp", "state [advance]: window start (the experiment's clock)"),
+    _c("exp_iter", "i64", "n_exp", "state [advance]: windows simulated; its parity selects ring buffers"),
+    _c("exp_status", "i32", "n_exp", "state [advance]: 0 running, 1 done, 2 stuck, 3 timeout, 4 error"),
+    # ---- nodes -------------------------------------------------------------------------------
+    _c("node_exp", "i32", "n_node", "experiment of the node"),
+    _c("node_local", "i32", "n_node", "node id inside its experiment (hash input; batch-independent)"),
+    _c("node_is_host", "i8", "n_node", "1 for a host (NIC), 0 for a switch"),
+    _c("node_port_lo", "i32", "n_node", "first port (global id)"),
+    _c("node_port_hi", "i32", "n_node", "one past its last port"),
+    _c("node_route_lo", "i32", "n_node", "switch: first route range"),
+    _c("node_route_hi", "i32", "n_node", "switch: one past its last route range"),
+    _c("node_buffer", "i64", "n_node", "switch: shared buffer bytes"),
+    _c("node_reserved", "i64", "n_node", "switch: sum of headroom and reserve over its ports"),
+    _c("node_task_lo", "i32", "n_node", "host: first entry of its remote-dependency task list"),
+    _c("node_task_hi", "i32", "n_node", "host: one past the last"),
+    _c("node_heap_lo", "i32", "n_node", "host: first slot of its task-event heap"),
+    _c("node_act_lo", "i32", "n_node", "host: first slot of its active-flow list"),
+    _c("node_pool_free", "i32", "n_node", "state [node]: head of the free packet-slot list"),
+    _c("node_shared_used", "i64", "n_node", "state [node]: switch shared-buffer bytes in use"),
+    _c("node_data_bytes", "i64", "n_node", "state [node]: switch data bytes queued (lossy mode)"),
+    _c("node_heap_n", "i32", "n_node", "state [node]: entries in the heap"),
+    _c("node_act_n", "i32", "n_node", "state [node]: active flows"),
+    _c("node_rr", "i32", "n_node", "state [node]: round-robin position (index into active list)"),
+    _c("node_remote_left", "i32", "n_node", "state [schedule]: tasks still waiting for a remote predecessor"),
+    _c("node_next_ps", "i64", "n_node", "state [node]: earliest pending event after the window"),
+    _c("node_tasks_done", "i32", "n_node", "state [node]: tasks finished here"),
+    _c("node_flows_acked", "i32", "n_node", "state [node]: flows of this host fully acknowledged"),
+    _c("node_last_ps", "i64", "n_node", "state [node]: time of the last completion here"),
+    _c("node_ctr", "i64", "n_node", "state [node]: counters (COUNTERS)", NCTR),
+    # ---- ports (one per link direction, owned by the sender) ---------------------------------
+    _c("port_node", "i32", "n_port", "owner node"),
+    _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),
+    _c("port_rate_bps", "i64", "n_port", "link rate"),
+    _c("port_delay_ps", "i64", "n_port", "propagation delay"),
+    _c("port_kmin", "i64", "n_port", "ECN Kmin bytes"),
+    _c("port_kmax", "i64", "n_port", "ECN Kmax bytes"),
+    _c("port_pmax", "f64", "n_port", "ECN Pmax"),
+    _c("port_headroom", "i64", "n_port", "PFC headroom of this link's ingress at the owner"),
+    _c("port_shift", "i32", "n_port", "PFC dynamic-threshold shift"),
+    _c("port_ring_lo", "i64", "n_port", "first packet slot of the port's wire ring"),
+    _c("port_ring_cap", "i64", "n_port", "ring capacity (slots)"),
+    _c("port_free_ps", "i64", "n_port", "state [node]: the port is busy until then"),
+    _c("port_tail", "i64", "n_port", "state [node]: packets ever sent, by iteration parity", 2),
+    _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
+    _c("port_qh", "i32", "n_port", "state [node]: queue heads (control, data) into the pool", 2),
+    _c("port_qt", "i32", "n_port", "state [node]: queue tails", 2),
+    _c("port_qbytes", "i64", "n_port", "state [node]: queued bytes (control, data)", 2),
+    _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
+    _c("port_paused", "i8", "n_port", "state [node]: data class paused by the peer"),
+    _c("port_in_bytes", "i64", "n_port", "state [node]: MMU ingress bytes of this link (switch)"),
+    _c("port_in_hdrm", "i64", "n_port", "state [node]: MMU headroom bytes of this link"),
+    _c("port_in_paused", "i8", "n_port", "state [node]: we asked the peer to pause"),
+    _c("port_pfc_sent", "i8", "n_port", "state [node]: pause state last signalled to the peer"),
+    _c("port_pfc_ps", "i64", "n_port", "state [node]: when the pending PFC frame was requested"),
+    _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes transmitted (INT)"),
+    _c("port_deq", "i64", "n_port", "state [node]: data packets dequeued (ECN hash counter)"),
+    # ---- tasks (flows are tasks) -------------------------------------------------------------
+    _c("task_kind", "i8", "n_task", "0 flow, 1 delay"),
+    _c("task_src", "i32", "n_task", "start node (global id): flow src / delay host"),
+    _c("task_dst", "i32", "n_task", "finish node (global id): flow dst / delay host"),
+    _c("task_dst_local", "i32", "n_task", "routing destination: flow dst host id inside the experiment"),
+    _c("task_src_local", "i32", "n_task", "flow src host id inside the experiment"),
+    _c("task_local", "i32", "n_task", "task id inside the experiment (hash input)"),
+    _c("task_size", "i64", "n_task", "flow bytes"),
+    _c("task_dur_ps", "i64", "n_task", "delay duration"),
+    _c("task_min_ps", "i64", "n_task", "earliest start"),
+    _c("task_pred_lo", "i32", "n_task", "predecessors (remote ones only) in task_pred"),
+    _c("task_pred_hi", "i32", "n_task", ""),
+    _c("task_succ_lo", "i32", "n_task", "successors in task_succ"),
+    _c("task_succ_hi", "i32", "n_task", ""),
+    _c("task_local_left", "i32", "n_task", "state [start node]: local predecessors not finished"),
+    _c("task_ready_max", "i64", "n_task", "state [start node]: latest local predecessor finish"),
+    _c("task_remote_ps", "i64", "n_task", "state [schedule]: remote readiness, -1 unknown"),
+    _c("task_start_ps", "i64", "n_task", "state [start node]: start time (-1 not started)"),
+    _c("task_finish_ps", "i64", "n_task", "state [finish node]: finish time (INF not finished)"),
+    _c("task_pred", "i32", "n_pred", "remote predecessor task ids (global)"),
+    _c("task_succ", "i32", "n_succ", "successor task ids (global)"),
+    _c("node_remote_list", "i32", "n_list", "per host: tasks starting there with remote predecessors"),
+    # ---- flows (indexed by task id) ----------------------------------------------------------
+    _c("f_npkt", "i64", "n_task", "packets of the flow"),
+    _c("f_line_bps", "i64", "n_task", "NIC rate of the source"),
+    _c("f_base_rtt_ps", "i64", "n_task", "base RTT"),
+    _c("f_win", "i64", "n_task", "window bytes at line rate (0 = none)"),
+    _c("f_snd_nxt", "i64", "n_task", "state [src]: next packet to send"),
+    _c("f_snd_una", "i64", "n_task", "state [src]: first unacknowledged packet"),
+    _c("f_next_tx", "i64", "n_task", "state [src]: pacing: earliest next send"),
+    _c("f_progress_ps", "i64", "n_task", "state [src]: last acknowledgement progress (RTO)"),
+    _c("f_sends", "i64", "n_task", "state [src]: data packets sent (spray hash input)"),
+    _c("f_max_sent", "i64", "n_task", "state [src]: one past the highest packet ever sent (retransmissions)"),
+    _c("f_rate", "f64", "n_task", "state [src]: sending rate (b/s)"),
+    _c("f_done_ps", "i64", "n_task", "state [src]: last byte acknowledged (-1 not yet)"),
+    _c("f_ccd", "f64", "n_task", "state [src]: congestion-control doubles (CD_*)", NCCD),
+    _c("f_cci", "i64", "n_task", "state [src]: congestion-control integers (CI_*)", NCCI),
+    _c("f_rx_next", "i64", "n_task", "state [dst]: next expected packet"),
+    _c("f_nack_ps", "i64", "n_task", "state [dst]: NACK rate-limit timer"),
+    _c("f_last_nack", "i64", "n_task", "state [dst]: sequence of the last NACK"),
+    # ---- routing ------------------------------------------------------------------------------
+    _c("route_dst_lo", "i32", "n_route", "first destination host (local id) of the range"),
+    _c("route_nh_lo", "i32", "n_route", "next-hop ports of the range in route_nh"),
+    _c("route_nh_hi", "i32", "n_route", ""),
+    _c("route_nh", "i32", "n_nh", "next-hop ports (global ids)"),
+    # ---- packets, task heaps, active lists ---------------------------------------------------
+    _c("pkt", "pkt", "n_slot", "state: packet slots: port rings, then node pools"),
+    _c("pkt_int", "int", "n_int", "state: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
+    _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
+    _c("heap_task", "i32", "n_heap", "state [host]: task-event heap tasks"),
+    _c("act_flow", "i32", "n_heap", "state [host]: active flows (task ids), in activation order"),
+)
+
+
+def numpy_dtype(col: Column) -> np.dtype:
+    return np.dtype(_NP[col.ctype])
+
+
+def c_struct_source() -> str:
+    """The `struct Ctx` declaration the kernels are compiled with."""
+    lines = ["struct Ctx {"]
+    for s in SCALARS:
+        lines.append(f"  int64_t {s};")
+    for col in COLUMNS:
+        lines.append(f"  {_CTYPES[col.ctype]}* {col.name};  // {col.doc}")
+    lines.append("};")
+    return "\n".join(lines) + "\n"
