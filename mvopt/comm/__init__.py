@@ -1,0 +1,13 @@
+"""Collective communication: the calibrated intra-server model and the nccl-tests log parser.
+
+Inter-server collectives (NCCL algorithms decomposed into network flows) come later.
+"""
+
+from mvopt.comm.intra import (ALGORITHMS, COLLECTIVES, Curve, IntraServerModel, Regime, bus_factor,
+                              default_model, dump_params, fit_curve, group_nccl_sweeps, load_params,
+                              published_sweeps)
+from mvopt.comm.nccl_tests import NcclPoint, NcclSweep, parse_nccl_tests, read_nccl_tests
+
+__all__ = ["ALGORITHMS", "COLLECTIVES", "Curve", "IntraServerModel", "Regime", "bus_factor",
+           "default_model", "dump_params", "fit_curve", "group_nccl_sweeps", "load_params",
+           "published_sweeps", "NcclPoint", "NcclSweep", "parse_nccl_tests", "read_nccl_tests"]

@@ -1,0 +1,77 @@
+"""``python -m mvopt calibrate LOG... [--out FILE]``: fit the intra-server collective model.
+
+Reads nccl-tests logs (``all_reduce_perf``, ``all_gather_perf``, ``reduce_scatter_perf``,
+``alltoall_perf``, ``sendrecv_perf`` output), fits one curve per (GPU type, collective, GPU
+count), prints the fit error per size and writes the parameter file. ``--published`` fits the
+sweeps of published.yaml instead: that is how ``mvopt/data/intra_server_default.yaml`` is made.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from mvopt.comm.intra import ALGORITHMS, Measured, dump_params, group_nccl_sweeps, published_sweeps
+from mvopt.comm.nccl_tests import read_nccl_tests
+from mvopt.errors import ConfigError
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logs", nargs="*", metavar="LOG", help="nccl-tests output files")
+    parser.add_argument("--out", metavar="FILE", help="write the parameter file here (YAML)")
+    parser.add_argument("--published", action="store_true",
+                        help="fit the intra-server sweeps of published.yaml (the shipped defaults)")
+    parser.add_argument("--gpu", help="GPU type of the logs (default: the device name they print)")
+    parser.add_argument("--gpus", type=int, help="GPU count (default: the Rank lines of the log)")
+    parser.add_argument("--collective", help="collective of the logs (default: the log's "
+                        "'Collective test starting' line), e.g. all_reduce")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
+                        help="label of the fitted curves: what NCCL_ALGO forced (default: auto)")
+    parser.add_argument("--placement", choices=("in-place", "out-of-place"), default="in-place",
+                        help="which nccl-tests time to fit (default: in-place)")
+
+
+def _measured(args: argparse.Namespace) -> list[Measured]:
+    out: list[Measured] = []
+    if args.published:
+        out += [Measured(sw.gpu, sw.collective, sw.gpus, "auto", sw.sizes_bytes, sw.times_s,
+                         (f"published.yaml: {sw.name}",)) for sw in published_sweeps()]
+    sweeps = [sw for path in args.logs for sw in read_nccl_tests(path)]
+    if sweeps:
+        out += group_nccl_sweeps(sweeps, gpu=args.gpu, collective=args.collective, gpus=args.gpus,
+                                 algorithm=args.algorithm, placement=args.placement)
+    return out
+
+
+def _size(n: float) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n:g} B"
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.logs and not args.published:
+        raise ConfigError("LOG", "give at least one nccl-tests log, or --published", show_value=False)
+    curves = []
+    for m in _measured(args):
+        curve = m.fit()
+        curves.append(curve)
+        pred = np.asarray(curve.time_s(m.sizes_bytes))
+        err = (pred / m.times_s - 1.0) * 100.0
+        print(f"{curve.gpu} {curve.collective} x{curve.gpus} ({curve.algorithm}) from {curve.source}")
+        print(f"  {'size':>10}  {'measured us':>12}  {'model us':>12}  {'error %':>8}")
+        for s, t, p, e in zip(m.sizes_bytes, m.times_s, pred, err):
+            print(f"  {_size(s):>10}  {t * 1e6:12.2f}  {p * 1e6:12.2f}  {e:+8.2f}")
+        big = np.abs(err[m.sizes_bytes >= 2**20])
+        if big.size:
+            print(f"  median |error| for sizes >= 1 MiB: {np.median(big):.2f} % (max {big.max():.2f} %)")
+    if args.out:
+        dump_params(curves, args.out)
+        print(f"wrote {len(curves)} curve(s) to {args.out}")
+    else:
+        print("(no --out given: parameter file not written)")
+    return 0
