@@ -25,16 +25,18 @@ class PortTable:
 
 def make_ports(n_node: int, a: np.ndarray, b: np.ndarray, rate_bps: np.ndarray, delay_ps: np.ndarray,
                tier: np.ndarray) -> PortTable:
-    """Two ports per link (a→b owned by a, b→a owned by b), sorted by owner then link index.
+    """Two ports per link (a→b owned by a, b→a owned by b), sorted by owner, then peer node,
+    then link index (parallel links).
 
-    A node's ports therefore appear in the order its links were listed; a host with a single
-    link has the single port ``node_port_offset[h]``.
+    The numbering is thus canonical: it does not depend on the order in which links are listed,
+    so a topology written to a file or a networkx graph and read back has identical port ids
+    (and identical ECMP choices). A host's single port is ``node_port_offset[h]``.
     """
     n_link = a.size
     owner = np.concatenate([a, b]).astype(np.int64)
     peer = np.concatenate([b, a]).astype(np.int64)
     link = np.concatenate([np.arange(n_link), np.arange(n_link)])
-    order = np.lexsort((link, owner))
+    order = np.lexsort((link, peer, owner))
     pos = np.empty(2 * n_link, np.int64)
     pos[order] = np.arange(2 * n_link)
     reverse = (order + n_link) % (2 * n_link)  # the other direction of the same link
