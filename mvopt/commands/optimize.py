@@ -1,0 +1,40 @@
+"""``python -m mvopt optimize SPACE.yaml``: search a space, generation by generation."""
+
+from __future__ import annotations
+
+import argparse
+
+from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
+from mvopt.optimize.space import load_space
+from mvopt.optimize.storage import make_storage
+from mvopt.optimize.study import create_or_resume
+
+DEFAULT_TRIALS = 200
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("space", help="search-space YAML (see search_spaces/ and docs/optimizer.md)")
+    p.add_argument("--study", default=None, help="study name (default: the space's name)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing study of that name (trials of dead processes are retried)")
+    p.add_argument("--check", action="store_true", help="only load and validate the space, print it, and exit")
+    add_storage_arguments(p)
+    add_run_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    quiet_optuna()
+    space = load_space(args.space)
+    if args.check:
+        print(f"{space.source}: study {space.name!r}, {len(space.parameters)} parameters "
+              f"({', '.join(p.name for p in space.parameters)}), objectives {', '.join(space.objective_names)}: ok")
+        return 0
+    sampler = args.sampler or space.run.sampler
+    gen = args.generation_size or space.run.generation_size
+    seed = args.seed if args.seed is not None else space.run.seed
+    storage = make_storage(args.storage, heartbeat_s=args.heartbeat)
+    study = create_or_resume(storage, space, study_name=args.study, sampler=sampler, generation_size=gen,
+                             seed=seed, resume=args.resume)
+    budget = budget_from_args(args, space, default_trials=None if sampler == "grid" else DEFAULT_TRIALS)
+    run_study(study, space, args, generation_size=gen, budget=budget)
+    return 0

@@ -1,0 +1,99 @@
+"""Options and the run sequence shared by ``mvopt optimize`` and ``mvopt worker``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+import optuna
+
+from mvopt.errors import MvoptError
+from mvopt.optimize.artifacts import attach_best_plots, default_artifact_dir
+from mvopt.optimize.evaluator import evaluator_names, make_evaluator
+from mvopt.optimize.loop import Budget, GenerationLoop, RunSummary
+from mvopt.optimize.progress import ConsoleProgress, SilentProgress
+from mvopt.optimize.samplers import sampler_names
+from mvopt.optimize.space import SearchSpace
+from mvopt.optimize.storage import describe_storage
+from mvopt.optimize.summary import best_table, format_table
+
+__all__ = ["add_run_arguments", "add_storage_arguments", "budget_from_args", "run_study", "quiet_optuna", "parse_duration"]
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``2h``."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    try:
+        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90, 15m, 2h)") from None
+
+
+def add_storage_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """--storage and --heartbeat."""
+    p.add_argument("--storage", required=required, default=None,
+                   help="Optuna storage URL (sqlite:///FILE, postgresql://USER:PW@HOST/DB) or a journal file path "
+                        "(default sqlite:///mvopt.db in the working directory)")
+    p.add_argument("--heartbeat", type=int, default=10, metavar="S",
+                   help="heartbeat period of running trials in RDB storages; a trial silent for 3x this is "
+                        "failed and retried (0 = off; default 10)")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the generation loop (sampler, budget, backend, output)."""
+    p.add_argument("--sampler", choices=sampler_names(), default=None, help="sampler (default: the space's run.sampler, else tpe)")
+    p.add_argument("-g", "--generation-size", type=int, default=None, metavar="N",
+                   help="trials per generation, simulated as one batch (default: the space's, else 32)")
+    p.add_argument("-n", "--n-trials", type=int, default=None, metavar="N", help="trials to run in this process")
+    p.add_argument("--timeout", type=parse_duration, default=None, metavar="T",
+                   help="time budget of this process (90, 15m, 2h); the running generation is finished")
+    p.add_argument("--stop-file", default=None, metavar="FILE", help="stop after the generation in which FILE appears")
+    p.add_argument("--seed", type=int, default=None, help="sampler seed")
+    p.add_argument("--backend", default="cpu", metavar="NAME",
+                   help=f"simulation backend: {', '.join(evaluator_names())} or module:factory (default cpu)")
+    p.add_argument("--artifacts", default=None, metavar="DIR",
+                   help="directory for per-trial plots (Optuna artifacts; default mvopt-artifacts beside the database)")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="rows of the final table of best configurations")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def budget_from_args(args: argparse.Namespace, space: SearchSpace, *, default_trials: int | None) -> Budget:
+    """The run budget from the options, falling back on the space's ``run:`` section."""
+    n = args.n_trials if args.n_trials is not None else space.run.n_trials
+    timeout = args.timeout if args.timeout is not None else space.run.timeout_s
+    if n is None and timeout is None and args.stop_file is None:
+        n = default_trials
+    if n is not None and n < 1:
+        raise MvoptError(f"--n-trials must be >= 1, got {n}")
+    return Budget(n_trials=n, timeout_s=timeout, stop_file=args.stop_file,
+                  study_trials=getattr(args, "study_trials", None))
+
+
+def quiet_optuna() -> None:
+    """Keep Optuna's per-trial INFO lines and experimental-feature warnings off the terminal."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    logging.basicConfig(level=logging.WARNING, format="mvopt: %(message)s")
+
+
+def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace, *, generation_size: int,
+              budget: Budget) -> RunSummary:
+    """Run the loop, print the summary and the best configurations, attach best-trial plots."""
+    evaluator = make_evaluator(args.backend)
+    progress = SilentProgress() if args.quiet else ConsoleProgress()
+    if not args.quiet:
+        print(f"mvopt: study {study.study_name!r} in {describe_storage(args.storage)}: {len(space.parameters)} "
+              f"parameters, generations of {generation_size}, backend {evaluator.name}", file=sys.stderr)
+    loop = GenerationLoop(study, space, evaluator, generation_size=generation_size, progress=progress,
+                          poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0)
+    summary = loop.run(budget)
+    attach_best_plots(study, args.artifacts or default_artifact_dir(args.storage), k=min(3, args.top))
+    print(f"{summary.told} trials in {summary.generations} generations ({summary.simulated} simulated, "
+          f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
+          f"{summary.elapsed_s:.1f} s: {summary.stopped}")
+    print(format_table(best_table(study, space.objective_names, args.top)))
+    return summary

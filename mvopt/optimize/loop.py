@@ -1,0 +1,329 @@
+"""The generation loop: ask N trials, simulate their new configurations as ONE batch, tell.
+
+One generation:
+
+1. recover trials left RUNNING by dead processes (failed, then queued again as WAITING);
+2. ask up to N trials, map each to an experiment (:meth:`SearchSpace.candidate`);
+3. infeasible candidates (invalid, or violating a constraint of the space) are told at once;
+   a configuration already simulated (cache, filled from the study's finished trials, so it
+   survives restarts and is shared with other workers) is told from the cache;
+4. the remaining configurations are *claimed* (:mod:`mvopt.optimize.claims`): one trial per
+   configuration, across all workers, simulates; duplicates wait for it and copy its result;
+5. the evaluator runs once on the distinct claimed configurations; every trial is told.
+
+A heartbeat thread keeps this process's RUNNING trials alive in RDB storages. On an exception
+or an interruption, this process's RUNNING trials are failed and queued again, so nothing is
+lost and nothing is left RUNNING; on SIGKILL the next sweep (any worker, or ``--resume``) does it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from mvopt.errors import MvoptError
+from mvopt.optimize.claims import Claims, make_claims
+from mvopt.optimize.evaluator import Evaluator, check_results
+from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
+from mvopt.optimize.records import Outcome, is_feasible_trial, outcome_from_trial, outcome_of, tell
+from mvopt.optimize.space import Candidate, SearchSpace
+from mvopt.optimize.storage import fail_and_retry, heartbeat_enabled, mark_owner, rdb_engine, record_heartbeats, recover_dead_trials
+
+__all__ = ["Budget", "RunSummary", "GenerationLoop"]
+
+_log = logging.getLogger("mvopt.optimize")
+
+
+@dataclass
+class Budget:
+    """When to stop: any limit reached ends the run after the current generation."""
+
+    n_trials: int | None = None       # trials told by this run
+    timeout_s: float | None = None    # wall-clock seconds for this run
+    stop_file: str | None = None      # stop when this file exists
+    study_trials: int | None = None   # stop when the study holds this many COMPLETE trials
+
+
+@dataclass
+class RunSummary:
+    """What a run did."""
+
+    generations: int = 0
+    told: int = 0
+    simulated: int = 0
+    infeasible: int = 0
+    cached: int = 0
+    recovered: int = 0
+    elapsed_s: float = 0.0
+    stopped: str = ""
+
+
+@dataclass
+class _Asked:
+    trial: optuna.Trial
+    cand: Candidate
+
+
+class _Heartbeat:
+    """Records heartbeats of this process's running trials in the background."""
+
+    def __init__(self, study: optuna.Study, trial_ids: set[int], lock: threading.Lock) -> None:
+        self.study, self.trial_ids, self.lock = study, trial_ids, lock
+        inner = getattr(study._storage, "_backend", study._storage)
+        self.interval = max(0.2, (getattr(inner, "heartbeat_interval", None) or 0) / 2)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_Heartbeat":
+        if heartbeat_enabled(self.study._storage):
+            self._thread = threading.Thread(target=self._run, name="mvopt-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self.lock:
+                ids = list(self.trial_ids)
+            try:
+                record_heartbeats(self.study._storage, ids)
+            except Exception as e:  # a transient database error must not kill the worker
+                _log.warning("heartbeat failed: %s", e)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class GenerationLoop:
+    """Runs generations of one study until a :class:`Budget` is spent.
+
+    ``backend_name`` is recorded on every trial (defaults to the evaluator's name).
+    """
+
+    def __init__(self, study: optuna.Study, space: SearchSpace, evaluator: Evaluator, *,
+                 generation_size: int = 32, claims: Claims | None = None, progress: Progress | None = None,
+                 poll_s: float = 1.0, backend_name: str | None = None) -> None:
+        if generation_size < 1:
+            raise MvoptError(f"generation size must be >= 1, got {generation_size}")
+        self.study, self.space, self.evaluator = study, space, evaluator
+        self.generation_size = generation_size
+        self.claims = claims or make_claims(rdb_engine(study._storage), study.study_name)
+        self.progress = progress or SilentProgress()
+        self.poll_s = poll_s
+        self.backend = backend_name or evaluator.name
+        self.cache: dict[str, tuple[int, Outcome]] = {}
+        self.pending: list[_Asked] = []
+        self.running: set[int] = set()
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._best: list[float] | None = None
+        self._load_cache()
+
+    # ------------------------------------------------------------------ state from the storage
+
+    def _load_cache(self) -> None:
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            self._remember(t)
+
+    def _remember(self, t: FrozenTrial) -> None:
+        out = outcome_from_trial(t)
+        if out is None or "duplicate_of" in t.user_attrs:
+            if out is not None:
+                self._update_best(out)
+            return
+        key = out.attrs.get("config_key")
+        if key and key not in self.cache:
+            self.cache[key] = (t.number, out)
+        self._update_best(out)
+
+    def _update_best(self, out: Outcome) -> None:
+        if not out.feasible or not all(v < float("inf") for v in out.values):
+            return
+        if self._best is None or out.values[0] < self._best[0]:
+            self._best = list(out.values)
+
+    def _trial(self, number: int) -> FrozenTrial:
+        storage = self.study._storage
+        return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
+
+    def _is_dead(self, number: int) -> bool:
+        return self._trial(number).state == TrialState.FAIL
+
+    # ------------------------------------------------------------------ one generation
+
+    def _ask(self, n: int) -> list[_Asked]:
+        out = []
+        for _ in range(n):
+            trial = self.study.ask()
+            with self._lock:
+                self.running.add(trial._trial_id)
+            mark_owner(self.study, trial._trial_id)
+            out.append(_Asked(trial, self.space.candidate(self.space.suggest(trial))))
+        return out
+
+    def _tell(self, a: _Asked, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
+        tell(self.study, a.trial, outcome, extra)
+        with self._lock:
+            self.running.discard(a.trial._trial_id)
+        self._update_best(outcome)
+
+    def step(self, n: int) -> GenerationReport:
+        """Run one generation of up to ``n`` new trials (plus trials waiting from earlier ones)."""
+        rep = GenerationReport(index=self._generation, objective_names=self.space.objective_names)
+        t0 = time.perf_counter()
+        rep.recovered = recover_dead_trials(self.study)
+        asked = self._ask(n)
+        rep.asked = len(asked)
+        rep.sampler_s = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        groups: dict[str, list[_Asked]] = defaultdict(list)
+        for a in self.pending + asked:
+            key = a.cand.key
+            if not a.cand.feasible:
+                self._tell(a, outcome_of(self.space, a.cand, None, self.backend))
+                rep.infeasible += 1
+            elif key in self.cache:
+                number, out = self.cache[key]
+                self._tell(a, out, {"duplicate_of": number})
+                rep.cached += 1
+            else:
+                groups[key].append(a)
+        self.pending = []
+        owners = self.claims.claim({k: g[0].trial.number for k, g in groups.items()}, self._is_dead)
+        to_simulate: list[str] = []
+        for key, group in groups.items():
+            owner = owners[key]
+            if owner == group[0].trial.number:
+                to_simulate.append(key)
+                continue
+            other = self._trial(owner)
+            if other.state == TrialState.COMPLETE and outcome_from_trial(other) is not None:
+                self._remember(other)
+                for a in group:
+                    self._tell(a, self.cache[key][1], {"duplicate_of": owner})
+                    rep.cached += 1
+            else:
+                self.pending.extend(group)
+        rep.deferred = len(self.pending)
+        tell_s = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        configs = [groups[k][0].cand.config for k in to_simulate]
+        results = check_results(configs, self.evaluator.evaluate(configs), self.evaluator.name) if configs else []
+        rep.simulate_s = time.perf_counter() - t2
+        rep.simulated = len(configs)
+
+        t3 = time.perf_counter()
+        for key, ev in zip(to_simulate, results):
+            group = groups[key]
+            out = outcome_of(self.space, group[0].cand, ev, self.backend)
+            self._tell(group[0], out)
+            self.cache[key] = (group[0].trial.number, out)
+            for a in group[1:]:
+                self._tell(a, out, {"duplicate_of": group[0].trial.number})
+                rep.cached += 1
+        rep.tell_s = tell_s + time.perf_counter() - t3
+        rep.told = rep.infeasible + rep.cached + rep.simulated
+        rep.best = self._best
+        self._generation += 1
+        return rep
+
+    # ------------------------------------------------------------------ the run
+
+    def _grid_free(self) -> int | None:
+        """Grid points neither finished nor running, plus queued retries (None: not a grid study)."""
+        if not isinstance(self.study.sampler, optuna.samplers.GridSampler):
+            return None
+        taken, waiting = set(), 0
+        for t in self.study._storage.get_all_trials(self.study._study_id, deepcopy=False):
+            if t.state == TrialState.WAITING:
+                waiting += 1
+            elif "grid_id" in t.system_attrs:
+                taken.add(t.system_attrs["grid_id"])
+        return max(0, self.space.grid_size() - len(taken)) + waiting
+
+    def _others_running(self) -> bool:
+        with self._lock:
+            mine = set(self.running)
+        return any(t._trial_id not in mine
+                   for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)))
+
+    def _stop_reason(self, budget: Budget, summary: RunSummary, start: float) -> str | None:
+        if budget.n_trials is not None and summary.told >= budget.n_trials:
+            return "trial budget reached"
+        if budget.timeout_s is not None and time.monotonic() - start >= budget.timeout_s:
+            return "time budget reached"
+        if budget.stop_file and os.path.exists(budget.stop_file):
+            return f"stop file {budget.stop_file} exists"
+        if budget.study_trials is not None:
+            done = len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            if done >= budget.study_trials:
+                return f"study has {done} complete trials"
+        return None
+
+    def run(self, budget: Budget) -> RunSummary:
+        """Run generations until ``budget`` is spent (or a grid is done); never leaves trials RUNNING."""
+        summary = RunSummary()
+        start = time.monotonic()
+        with _Heartbeat(self.study, self.running, self._lock):
+            try:
+                while True:
+                    reason = self._stop_reason(budget, summary, start)
+                    n = 0 if reason else self.generation_size
+                    if budget.n_trials is not None:
+                        n = min(n, budget.n_trials - summary.told - len(self.pending))
+                    free = self._grid_free()
+                    if free is not None:
+                        n = min(n, free)
+                        if n == 0 and not self.pending and not reason:
+                            if not self._others_running():
+                                reason = "grid exhausted"
+                            else:  # other workers still run points: wait, take over the dead ones
+                                time.sleep(self.poll_s)
+                                summary.recovered += recover_dead_trials(self.study)
+                                continue
+                    if n <= 0 and not self.pending:
+                        summary.stopped = reason or "trial budget reached"
+                        break
+                    if n <= 0:
+                        time.sleep(self.poll_s)  # only duplicates of other workers' trials are left
+                    rep = self.step(max(n, 0))
+                    summary.generations += 1
+                    summary.told += rep.told
+                    summary.simulated += rep.simulated
+                    summary.infeasible += rep.infeasible
+                    summary.cached += rep.cached
+                    summary.recovered += rep.recovered
+                    rep.total_told = summary.told
+                    self.progress.generation(rep, budget.n_trials)
+            except BaseException:
+                self.release()
+                raise
+        summary.elapsed_s = time.monotonic() - start
+        return summary
+
+    def release(self) -> int:
+        """Fail and queue again this process's RUNNING trials (after an error or an interruption)."""
+        with self._lock:
+            ids = list(self.running)
+            self.running.clear()
+        self.pending = []
+        try:
+            return fail_and_retry(self.study, ids)
+        except Exception as e:  # the storage may be what failed; the next sweep will recover them
+            _log.warning("could not release %d running trials: %s", len(ids), e)
+            return 0
+
+    def best_feasible(self) -> list[FrozenTrial]:
+        """Feasible complete trials of the study (for summaries)."""
+        return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible_trial(t)]

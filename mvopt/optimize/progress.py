@@ -1,0 +1,82 @@
+"""What a person sees while a study runs: one progress line per generation."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from mvopt.optimize.summary import format_value
+
+__all__ = ["GenerationReport", "Progress", "ConsoleProgress", "SilentProgress"]
+
+
+@dataclass
+class GenerationReport:
+    """Counts and timings of one generation."""
+
+    index: int
+    asked: int = 0
+    told: int = 0
+    simulated: int = 0       # distinct configurations simulated in this generation's batch
+    infeasible: int = 0      # told infeasible without simulation
+    cached: int = 0          # told from an earlier identical configuration
+    deferred: int = 0        # waiting for another worker simulating the same configuration
+    recovered: int = 0       # trials of dead processes failed and queued again
+    sampler_s: float = 0.0   # ask + mapping to configurations
+    simulate_s: float = 0.0  # the evaluator's batch
+    tell_s: float = 0.0
+    best: list[float] | None = None
+    total_told: int = 0      # by this run so far
+    objective_names: list[str] = field(default_factory=list)
+
+    @property
+    def experiments_per_s(self) -> float:
+        return self.simulated / self.simulate_s if self.simulate_s > 0 else 0.0
+
+
+class Progress(Protocol):
+    """Receives a report after every generation."""
+
+    def generation(self, report: GenerationReport, budget_trials: int | None) -> None: ...
+
+
+class SilentProgress:
+    """Shows nothing."""
+
+    def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
+        return None
+
+
+class ConsoleProgress:
+    """One line per generation on stderr: a bar, trials done, best so far, experiments/s."""
+
+    def __init__(self, stream: TextIO | None = None, width: int = 20) -> None:
+        self.stream = stream or sys.stderr
+        self.width = width
+
+    def line(self, r: GenerationReport, budget_trials: int | None) -> str:
+        """The progress line of report ``r``."""
+        if budget_trials:
+            done = min(r.total_told, budget_trials)
+            fill = round(self.width * done / budget_trials)
+            head = f"[{'#' * fill}{'.' * (self.width - fill)}] {r.total_told}/{budget_trials} trials"
+        else:
+            head = f"{r.total_told} trials"
+        best = "-" if not r.best else " / ".join(format_value(n, v) for n, v in zip(r.objective_names, r.best))
+        extra = [f"{r.simulated} simulated"]
+        if r.infeasible:
+            extra.append(f"{r.infeasible} infeasible")
+        if r.cached:
+            extra.append(f"{r.cached} cached")
+        if r.deferred:
+            extra.append(f"{r.deferred} waiting")
+        if r.recovered:
+            extra.append(f"{r.recovered} recovered")
+        total = r.sampler_s + r.simulate_s + r.tell_s
+        share = f"sampler {100 * r.sampler_s / total:.0f}%" if total > 0 else ""
+        return (f"gen {r.index:3d} {head} | best {best} | {', '.join(extra)} | "
+                f"{r.experiments_per_s:.1f} exp/s | {share}").rstrip(" |")
+
+    def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
+        print(self.line(report, budget_trials), file=self.stream, flush=True)

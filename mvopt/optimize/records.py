@@ -1,0 +1,98 @@
+"""What a finished trial records, and how a stored trial is read back.
+
+Every trial gets the user attributes listed in :data:`USER_ATTRS` (the canonical config, its key,
+feasibility and reason, status, iteration-time breakdown, simulator statistics, backend and
+simulator version), one constraint ``violation`` (<= 0 feasible, Optuna's convention) and one
+value per objective. Infeasible or unfinished candidates are told COMPLETE with the constraint
+> 0 and +inf values, so that every sampler learns from them (CMA-ES, which ignores constraints,
+ranks them last by value); they cost no simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import optuna
+from optuna.trial import FrozenTrial
+
+import mvopt
+from mvopt.config import config_to_dict
+from mvopt.optimize.evaluator import Evaluation
+from mvopt.optimize.space import Candidate, SearchSpace
+
+__all__ = ["Outcome", "USER_ATTRS", "CONSTRAINT", "outcome_of", "outcome_from_trial", "tell", "is_feasible_trial",
+           "iteration_time_of"]
+
+USER_ATTRS = ("config", "config_key", "feasible", "reason", "status", "breakdown", "sim_stats", "backend",
+              "mvopt_version")
+CONSTRAINT = "violation"
+
+
+@dataclass
+class Outcome:
+    """The result of one configuration, ready to be told (and to be copied for duplicates)."""
+
+    values: list[float]
+    violation: float
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.violation <= 0.0
+
+
+def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backend: str) -> Outcome:
+    """The outcome of ``cand``: from the space alone (infeasible) or from its evaluation ``ev``."""
+    attrs: dict[str, Any] = {
+        "config": config_to_dict(cand.config) if cand.config is not None else None,
+        "config_key": cand.key,
+        "backend": backend,
+        "mvopt_version": mvopt.__version__,
+    }
+    n = len(space.objectives)
+    if ev is None:  # the space itself says no: invalid config or violated constraint
+        attrs.update(feasible=False, reason=cand.reason, status="infeasible", breakdown={}, sim_stats={})
+        return Outcome([math.inf] * n, max(cand.violation, 1e-9), attrs)
+    attrs.update(feasible=ev.feasible, reason=ev.reason, status=ev.status, breakdown=dict(ev.breakdown),
+                 sim_stats=dict(ev.sim_stats))
+    if not ev.ok:
+        if ev.feasible and ev.reason is None:
+            attrs["reason"] = f"simulation {ev.status}"
+        return Outcome([math.inf] * n, max(ev.violation, 1e-9), attrs)
+    values = []
+    for o in space.objectives:
+        values.append(float(ev.iteration_time_s) if o.name == "iteration_time" else float(cand.cost or 0.0))
+    return Outcome(values, 0.0, attrs)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, extra: Mapping[str, Any] | None = None) -> None:
+    """Record ``outcome`` on ``trial`` (attributes, constraint) and tell it COMPLETE."""
+    trial.set_constraint(CONSTRAINT, float(outcome.violation))
+    for k, v in {**outcome.attrs, **(extra or {})}.items():
+        trial.set_user_attr(k, v)
+    study.tell(trial, list(outcome.values), skip_if_finished=True)
+
+
+def outcome_from_trial(t: FrozenTrial) -> Outcome | None:
+    """The outcome stored on a COMPLETE trial recorded by mvopt (None for other trials)."""
+    if t.state != optuna.trial.TrialState.COMPLETE or "config_key" not in t.user_attrs or t.values is None:
+        return None
+    attrs = {k: t.user_attrs[k] for k in USER_ATTRS if k in t.user_attrs}
+    violation = float(t.constraints.get(CONSTRAINT, 0.0))
+    return Outcome(list(t.values), violation, attrs)
+
+
+def is_feasible_trial(t: FrozenTrial) -> bool:
+    """A COMPLETE trial with finite values and no violated constraint."""
+    return (t.state == optuna.trial.TrialState.COMPLETE and t.values is not None
+            and all(math.isfinite(v) for v in t.values) and all(c <= 0 for c in t.constraints.values()))
+
+
+def iteration_time_of(t: FrozenTrial, objective_names: Sequence[str]) -> float | None:
+    """The trial's iteration time in seconds (None when not an objective or not available)."""
+    if t.values is None or "iteration_time" not in objective_names:
+        return None
+    v = t.values[list(objective_names).index("iteration_time")]
+    return v if math.isfinite(v) else None

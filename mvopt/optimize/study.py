@@ -1,0 +1,96 @@
+"""Creating, resuming and joining studies; the search space travels inside the study.
+
+``optimize`` creates the study and stores the (self-contained) search space, the sampler name
+and the generation size as study user attributes, so that ``worker`` needs only the storage URL
+and the study name, and ``report`` knows the objectives.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage
+
+import mvopt
+from mvopt.errors import ConfigError, MvoptError
+from mvopt.optimize.samplers import make_sampler
+from mvopt.optimize.space import SearchSpace, load_space
+
+__all__ = ["create_or_resume", "join_study", "space_of", "study_settings"]
+
+_log = logging.getLogger("mvopt.optimize")
+
+SPACE_ATTR = "mvopt_space"
+SETTINGS_ATTR = "mvopt_settings"
+
+
+def _exists(storage: BaseStorage, name: str) -> bool:
+    try:
+        storage.get_study_id_from_name(name)
+        return True
+    except KeyError:
+        return False
+
+
+def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: str | None = None,
+                     sampler: str = "tpe", generation_size: int = 32, seed: int | None = None,
+                     resume: bool = False) -> optuna.Study:
+    """A new study for ``space`` or, with ``resume``, the existing one of that name.
+
+    An existing study with trials is never reused silently: without ``resume`` it is an error
+    naming the two ways out. Resuming with other objectives than the study's is an error too.
+    """
+    name = study_name or space.name
+    settings = {"sampler": sampler, "generation_size": generation_size, "seed": seed,
+                "objectives": space.objective_names, "mvopt_version": mvopt.__version__}
+    opt_sampler = make_sampler(sampler, space, generation_size, seed)
+    if _exists(storage, name):
+        study = optuna.load_study(study_name=name, storage=storage, sampler=opt_sampler)
+        if study.trials and not resume:
+            raise MvoptError(f"study {name!r} already exists with {len(study.trials)} trials: pass --resume "
+                             "to continue it, or --study NAME to start another one")
+        stored = study.user_attrs.get(SETTINGS_ATTR, {}).get("objectives")
+        if stored is not None and stored != space.objective_names:
+            raise MvoptError(f"study {name!r} optimises {stored}, the search space {space.objective_names}: "
+                             "use another --study name")
+        if study.user_attrs.get(SPACE_ATTR) not in (None, space.to_data()):
+            _log.warning("study %r: the search space changed since the study was created; continuing", name)
+    else:
+        study = optuna.create_study(study_name=name, storage=storage, sampler=opt_sampler,
+                                    directions=space.directions, load_if_exists=True)
+    study.set_user_attr(SPACE_ATTR, space.to_data())
+    study.set_user_attr(SETTINGS_ATTR, settings)
+    return study
+
+
+def space_of(study: optuna.Study) -> SearchSpace:
+    """The search space stored in a study by ``optimize``."""
+    data = study.user_attrs.get(SPACE_ATTR)
+    if data is None:
+        raise MvoptError(f"study {study.study_name!r} has no search space: it was not created by "
+                         "`python -m mvopt optimize`")
+    try:
+        return load_space(data)
+    except ConfigError as e:
+        raise MvoptError(f"study {study.study_name!r}: its stored search space no longer loads: {e}") from None
+
+
+def study_settings(study: optuna.Study) -> dict[str, Any]:
+    """Sampler, generation size, seed and objectives recorded at creation."""
+    return dict(study.user_attrs.get(SETTINGS_ATTR, {}))
+
+
+def join_study(storage: BaseStorage, study_name: str, *, sampler: str | None = None,
+               generation_size: int | None = None, seed: int | None = None) -> tuple[optuna.Study, SearchSpace, int]:
+    """Open an existing study as one more worker: (study, its space, generation size)."""
+    if not _exists(storage, study_name):
+        raise MvoptError(f"no study named {study_name!r} in this storage (create it with `python -m mvopt optimize "
+                         "SPACE.yaml --storage URL` first)")
+    probe = optuna.load_study(study_name=study_name, storage=storage)
+    space = space_of(probe)
+    settings = study_settings(probe)
+    gen = generation_size or int(settings.get("generation_size", 32))
+    opt_sampler = make_sampler(sampler or settings.get("sampler", "tpe"), space, gen, seed)
+    return optuna.load_study(study_name=study_name, storage=storage, sampler=opt_sampler), space, gen

@@ -1,0 +1,72 @@
+"""A deterministic closed-form test double of the simulator, for the optimizer's loop mechanics.
+
+The "iteration time" is a made-up smooth function of a few configuration fields; it is NOT a
+model of anything. Environment variables (read at each call, so subprocesses can be steered):
+
+* ``MVOPT_TEST_EVAL_LOG``: append ``pid config_key`` per simulated configuration to this file;
+* ``MVOPT_TEST_EVAL_SLEEP``: seconds to sleep per batch (to kill a worker mid-generation);
+* ``MVOPT_TEST_EVAL_STARTED``: touch this file when a batch starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from mvopt.config import ExperimentConfig, config_key
+from mvopt.optimize.evaluator import Evaluation
+
+CC_PENALTY = {"none": 1.0, "dcqcn": 0.2, "hpcc": 0.0, "dctcp": 0.4}
+
+
+def iteration_time(cfg: ExperimentConfig) -> float:
+    """Made-up cost: best at hpcc + spray, kmin near 100 KB, bigger k a bit slower."""
+    n = cfg.network
+    kmin = n.ecn.kmin_kb if n.ecn.kmin_kb is not None else 100.0
+    t = 1.0 + CC_PENALTY[n.cc] + (0.0 if n.lb == "spray" else 0.1)
+    t += 0.05 * math.log(max(kmin, 1.0) / 100.0) ** 2
+    if n.cc == "hpcc":
+        t += 2.0 * (n.hpcc.eta - 0.95) ** 2
+    if cfg.cluster.k:
+        t += 0.01 * cfg.cluster.k
+    t += 0.01 * cfg.parallelism.tp + 0.02 * cfg.parallelism.pp
+    return t * 1e-3
+
+
+class AnalyticEvaluator:
+    """Closed-form evaluator; ``network.ecn.kmin_kb > 300`` is "infeasible" (a test rule)."""
+
+    name = "analytic"
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def evaluate(self, configs: list[ExperimentConfig]) -> list[Evaluation]:
+        self.batches.append(len(configs))
+        started = os.environ.get("MVOPT_TEST_EVAL_STARTED")
+        if started:
+            open(started, "a").close()
+        delay = float(os.environ.get("MVOPT_TEST_EVAL_SLEEP", "0") or 0)
+        if delay:
+            time.sleep(delay)
+        log = os.environ.get("MVOPT_TEST_EVAL_LOG")
+        out = []
+        for cfg in configs:
+            kmin = cfg.network.ecn.kmin_kb
+            if kmin is not None and kmin > 300:
+                out.append(Evaluation.infeasible("does not fit (test rule: kmin_kb > 300)", violation=kmin / 300 - 1))
+            else:
+                t = iteration_time(cfg)
+                out.append(Evaluation(feasible=True, iteration_time_s=t, status="ok",
+                                      breakdown={"compute": 0.6 * t, "exposed_dp": 0.3 * t, "bubble": 0.1 * t},
+                                      sim_stats={"packets": 1000.0}))
+        if log:
+            with open(log, "a") as f:
+                f.write("".join(f"{os.getpid()} {config_key(c)}\n" for c in configs))
+        return out
+
+
+def make() -> AnalyticEvaluator:
+    """Factory used as ``--backend analytic_evaluator:make`` by subprocess tests."""
+    return AnalyticEvaluator()
