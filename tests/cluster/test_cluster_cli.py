@@ -6,16 +6,15 @@ import json
 import re
 import subprocess
 import sys
-
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mvopt.__main__ import main
+from mvopt.cluster import CompiledTopology, read_hpcc_topology
 
 REPO = Path(__file__).resolve().parents[2]
-from mvopt.cluster import CompiledTopology, read_hpcc_topology
 
 
 def _run(capsys, *argv):
