@@ -16,6 +16,8 @@ import math
 import operator
 from typing import Any, Callable, Mapping
 
+from mvopt.errors import MvoptError
+
 __all__ = ["Expr", "ExprError", "FUNCTIONS"]
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -30,7 +32,7 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
 _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
+    ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not,
 }
 
 
@@ -80,7 +82,7 @@ class Expr:
         """The value of the expression; unknown names and arithmetic errors raise ExprError."""
         try:
             return self._eval(self._tree, env)
-        except ExprError:
+        except (ExprError, MvoptError):  # MvoptError: raised by a lazy name (e.g. an invalid cluster)
             raise
         except (ArithmeticError, TypeError, ValueError) as e:
             raise ExprError(f"{self.source!r}: {e}") from None

@@ -1,17 +1,19 @@
-"""Closed-form hardware counts of a cluster configuration, without building the topology.
+"""Hardware counts of a cluster configuration, from the topology builders of :mod:`mvopt.cluster`.
 
-Used for the names a search space can refer to (``gpus``, ``servers``, ``hosts``...) and for the
-cluster-cost objective. The counts follow the topology definitions of :mod:`mvopt._cfg.cluster`;
-oversubscribed tiers get ``round(down_bandwidth / (oversubscription * up_rate))`` uplinks per
-switch (at least one). This is an estimate for pricing and sizing, not the routed topology.
+The builders' link lists (no routing, no compilation) give exact counts for the names a search
+space can use (``gpus``, ``servers``, ``hosts``, ``switches``...) and for the cluster-cost
+objective; an invalid topology raises the builder's own ConfigError. Results are cached per
+cluster section. For ``topology: file`` the counts come from the file's header line.
 """
 
 from __future__ import annotations
 
-import math
+import os
 from dataclasses import dataclass, field
 
-from mvopt.config import ExperimentConfig
+import numpy as np
+
+from mvopt.config import ClusterConfig, ExperimentConfig
 from mvopt.errors import ConfigError
 
 __all__ = ["Inventory", "inventory"]
@@ -47,87 +49,50 @@ class Inventory:
                 "switches": self.switches, "links": self.links, "switch_ports": self.switch_ports}
 
 
-class _Builder:
-    def __init__(self, cfg: ExperimentConfig) -> None:
-        self.c = cfg.cluster
-        self.switches = 0
-        self.links: dict[float, int] = {}
-        self.ports: dict[float, int] = {}
-
-    def tier(self, tier: int, count: int, switch_ends: int) -> None:
-        rate = self.c.tier_gbps(tier)
-        self.links[rate] = self.links.get(rate, 0) + count
-        self.ports[rate] = self.ports.get(rate, 0) + count * switch_ends
-
-    def uplinks(self, down: int, tier_down: int, tier_up: int) -> int:
-        bw = down * self.c.tier_gbps(tier_down) / (self.c.oversubscription * self.c.tier_gbps(tier_up))
-        return max(1, round(bw))
-
-
 def inventory(cfg: ExperimentConfig) -> Inventory:
     """Counts of servers, GPUs, NICs, switches, links and switch ports of ``cfg.cluster``."""
-    c = cfg.cluster
-    b = _Builder(cfg)
-    nics = c.resolved_nics_per_server
-    topo = c.topology
-    if topo == "fat_tree":
-        k = c.k
-        hosts = k ** 3 // 4
-        b.switches = 5 * k * k // 4
-        b.tier(0, hosts, 1)
-        b.tier(1, k ** 3 // 4, 2)
-        b.tier(2, k ** 3 // 4, 2)
-    elif topo == "leaf_spine":
-        hosts = c.leaves * c.hosts_per_leaf
-        up = b.uplinks(c.hosts_per_leaf, 0, 1)
-        b.switches = c.leaves + up
-        b.tier(0, hosts, 1)
-        b.tier(1, c.leaves * up, 2)
-    elif topo == "rail_optimized":
-        hosts = c.servers * nics
-        leaves = (c.servers // c.servers_per_group) * nics
-        up = b.uplinks(c.servers_per_group, 0, 1)
-        b.tier(0, hosts, 1)
-        if c.tiers == 2:
-            b.switches = leaves + up
-            b.tier(1, leaves * up, 2)
-        else:
-            pods = max(1, math.ceil(c.servers // c.servers_per_group / c.groups_per_pod))
-            spines = pods * up
-            core = max(1, math.ceil(leaves * up / max(1, spines)))
-            b.switches = leaves + spines + core
-            b.tier(1, leaves * up, 2)
-            b.tier(2, spines * core, 2)
-    elif topo == "torus":
-        servers = math.prod(c.torus_dims)
-        hosts = servers * nics
-        b.switches = servers
-        b.tier(0, hosts, 1)
-        b.tier(1, sum(servers if d > 2 else servers // 2 for d in c.torus_dims), 2)
-    elif topo == "dragonfly":
-        g, a, p = c.groups, c.routers_per_group, c.hosts_per_router
-        h = c.global_links_per_router or math.ceil((g - 1) / a)
-        hosts = g * a * p
-        b.switches = g * a
-        b.tier(0, hosts, 1)
-        b.tier(1, g * a * (a - 1) // 2, 2)
-        b.tier(2, g * a * h // 2, 2)
-    elif topo == "file":
-        hosts, b.switches, links = _file_counts(cfg)
-        b.tier(0, hosts, 1)
-        b.tier(1, max(0, links - hosts), 2)
-    else:  # pragma: no cover - the config schema lists every topology
-        raise ConfigError("cluster.topology", "has no inventory model", topo)
-    servers = c.servers if topo == "rail_optimized" else max(1, hosts // nics)
-    return Inventory(servers=servers, gpus=servers * c.gpus_per_server, hosts=hosts, switches=b.switches,
-                     links_by_gbps=b.links, ports_by_gbps=b.ports, nic_gbps=c.tier_gbps(0))
+    if cfg.cluster.topology == "file":
+        return _file_inventory(cfg.cluster, cfg.resolve_path(cfg.cluster.topology_file or ""))
+    key = repr(cfg.cluster)
+    inv = _CACHE.get(key)
+    if inv is None:
+        if len(_CACHE) > 4096:
+            _CACHE.clear()
+        inv = _CACHE[key] = _built_inventory(cfg.cluster)
+    return inv
 
 
-def _file_counts(cfg: ExperimentConfig) -> tuple[int, int, int]:
-    path = cfg.resolve_path(cfg.cluster.topology_file or "")
+_CACHE: dict[str, Inventory] = {}
+
+
+def _servers(c: ClusterConfig, hosts: int) -> int:
+    return max(1, hosts // c.resolved_nics_per_server)
+
+
+def _built_inventory(c: ClusterConfig) -> Inventory:
+    from mvopt.cluster.build import BUILDERS  # the builders own the wiring rules
+    spec = BUILDERS[c.topology](c)
+    gbps = spec.link_rate_bps.astype(np.float64) / 1e9
+    ends = (spec.link_a >= spec.n_host).astype(np.int64) + (spec.link_b >= spec.n_host)
+    links: dict[float, int] = {}
+    ports: dict[float, int] = {}
+    for rate in np.unique(gbps):
+        sel = gbps == rate
+        links[float(rate)] = int(sel.sum())
+        ports[float(rate)] = int(ends[sel].sum())
+    servers = _servers(c, spec.n_host)
+    return Inventory(servers=servers, gpus=servers * c.gpus_per_server, hosts=spec.n_host, switches=spec.n_switch,
+                     links_by_gbps=links, ports_by_gbps=ports, nic_gbps=c.tier_gbps(0))
+
+
+def _file_inventory(c: ClusterConfig, path: str) -> Inventory:
     try:
         with open(path) as f:
-            nodes, switches, links = (int(x) for x in f.readline().split()[:3])
+            nodes, switches, n_links = (int(x) for x in f.readline().split()[:3])
     except (OSError, ValueError) as e:
-        raise ConfigError("cluster.topology_file", f"cannot read its header line ({e})", path) from None
-    return nodes - switches, switches, links
+        raise ConfigError("cluster.topology_file", f"cannot read its header line ({e})", os.fspath(path)) from None
+    hosts = nodes - switches
+    rate = c.tier_gbps(0)
+    servers = _servers(c, hosts)
+    return Inventory(servers=servers, gpus=servers * c.gpus_per_server, hosts=hosts, switches=switches,
+                     links_by_gbps={rate: n_links}, ports_by_gbps={rate: 2 * n_links - hosts}, nic_gbps=rate)

@@ -24,6 +24,7 @@ bounded number of times, without simulation) that at least one point is valid.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import copy
 import dataclasses
 import difflib
@@ -204,16 +205,14 @@ class SearchSpace:
         """
         params = dict(params)
         variables = {k: v for k, v in params.items() if "." not in k}
+        overrides = {k: v for k, v in params.items() if "." in k}
         try:
-            cfg = _apply(self.base, {k: v for k, v in params.items() if "." in k})
             if self.derived:
-                env = _env(cfg, variables)
-                values: dict[str, Any] = {}
+                env = _DerivedEnv(self, overrides, variables)
                 for d in self.derived:
                     if d.when is None or d.when.holds(env):
-                        values[d.path] = d.expr.evaluate(env)
-                        env[d.path] = values[d.path]
-                cfg = _apply(cfg, values)
+                        overrides[d.path] = d.expr.evaluate(env)
+            cfg = _apply(self.base, overrides)
             inv = inventory(cfg)
         except ConfigError as e:
             return Candidate(params, None, reason=f"invalid configuration: {e}", violation=1.0)
@@ -305,6 +304,36 @@ def _apply(cfg: ExperimentConfig, values: Mapping[str, Any]) -> ExperimentConfig
             if name not in TOPOLOGY_FIELDS[topo]:
                 values.setdefault(f"cluster.{name}", default)
     return with_overrides(cfg, values)
+
+
+_INVENTORY_NAMES = frozenset(("servers", "gpus", "hosts", "nics", "switches", "links", "switch_ports"))
+
+
+class _DerivedEnv(collections.abc.Mapping):
+    """Names seen by derived expressions: the base experiment overlaid with the parameters and
+    the derived values so far; inventory names (``gpus``...) build the cluster as it stands."""
+
+    def __init__(self, space: "SearchSpace", overrides: dict[str, Any], variables: Mapping[str, Any]) -> None:
+        self.space, self.overrides, self.variables = space, overrides, variables
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.variables:
+            return self.variables[name]
+        if name in self.overrides:
+            return self.overrides[name]
+        if name in _INVENTORY_NAMES:
+            return inventory(_apply(self.space.base, self.overrides)).names()[name]
+        return self.space._base_env[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.variables or name in self.overrides or name in _INVENTORY_NAMES \
+            or name in self.space._base_env
+
+    def __iter__(self) -> Any:
+        return iter({**self.space._base_env, **self.overrides, **self.variables})
+
+    def __len__(self) -> int:
+        return len({**self.space._base_env, **self.overrides, **self.variables})
 
 
 def _env(cfg: ExperimentConfig, variables: Mapping[str, Any], inv: Inventory | None = None) -> dict[str, Any]:
