@@ -1,0 +1,335 @@
+"""Compute time of a transformer training step, operator by operator.
+
+Each operator of a layer (and of the embedding, the output layer and the optimizer) is counted in
+FLOPs and HBM bytes per GPU for one micro-batch, for every phase it runs in:
+
+* ``fwd`` - forward; ``recompute`` - forward work repeated before backward (selective: the
+  attention core; full: the whole layer); ``bwd_input`` - input gradients; ``bwd_weight`` - weight
+  gradients (separate so that a task graph can overlap them with communication).
+
+FLOPs follow Megatron's convention (every GEMM 2*M*N*K, the attention core counted over the whole
+s x s square), so that sums reproduce the closed form 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))
+(96*... with full recompute). Times come from a roofline with achieved fractions
+(:class:`Efficiency`) per GPU type: a GEMM runs at ``peak * max_matmul_efficiency *
+gemm_fraction``, a memory-bound kernel at ``hbm_bandwidth * memory_fraction``; an operator takes
+the larger of its compute and memory times, plus ``kernel_overhead_s``. The shipped fractions
+were calibrated on the published row ``korthikanti-22b`` only (see
+:mod:`mvopt.workload.calibration`). A measured per-operator trace (:class:`OperatorTrace`) can
+replace the model operator by operator.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal, Mapping
+
+from mvopt._cfg.workload import ParallelismConfig
+from mvopt.errors import ConfigError, InputFileError
+from mvopt.workload.gpus import GpuSpec, get_gpu
+from mvopt.workload.models import ModelSpec
+
+__all__ = ["Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",
+           "layer_ops", "embedding_ops", "output_ops", "optimizer_ops", "iteration_flops",
+           "megatron_flops", "overlapped_time_s", "overlap_slowdown", "PHASES", "NCCL_SMS"]
+
+Phase = Literal["fwd", "recompute", "bwd_input", "bwd_weight", "step"]
+PHASES: tuple[str, ...] = ("fwd", "recompute", "bwd_input", "bwd_weight", "step")
+_B = 2          # bytes of a bf16 activation / weight element
+# SMs an NCCL collective occupies on a DGX-class server while compute runs beside it (NVIDIA/nccl
+# issue #689, the NCCL maintainer: "on DGX with 8 NICs ... it would use 16 SMs").
+NCCL_SMS = 16
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator execution on one GPU for one micro-batch."""
+
+    name: str
+    phase: str
+    kind: Literal["gemm", "attention", "memory"]
+    flops: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved fractions of the roofline (dimensionless) and a fixed per-kernel overhead."""
+
+    gemm_fraction: float = 0.771         # of peak * max_matmul_efficiency, for GEMMs in training
+    memory_fraction: float = 0.732       # of HBM bandwidth, for memory-bound kernels
+    flash_relative: float = 0.85         # FlashAttention throughput relative to a GEMM's
+    causal_flash_work: float = 0.5       # share of the s x s square a causal flash kernel computes
+    kernel_overhead_s: float = 0.0       # per operator (launch gaps)
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_fraction", "memory_fraction", "flash_relative", "causal_flash_work"):
+            v = getattr(self, name)
+            if not 0 < v <= 1:
+                raise ConfigError(f"compute.{name}", "must be in (0, 1]", v)
+        if self.kernel_overhead_s < 0:
+            raise ConfigError("compute.kernel_overhead_s", "must be >= 0", self.kernel_overhead_s)
+
+
+# Calibrated by mvopt.workload.calibration on the row korthikanti-22b of published.yaml (its
+# selective- and full-recompute times); pinned here, and a test checks that re-running the
+# calibration reproduces them.
+DEFAULT_EFFICIENCY = Efficiency()
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """Seconds per phase for one micro-batch (a layer, the embedding or the output layer)."""
+
+    fwd: float = 0.0
+    recompute: float = 0.0
+    bwd_input: float = 0.0
+    bwd_weight: float = 0.0
+    step: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.fwd + self.recompute + self.bwd_input + self.bwd_weight + self.step
+
+
+# ----------------------------------------------------------------------------------------------
+# operator lists
+
+
+def _gemm(name: str, m: float, k: float, n: float, *, recompute: bool) -> list[Op]:
+    """A linear layer Y[m,n] = X[m,k] W[k,n]: forward, input gradient, weight gradient."""
+    flops = 2.0 * m * k * n
+    fwd_bytes = _B * (m * k + k * n + m * n)
+    ops = [Op(name, "fwd", "gemm", flops, fwd_bytes)]
+    if recompute:
+        ops.append(Op(name, "recompute", "gemm", flops, fwd_bytes))
+    ops += [Op(name, "bwd_input", "gemm", flops, _B * (m * n + k * n + m * k)),
+            Op(name, "bwd_weight", "gemm", flops, _B * (m * n + m * k) + 4 * k * n)]   # fp32 main grad
+    return ops
+
+
+def _memory(name: str, fwd_bytes: float, bwd_bytes: float, *, recompute: bool, flops: float = 0.0) -> list[Op]:
+    ops = [Op(name, "fwd", "memory", flops, fwd_bytes)]
+    if recompute:
+        ops.append(Op(name, "recompute", "memory", flops, fwd_bytes))
+    ops.append(Op(name, "bwd_input", "memory", 2 * flops, bwd_bytes))
+    return ops
+
+
+def _keep_dropout(model: ModelSpec, dropout: bool | None) -> bool:
+    return (not model.swiglu) if dropout is None else dropout
+
+
+def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
+              dropout: bool | None = None) -> list[Op]:
+    """Operators of one transformer layer for one micro-batch on one GPU (TP shard), all phases.
+
+    With sequence parallelism the norms, dropouts and residual adds work on s/tp tokens; the
+    GEMMs always see the whole sequence (after the all-gather).
+    """
+    s, b, h, t = model.seq_len, par.micro_batch, model.hidden, par.tp
+    tokens = float(s * b)
+    local = tokens / t if par.sequence_parallel else tokens      # tokens of the non-TP region
+    heads = model.heads / t
+    full = par.recompute == "full"
+    sel = par.recompute in ("selective", "full")
+    drop = _keep_dropout(model, dropout)
+    norm_fwd, norm_bwd = _B * 2 * local * h, _B * 3 * local * h
+    # bias + dropout + residual add: read 2, write 1 (+ 1-byte mask); backward reads grad & mask.
+    bda_fwd = local * h * (3 * _B + (1 if drop else 0))
+    bda_bwd = local * h * (2 * _B + (1 if drop else 0))
+    ops: list[Op] = []
+    ops += _memory("norm_attn", norm_fwd, norm_bwd, recompute=full, flops=8 * local * h)
+    ops += _gemm("qkv", tokens, h, (h + 2 * model.kv_dim) / t, recompute=full)
+    q_bytes = _B * tokens * h / t
+    kv_bytes = _B * tokens * 2 * model.kv_dim / t
+    core_flops = 2.0 * tokens * s * h / t          # QK^T and, again, P V
+    if flash_attention:
+        io_bytes = q_bytes + kv_bytes + q_bytes
+        ops.append(Op("flash_attention", "fwd", "attention", 2 * core_flops, io_bytes))
+        if full:
+            ops.append(Op("flash_attention", "recompute", "attention", 2 * core_flops, io_bytes))
+        # backward recomputes S and P inside the kernel: 5 GEMM-sized products instead of 2.
+        ops.append(Op("flash_attention", "bwd_input", "attention", 5 * core_flops, 2 * io_bytes + q_bytes))
+    else:
+        square = b * heads * s * s                   # elements of the score matrices
+        ops += _batched("attn_scores", core_flops, q_bytes + kv_bytes / 2 + _B * square, recompute=sel)
+        ops += _memory("softmax", 2 * _B * square, 3 * _B * square, recompute=sel, flops=5 * square)
+        if drop:
+            ops += _memory("attn_dropout", (2 * _B + 1) * square, (2 * _B + 1) * square, recompute=sel)
+        ops += _batched("attn_values", core_flops, _B * square + kv_bytes / 2 + q_bytes, recompute=sel)
+    ops += _gemm("attn_proj", tokens, h / t, h, recompute=full)
+    ops += _memory("bias_dropout_add_attn", bda_fwd, bda_bwd, recompute=full)
+    ops += _memory("norm_mlp", norm_fwd, norm_bwd, recompute=full, flops=8 * local * h)
+    ops += _gemm("fc1", tokens, h, model.mlp_in_width / t, recompute=full)
+    act_in = tokens * model.mlp_in_width / t
+    act_out = tokens * model.ffn / t
+    ops += _memory("swiglu" if model.swiglu else "gelu", _B * (act_in + act_out),
+                   _B * (act_in + act_out + act_in), recompute=full, flops=8 * act_out)
+    ops += _gemm("fc2", tokens, model.ffn / t, h, recompute=full)
+    ops += _memory("bias_dropout_add_mlp", bda_fwd, bda_bwd, recompute=full)
+    return ops
+
+
+def _batched(name: str, flops: float, fwd_bytes: float, *, recompute: bool) -> list[Op]:
+    """A batched attention GEMM (no weights): backward is two products of the same size."""
+    ops = [Op(name, "fwd", "gemm", flops, fwd_bytes)]
+    if recompute:
+        ops.append(Op(name, "recompute", "gemm", flops, fwd_bytes))
+    ops.append(Op(name, "bwd_input", "gemm", 2 * flops, 2 * fwd_bytes))
+    return ops
+
+
+def embedding_ops(model: ModelSpec, par: ParallelismConfig, *, dropout: bool | None = None) -> list[Op]:
+    """Token (and learned position) embedding of the first stage, one micro-batch."""
+    tokens = float(model.seq_len * par.micro_batch)
+    local = tokens / par.tp if par.sequence_parallel else tokens
+    h = model.hidden
+    extra = 2 if model.learned_positions else 1
+    fwd = _B * tokens * h * extra + _B * local * h * (1 + (1.5 if _keep_dropout(model, dropout) else 0))
+    bwd = tokens * h * (4 + _B) * extra          # scatter-add into fp32 embedding gradients
+    return [Op("embedding", "fwd", "memory", 0.0, fwd), Op("embedding", "bwd_weight", "memory", 0.0, bwd)]
+
+
+def output_ops(model: ModelSpec, par: ParallelismConfig) -> list[Op]:
+    """Final norm, logit GEMM (vocabulary split over TP) and cross entropy of the last stage."""
+    tokens = float(model.seq_len * par.micro_batch)
+    local = tokens / par.tp if par.sequence_parallel else tokens
+    h, vocab = model.hidden, model.padded_vocab(par.tp) / par.tp
+    ops = _memory("final_norm", _B * 2 * local * h, _B * 3 * local * h, recompute=False, flops=8 * local * h)
+    ops += _gemm("logits", tokens, h, vocab, recompute=False)
+    # fp32 cross entropy over the vocabulary shard: upcast, max, exp-sum, loss; backward softmax - onehot.
+    ops += _memory("cross_entropy", tokens * vocab * (_B + 3 * 4), tokens * vocab * (4 + 4 + _B),
+                   recompute=False, flops=5 * tokens * vocab)
+    return ops
+
+
+def optimizer_ops(params_local: float) -> list[Op]:
+    """Adam step over ``params_local`` parameters (the DP shard with the distributed optimizer):
+    fp32 master weight, two moments and gradient read, three written back, a bf16 copy written,
+    and one read of the gradients for the norm used by clipping: 34 bytes per parameter."""
+    return [Op("adam", "step", "memory", 12.0 * params_local, 34.0 * params_local)]
+
+
+# ----------------------------------------------------------------------------------------------
+# FLOP closed forms
+
+
+def iteration_flops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False) -> float:
+    """Matrix FLOPs of one iteration summed over all GPUs (all phases, recompute included),
+    from the operator lists; comparable with :func:`megatron_flops`."""
+    def matrix(ops: list[Op]) -> float:
+        return sum(o.flops for o in ops if o.kind != "memory")
+    per_micro = model.layers * matrix(layer_ops(model, par, flash_attention=flash_attention)) \
+        + matrix(output_ops(model, par))
+    return par.global_batch / par.micro_batch * par.tp * per_micro
+
+
+def megatron_flops(model: ModelSpec, global_batch: int, *, recompute: bool) -> float:
+    """Narayanan et al. (SC21) closed form for GPT models: 72 B s l h^2 (1 + s/6h + V/12lh), or
+    96 B s l h^2 (1 + s/6h + V/16lh) with full activation recomputation."""
+    b, s, l, h, v = global_batch, model.seq_len, model.layers, model.hidden, model.vocab
+    if recompute:
+        return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    return 72.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
+
+
+# ----------------------------------------------------------------------------------------------
+# time
+
+
+def overlap_slowdown(gpu: str | GpuSpec, nccl_sms: int = NCCL_SMS) -> float:
+    """Slowdown of compute that runs beside a collective: the collective's kernels hold
+    ``nccl_sms`` SMs, so compute keeps sm_count - nccl_sms of them (A100: 1.17, H100/H200: 1.14).
+    The arXiv:2507.03114 characterisation measured an average 18.9% slowdown (A100/H100/MI250/
+    MI210). GPUs without a known SM count get 1.15."""
+    spec = get_gpu(gpu)
+    if spec.sm_count is None:
+        return 1.15
+    return spec.sm_count / (spec.sm_count - nccl_sms)
+
+
+def overlapped_time_s(compute_s: float, comm_s: float, slowdown: float) -> float:
+    """Wall time of ``compute_s`` of compute run together with ``comm_s`` of communication.
+
+    While the communication runs, compute progresses at 1/slowdown of its speed; afterwards at
+    full speed. ``max(comm, compute + comm * (1 - 1/slowdown))``.
+    """
+    return max(comm_s, compute_s + comm_s * (1.0 - 1.0 / slowdown))
+
+
+@dataclass(frozen=True)
+class OperatorTrace:
+    """Measured operator times (seconds) keyed by (operator name, phase); see :meth:`read`."""
+
+    times_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    @staticmethod
+    def read(path: str | Path) -> "OperatorTrace":
+        """Read a CSV with header ``op,phase,time_us`` (one row per operator and phase, for one
+        micro-batch on one GPU; phases: fwd, recompute, bwd_input, bwd_weight, step)."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise InputFileError(str(p), None, f"cannot be read ({e.strerror})") from None
+        return OperatorTrace.parse(text, str(p))
+
+    @staticmethod
+    def parse(text: str, file: str = "<string>") -> "OperatorTrace":
+        rows = list(csv.reader(io.StringIO(text)))
+        if not rows or [c.strip() for c in rows[0]] != ["op", "phase", "time_us"]:
+            raise InputFileError(file, 1, "operator trace must start with the header 'op,phase,time_us'")
+        times: dict[tuple[str, str], float] = {}
+        for i, row in enumerate(rows[1:], start=2):
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) != 3:
+                raise InputFileError(file, i, f"expected 3 fields (op, phase, time_us), got {len(row)}")
+            op, phase, value = (c.strip() for c in row)
+            if phase not in PHASES:
+                raise InputFileError(file, i, f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+            try:
+                us = float(value)
+            except ValueError:
+                raise InputFileError(file, i, f"time_us must be a number, got {value!r}") from None
+            if us < 0:
+                raise InputFileError(file, i, f"time_us must be >= 0, got {us}")
+            times[(op, phase)] = us * 1e-6
+        return OperatorTrace(times)
+
+
+class ComputeModel:
+    """Operator times on one GPU type: a measured trace where it has the operator, else the
+    roofline of :class:`Efficiency`."""
+
+    def __init__(self, gpu: str | GpuSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY,
+                 trace: OperatorTrace | None = None) -> None:
+        self.gpu = get_gpu(gpu)
+        self.efficiency = efficiency
+        self.trace = trace or OperatorTrace()
+
+    def op_time_s(self, op: Op) -> float:
+        """Seconds ``op`` takes."""
+        measured = self.trace.times_s.get((op.name, op.phase))
+        if measured is not None:
+            return measured
+        e, g = self.efficiency, self.gpu
+        memory = op.bytes / (g.hbm_bytes_per_s * e.memory_fraction)
+        gemm_rate = g.peak_bf16_flops * g.matmul_efficiency * e.gemm_fraction
+        if op.kind == "gemm":
+            compute = op.flops / gemm_rate
+        elif op.kind == "attention":
+            compute = op.flops * e.causal_flash_work / (gemm_rate * e.flash_relative)
+        else:
+            compute = op.flops / g.peak_bf16_flops    # vector work: far below the tensor-core peak
+        return max(compute, memory) + e.kernel_overhead_s
+
+    def phase_times(self, ops: Iterable[Op]) -> PhaseTimes:
+        """Sum of operator times per phase."""
+        acc = dict.fromkeys(PHASES, 0.0)
+        for op in ops:
+            acc[op.phase] += self.op_time_s(op)
+        return PhaseTimes(**acc)
