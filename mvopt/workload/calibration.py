@@ -17,15 +17,19 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from mvopt._cfg.workload import ParallelismConfig
-from mvopt.comm.intra import IntraServerModel, default_model
 from mvopt.errors import InfeasibleError
 from mvopt.workload.compute import (ComputeModel, Efficiency, embedding_ops, layer_ops,
                                     optimizer_ops, output_ops, overlap_slowdown, overlapped_time_s)
 from mvopt.workload.memory import _stage_params
 from mvopt.workload.published import PublishedRun, published_run
+
+if TYPE_CHECKING:   # mvopt.comm depends on mvopt.workload, not the reverse: the model is passed in
+    from mvopt.comm.intra import IntraServerModel
 
 __all__ = ["CALIBRATION_ROWS", "single_stage_iteration_s", "calibrate_efficiency", "calibration_targets"]
 
@@ -34,12 +38,12 @@ CALIBRATION_ROWS: tuple[str, ...] = ("korthikanti-22b",)
 
 
 def single_stage_iteration_s(run: PublishedRun, par: ParallelismConfig, compute: ComputeModel,
-                             intra: IntraServerModel | None = None) -> float:
-    """Iteration time of a pp = 1, dp = 1 configuration inside one server (see module docstring)."""
+                             intra: "IntraServerModel") -> float:
+    """Iteration time of a pp = 1, dp = 1 configuration inside one server (see module docstring);
+    ``intra`` times the tensor-parallel collectives (e.g. ``mvopt.comm.default_model()``)."""
     if par.pp != 1 or par.dp != 1 or par.tp > 8:
         raise InfeasibleError(f"{run.name}: the calibration harness needs pp = 1, dp = 1 and TP inside "
                               "one server")
-    intra = intra or default_model()
     model, t = run.model, par.tp
     act = 2.0 * model.seq_len * par.micro_batch * model.hidden      # bytes of one activation tensor
 
@@ -82,7 +86,7 @@ def calibration_targets() -> list[tuple[PublishedRun, ParallelismConfig, float]]
     return out
 
 
-def calibrate_efficiency(base: Efficiency = Efficiency()) -> Efficiency:
+def calibrate_efficiency(intra: "IntraServerModel", base: Efficiency = Efficiency()) -> Efficiency:
     """Fit ``gemm_fraction`` and ``memory_fraction`` to the calibration rows: least squares on
     log(predicted / measured) (scipy ``least_squares``), rounded to 3 decimals; the other fields
     of ``base`` are kept."""
@@ -95,7 +99,7 @@ def calibrate_efficiency(base: Efficiency = Efficiency()) -> Efficiency:
 
     def residuals(x: np.ndarray) -> np.ndarray:
         eff = with_fractions(x)
-        return np.array([math.log(single_stage_iteration_s(run, par, ComputeModel(run.gpu, eff)) / t)
+        return np.array([math.log(single_stage_iteration_s(run, par, ComputeModel(run.gpu, eff), intra) / t)
                          for run, par, t in targets])
 
     fit = least_squares(residuals, x0=[base.gemm_fraction, base.memory_fraction],
