@@ -1,0 +1,180 @@
+"""Tiny network scenarios shared by the engine tests.
+
+:class:`MiniTopology` has exactly the engine-facing attributes of
+:class:`mvopt.cluster.CompiledTopology` (``n_host``, ``n_node``, ``node_port_offset``, per-port
+``port_node``/``port_peer_node``/``port_peer_port``/``port_rate_bps``/``port_delay_ps`` and
+``next_hop_ports(node, dst_host)``) and is built from a plain link list, so that a test can state
+a topology in one line: a line of switches, a star, a dumbbell, a leaf-spine, or anything with
+hand-written routes (e.g. a ring routed one way round, to provoke a PFC deadlock).
+
+Units in the builders' arguments are Gb/s and ns (as in the configuration); the arrays are bits/s
+and ps (as in the engine). :func:`experiment` wraps a topology and tasks into an
+:class:`~mvopt.engine.params.Experiment`, with the ``network`` section given as keyword overrides.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from mvopt._cfg.base import build
+from mvopt._cfg.network import NetworkConfig
+from mvopt.engine.params import Experiment
+from mvopt.engine.tasks import TaskGraph, TaskGraphBuilder
+
+__all__ = ["MiniTopology", "Link", "line", "star", "dumbbell", "leaf_spine", "ring",
+           "network", "experiment", "incast"]
+
+GBPS = 10**9
+NS = 1000
+
+# (a, b) or (a, b, rate_gbps, delay_ns): an undirected link between nodes a and b
+Link = tuple
+
+
+class MiniTopology:
+    """A small topology with shortest-path ECMP routing (or explicit routes).
+
+    Nodes ``0..n_host-1`` are hosts (exactly one link each), the rest switches. Each link gives
+    two directed ports, owned by the sending node; a node's ports are ordered by peer node id.
+    ``routes`` optionally maps ``(switch, dst_host)`` to next-hop *nodes*, overriding the
+    shortest paths for those pairs.
+    """
+
+    def __init__(self, n_host: int, n_switch: int, links: Iterable[Link], *, rate_gbps: float = 100,
+                 delay_ns: float = 1000, routes: Mapping[tuple[int, int], Sequence[int]] | None = None) -> None:
+        self.n_host = n_host
+        self.n_node = n_host + n_switch
+        ends: list[tuple[int, int, int, int]] = []   # (owner, peer, rate_bps, delay_ps) per port
+        for link in links:
+            a, b = int(link[0]), int(link[1])
+            rate = int(round((link[2] if len(link) > 2 else rate_gbps) * GBPS))
+            delay = int(round((link[3] if len(link) > 3 else delay_ns) * NS))
+            ends += [(a, b, rate, delay), (b, a, rate, delay)]
+        # Stable sort by (owner, peer); remember where each directed end went.
+        order = sorted(range(len(ends)), key=lambda i: (ends[i][0], ends[i][1]))
+        new_id = {old: new for new, old in enumerate(order)}
+        self.port_node = np.array([ends[i][0] for i in order], np.int32)
+        self.port_peer_node = np.array([ends[i][1] for i in order], np.int32)
+        self.port_peer_port = np.array([new_id[i ^ 1] for i in order], np.int32)
+        self.port_rate_bps = np.array([ends[i][2] for i in order], np.int64)
+        self.port_delay_ps = np.array([ends[i][3] for i in order], np.int64)
+        self.node_port_offset = np.searchsorted(self.port_node, np.arange(self.n_node + 1)).astype(np.int64)
+        degree = np.diff(self.node_port_offset)
+        if (degree[:n_host] != 1).any():
+            raise ValueError("every host needs exactly one link")
+        self._next_hops = self._shortest_path_routes()
+        for (sw, dst), peers in (routes or {}).items():
+            ports = [p for p in self.ports_of(sw) if int(self.port_peer_node[p]) in peers]
+            self._next_hops[(sw, dst)] = np.array(sorted(ports), np.int32)
+
+    @property
+    def n_switch(self) -> int:
+        return self.n_node - self.n_host
+
+    def ports_of(self, node: int) -> range:
+        """Global ids of the ports owned by ``node``."""
+        return range(int(self.node_port_offset[node]), int(self.node_port_offset[node + 1]))
+
+    def host_port(self, host: int) -> int:
+        return int(self.node_port_offset[host])
+
+    def next_hop_ports(self, node: int, dst_host: int) -> np.ndarray:
+        """Sorted global ids of the equal-cost next-hop ports from ``node`` towards ``dst_host``."""
+        if node < self.n_host:
+            return np.array([] if node == dst_host else [self.host_port(node)], np.int32)
+        return self._next_hops[(node, dst_host)]
+
+    def _shortest_path_routes(self) -> dict[tuple[int, int], np.ndarray]:
+        routes = {}
+        for dst in range(self.n_host):
+            dist = {dst: 0}
+            frontier = deque([dst])
+            while frontier:                      # BFS backwards; hosts never forward
+                v = frontier.popleft()
+                if v < self.n_host and v != dst:
+                    continue
+                for p in self.ports_of(v):
+                    u = int(self.port_peer_node[p])
+                    if u not in dist:
+                        dist[u] = dist[v] + 1
+                        frontier.append(u)
+            for sw in range(self.n_host, self.n_node):
+                if sw in dist:
+                    routes[(sw, dst)] = np.array(
+                        [p for p in self.ports_of(sw) if dist.get(int(self.port_peer_node[p]), -9) == dist[sw] - 1],
+                        np.int32)
+        return routes
+
+
+# ------------------------------------------------------------------------------------ topologies
+
+
+def line(switches: int = 1, *, rate_gbps: float = 100, delay_ns: float = 1000) -> MiniTopology:
+    """Host 0 — switch — … — switch — host 1: ``switches + 1`` links in a row."""
+    sw = [2 + i for i in range(switches)]
+    chain = [0] + sw + [1]
+    return MiniTopology(2, switches, zip(chain, chain[1:]), rate_gbps=rate_gbps, delay_ns=delay_ns)
+
+
+def star(n_hosts: int, *, rate_gbps: float = 100, delay_ns: float = 1000) -> MiniTopology:
+    """``n_hosts`` hosts on one switch (node ``n_hosts``)."""
+    return MiniTopology(n_hosts, 1, [(h, n_hosts) for h in range(n_hosts)], rate_gbps=rate_gbps,
+                        delay_ns=delay_ns)
+
+
+def dumbbell(n_left: int, n_right: int, *, rate_gbps: float = 100, bottleneck_gbps: float | None = None,
+             delay_ns: float = 1000) -> MiniTopology:
+    """Hosts ``0..n_left-1`` on switch L, the next ``n_right`` on switch R, one L—R link."""
+    n = n_left + n_right
+    left, right = n, n + 1
+    links: list[Link] = [(h, left) for h in range(n_left)] + [(h, right) for h in range(n_left, n)]
+    links.append((left, right, bottleneck_gbps or rate_gbps, delay_ns))
+    return MiniTopology(n, 2, links, rate_gbps=rate_gbps, delay_ns=delay_ns)
+
+
+def leaf_spine(n_leaf: int = 2, n_spine: int = 2, hosts_per_leaf: int = 2, *, rate_gbps: float = 100,
+               delay_ns: float = 1000) -> MiniTopology:
+    """Two-tier Clos: every leaf linked to every spine; equal-cost paths through the spines."""
+    n_host = n_leaf * hosts_per_leaf
+    leaves = [n_host + i for i in range(n_leaf)]
+    spines = [n_host + n_leaf + j for j in range(n_spine)]
+    links: list[Link] = [(h, leaves[h // hosts_per_leaf]) for h in range(n_host)]
+    links += [(leaf, spine) for leaf in leaves for spine in spines]
+    return MiniTopology(n_host, n_leaf + n_spine, links, rate_gbps=rate_gbps, delay_ns=delay_ns)
+
+
+def ring(n: int, *, rate_gbps: float = 100, delay_ns: float = 1000) -> MiniTopology:
+    """``n`` switches in a ring, one host on each, routed clockwise only (a cyclic buffer dependency)."""
+    sw = [n + i for i in range(n)]
+    links: list[Link] = [(h, sw[h]) for h in range(n)] + [(sw[i], sw[(i + 1) % n]) for i in range(n)]
+    routes = {(sw[i], dst): [sw[(i + 1) % n]] for i in range(n) for dst in range(n) if dst != i}
+    return MiniTopology(n, n, links, rate_gbps=rate_gbps, delay_ns=delay_ns, routes=routes)
+
+
+# ------------------------------------------------------------------------------------ experiments
+
+
+def network(**overrides: Any) -> NetworkConfig:
+    """A validated ``network`` section: defaults plus overrides (nested sections as dicts)."""
+    return build(NetworkConfig, overrides, "network")
+
+
+def experiment(topology: Any, tasks: TaskGraph | TaskGraphBuilder, *, seed: int = 1,
+               time_limit_ps: int = 10 * 10**12, name: str = "scenario", **net: Any) -> Experiment:
+    """An Experiment on ``topology`` running ``tasks`` with ``network`` overrides ``net``."""
+    graph = tasks.build() if isinstance(tasks, TaskGraphBuilder) else tasks
+    return Experiment(topology=topology, network=network(**net), tasks=graph, seed=seed,
+                      time_limit_ps=time_limit_ps, name=name)
+
+
+def incast(n_senders: int, size_bytes: int, *, rate_gbps: float = 100, delay_ns: float = 1000,
+           **net: Any) -> Experiment:
+    """``n_senders`` hosts of a star send ``size_bytes`` each to host 0, all starting at 0."""
+    g = TaskGraphBuilder()
+    for src in range(1, n_senders + 1):
+        g.flow(src, 0, size_bytes)
+    return experiment(star(n_senders + 1, rate_gbps=rate_gbps, delay_ns=delay_ns), g,
+                      name=f"incast{n_senders}", **net)
