@@ -124,7 +124,8 @@ def compute_routes(n_host: int, node_port_offset: np.ndarray, port_node: np.ndar
         ids[empty] = -1
         nh[s] = ids[inv.ravel()]
         full = np.ascontiguousarray(uniq[~empty].astype("<u8"))
-        bits = np.unpackbits(full.view(np.uint8).reshape(full.shape[0], -1), axis=1, bitorder="little")
+        bits = np.unpackbits(full.view(np.uint8).reshape(full.shape[0], 8 * full.shape[1]), axis=1,
+                             bitorder="little")
         row, pos = np.nonzero(bits)
         set_sizes.append(np.bincount(row, minlength=full.shape[0]))
         set_ports.append(ss_port[ss_off[s] + pos])

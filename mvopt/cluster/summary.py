@@ -7,7 +7,8 @@ Definitions (docs/topologies.md repeats them):
 - *bisection bandwidth* (Gb/s, one direction): the smallest total rate of links that must be cut
   to split the hosts into two equal halves. Closed forms where the structure gives one:
   Clos (fat-tree, leaf-spine, rail-optimised): the smallest over link tiers of half that tier's
-  total capacity (a cut along leaf/pod boundaries achieves it); torus: the links cut by halving
+  total capacity (a cut along leaf/pod boundaries achieves it; a tier above a single leaf or a
+  single pod is not crossed and does not count); torus: the links cut by halving
   the largest dimension (2 x routers / d_max links, 1 x when d_max = 2); dragonfly: the global
   links between two halves of the groups (floor(g/2) x ceil(g/2) x links per pair of groups);
   each also bounded by half the host links' capacity. Other graphs (files, networkx): the
@@ -56,13 +57,29 @@ def min_cut_bisection(topo: CompiledTopology) -> float:
     return float(nx.minimum_cut_value(g, "s", "t"))
 
 
+def _clos_subtrees(topo: CompiledTopology, tier: int) -> int:
+    """How many disjoint subtrees the hosts fall into below link tier ``tier`` of a Clos (leaves
+    below tier 1, pods below tier 2); links of a tier matter for the bisection only if >= 2."""
+    p = topo.parameters
+    if tier == 1:
+        return int((topo.node_tier == 1).sum())
+    if topo.kind == "fat_tree":
+        return p["k"]
+    if topo.kind == "rail_optimized" and p.get("tiers") == 3:
+        return p["servers"] // p["servers_per_group"] // p["groups_per_pod"]
+    return 1
+
+
 def bisection_bandwidth(topo: CompiledTopology) -> tuple[float | None, str]:
     """``(Gb/s or None, method)`` — see the module docstring for the definitions."""
+    if topo.n_host < 2:
+        return None, "undefined (fewer than 2 hosts)"
     cap = _tier_capacity_gbps(topo)
     host_half = cap.get(0, 0.0) / 2
     p = topo.parameters
     if topo.kind in _CLOS:
-        return min(c / 2 for c in cap.values()), "closed form (Clos): min over link tiers of half the tier capacity"
+        tiers = [t for t in cap if t == 0 or _clos_subtrees(topo, t) >= 2]
+        return min(cap[t] / 2 for t in tiers), "closed form (Clos): min over link tiers of half the tier capacity"
     if topo.kind == "torus":
         dims = list(p["torus_dims"])
         d_max = max(dims)

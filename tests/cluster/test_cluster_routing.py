@@ -12,6 +12,9 @@ from mvopt.cluster import from_networkx, read_hpcc_topology, write_hpcc_topology
 SMALL = {
     "fat_tree": dict(topology="fat_tree", k=4),
     "leaf_spine": dict(topology="leaf_spine", leaves=3, hosts_per_leaf=4, oversubscription=2.0),
+    "leaf_spine_one_leaf": dict(topology="leaf_spine", leaves=1, hosts_per_leaf=4, oversubscription=4.0),
+    # 70 spines: next-hop masks of the leaves span two 64-bit words
+    "leaf_spine_wide": dict(topology="leaf_spine", leaves=3, hosts_per_leaf=70),
     "rail_2tier": dict(topology="rail_optimized", servers=6, servers_per_group=2, gpus_per_server=2),
     "rail_3tier": dict(topology="rail_optimized", servers=8, servers_per_group=2, gpus_per_server=2,
                        tiers=3, groups_per_pod=2),
@@ -28,6 +31,33 @@ def test_routing_matches_networkx(name):
     topo = build(**SMALL[name])
     check_structure(topo)
     check_routing(topo, max_pairs=300)
+
+
+def test_wide_switches_keep_every_next_hop():
+    topo = build(**SMALL["leaf_spine_wide"])
+    leaf0 = topo.n_host
+    up = topo.next_hop_ports(leaf0, topo.n_host - 1)
+    assert len(up) == 70 and set(topo.port_peer_node[up]) == set(range(topo.n_host + 3, topo.n_node))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_routing_on_random_graphs(seed):
+    """Random connected switch graphs (some parallel links, some switches without hosts)."""
+    rng = np.random.default_rng(seed)
+    n_sw = int(rng.integers(3, 12))
+    g = nx.MultiGraph()
+    tree = nx.random_labeled_tree(n_sw, seed=seed)
+    extra = [tuple(rng.choice(n_sw, 2, replace=False)) for _ in range(int(rng.integers(0, 2 * n_sw)))]
+    for u, v in list(tree.edges()) + extra:
+        g.add_edge(f"s{u}", f"s{v}", rate=100, delay=1000)
+    nx.set_node_attributes(g, "switch", "role")
+    n_host = int(rng.integers(2, 16))
+    for h in rng.permutation(n_host):
+        g.add_node(f"h{h}", role="host")
+        g.add_edge(f"h{h}", f"s{rng.integers(0, n_sw)}", rate=100, delay=1000)
+    topo = from_networkx(g, gpus_per_server=1)
+    check_structure(topo)
+    check_routing(topo, max_pairs=200)
 
 
 def test_parallel_links_are_all_next_hops():

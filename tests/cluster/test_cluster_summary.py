@@ -15,6 +15,10 @@ from mvopt.cluster import min_cut_bisection, read_hpcc_topology, write_hpcc_topo
     (dict(topology="rail_optimized", servers=4, servers_per_group=2, gpus_per_server=2), 8 * 100 / 2),
     (dict(topology="rail_optimized", servers=8, servers_per_group=2, gpus_per_server=2, tiers=3, groups_per_pod=2,
           oversubscription=2.0), 8 * 1 * 100 / 2),
+    (dict(topology="leaf_spine", leaves=1, hosts_per_leaf=4, oversubscription=4.0), 4 / 2 * 100),
+    (dict(topology="rail_optimized", servers=4, servers_per_group=2, gpus_per_server=2, tiers=3, groups_per_pod=2,
+          link_gbps=[100, 100, 50]), 8 * 100 / 2),
+    (dict(topology="fat_tree", k=2, link_gbps=[100, 100, 10]), 10),
     (dict(topology="torus", torus_dims=[4, 4], link_gbps=[400, 100]), 2 * 4 * 100),
     (dict(topology="torus", torus_dims=[2, 4], link_gbps=[400, 100]), 2 * 2 * 100),
     (dict(topology="torus", torus_dims=[2, 2], link_gbps=[400, 100]), 2 * 100),
@@ -34,6 +38,21 @@ def test_file_topology_uses_min_cut(tmp_path):
     write_hpcc_topology(build(topology="leaf_spine", leaves=4, hosts_per_leaf=4, oversubscription=2.0), path)
     s = read_hpcc_topology(path).summary()
     assert s["bisection_gbps"] == pytest.approx(400) and "min cut" in s["bisection_method"]
+
+
+def test_tiny_networks():
+    import networkx as nx
+    from mvopt.cluster import from_networkx
+    g = nx.star_graph(3)
+    nx.set_node_attributes(g, "host", "role")
+    g.nodes[0]["role"] = "switch"
+    nx.set_edge_attributes(g, 100, "rate")
+    nx.set_edge_attributes(g, 10, "delay")
+    s = from_networkx(g, gpus_per_server=1).summary()
+    assert (s["hosts"], s["switches"], s["diameter_hops"], s["bisection_gbps"]) == (3, 1, 2, 100)
+    g.remove_nodes_from([2, 3])
+    s = from_networkx(g, gpus_per_server=1).summary()
+    assert (s["hosts"], s["diameter_hops"], s["bisection_gbps"]) == (1, 0, None)
 
 
 def test_summary_counts():
