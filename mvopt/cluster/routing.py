@@ -25,10 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mvopt.errors import InfeasibleError
+
 __all__ = ["RouteTables", "compute_routes", "bfs_distances"]
 
 # Elements per batch of the (leaves x ports) work arrays; bounds peak memory (~100 MB).
 _BATCH_ELEMENTS = 1 << 22
+# The (leaves x mask words) and (switches x leaves) tables must fit in this many bytes.
+MEMORY_LIMIT_BYTES = 8 << 30
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,11 @@ def compute_routes(n_host: int, node_port_offset: np.ndarray, port_node: np.ndar
 
     # 1-2: next-hop masks M[leaf, word]
     leaves = np.unique(host_sw)
+    need = leaves.size * (int(word_off[-1]) * 8 + n_sw * 4)
+    if need > MEMORY_LIMIT_BYTES:
+        raise InfeasibleError(f"routing tables for {leaves.size} leaf switches x {n_sw} switches need "
+                              f"{need / 2**30:.1f} GiB (limit {MEMORY_LIMIT_BYTES / 2**30:.0f} GiB); "
+                              "destination-based tables grow with leaves x switches")
     masks = np.zeros((leaves.size, int(word_off[-1])), np.uint64)
     batch = max(1, _BATCH_ELEMENTS // max(1, ss_port.size, n_sw))
     far = 0

@@ -121,3 +121,11 @@ def test_next_hop_ports_rejects_bad_ids():
         topo.next_hop_ports(0, topo.n_host)
     with pytest.raises(ValueError):
         topo.next_hop_ports(topo.n_node, 0)
+
+
+def test_routing_refuses_tables_beyond_the_memory_limit(monkeypatch):
+    from mvopt.cluster import routing
+    from mvopt.errors import InfeasibleError
+    monkeypatch.setattr(routing, "MEMORY_LIMIT_BYTES", 1000)
+    with pytest.raises(InfeasibleError, match="routing tables for 16 leaf switches x 16 switches need"):
+        build(topology="torus", torus_dims=[4, 4])
