@@ -105,9 +105,9 @@ class Curve:
             "algorithm": self.algorithm, "source": self.source,
             "fitted_bytes": [int(self.size_range[0]), int(self.size_range[1])],
             "regimes": [{"max_bytes": None if math.isinf(r.max_bytes) else int(r.max_bytes),
-                         "alpha_us": round(r.alpha_s * 1e6, 4),
+                         "alpha_us": r.alpha_s * 1e6,
                          "beta_GBps": None if math.isinf(r.beta_bytes_per_s)
-                         else round(r.beta_bytes_per_s / 1e9, 4)} for r in self.regimes],
+                         else r.beta_bytes_per_s / 1e9} for r in self.regimes],
         }
 
     @staticmethod

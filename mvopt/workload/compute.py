@@ -50,8 +50,9 @@ class Op:
     name: str
     phase: str
     kind: Literal["gemm", "attention", "memory"]
-    flops: float
+    flops: float               # model FLOPs (Megatron convention)
     bytes: float
+    work_factor: float = 1.0   # executed / model FLOPs (FlashAttention's backward recomputes S)
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,9 @@ def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool
         ops.append(Op("flash_attention", "fwd", "attention", 2 * core_flops, io_bytes))
         if full:
             ops.append(Op("flash_attention", "recompute", "attention", 2 * core_flops, io_bytes))
-        # backward recomputes S and P inside the kernel: 5 GEMM-sized products instead of 2.
-        ops.append(Op("flash_attention", "bwd_input", "attention", 5 * core_flops, 2 * io_bytes + q_bytes))
+        # backward: 4 products (dQ, dK, dV, dP) plus S recomputed inside the kernel (5 instead of 4).
+        ops.append(Op("flash_attention", "bwd_input", "attention", 4 * core_flops, 2 * io_bytes + q_bytes,
+                      work_factor=1.25))
     else:
         square = b * heads * s * s                   # elements of the score matrices
         ops += _batched("attn_scores", core_flops, q_bytes + kv_bytes / 2 + _B * square, recompute=sel)
@@ -322,7 +324,7 @@ class ComputeModel:
         if op.kind == "gemm":
             compute = op.flops / gemm_rate
         elif op.kind == "attention":
-            compute = op.flops * e.causal_flash_work / (gemm_rate * e.flash_relative)
+            compute = op.flops * op.work_factor * e.causal_flash_work / (gemm_rate * e.flash_relative)
         else:
             compute = op.flops / g.peak_bf16_flops    # vector work: far below the tensor-core peak
         return max(compute, memory) + e.kernel_overhead_s
