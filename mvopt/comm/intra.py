@@ -365,14 +365,20 @@ class IntraServerModel:
             ns = [k[2] for k in self._curves]
         return max(ns)
 
-    def _transfer(self, coll: str, s: np.ndarray, spec: GpuSpec, n: int, algo: str):
+    def reference_gpu(self, gpu: str | GpuSpec) -> GpuSpec:
+        """The calibrated GPU type whose curves stand in for an uncalibrated ``gpu``: same NVLS
+        capability if any has it, then the nearest NVLink bandwidth (log ratio), then the name."""
+        spec = get_gpu(gpu)
         refs = {get_gpu(k[0]) for k in self._curves}
         refs.discard(spec)
         if not refs:
             raise ConfigError("gpu", "has no intra-server curve and no other GPU type is calibrated",
                               spec.name)
         same = [r for r in refs if r.nvls == spec.nvls] or list(refs)
-        ref = min(same, key=lambda r: (abs(math.log(r.nvlink_bytes_per_s / spec.nvlink_bytes_per_s)), r.name))
+        return min(same, key=lambda r: (abs(math.log(r.nvlink_bytes_per_s / spec.nvlink_bytes_per_s)), r.name))
+
+    def _transfer(self, coll: str, s: np.ndarray, spec: GpuSpec, n: int, algo: str):
+        ref = self.reference_gpu(spec)
         # A non-NVLS target takes the reference's ring curve.
         ref_algo = "ring" if (ref.nvls and not spec.nvls) else algo
         t_ref = self._time(coll, s, ref, n, ref_algo)
