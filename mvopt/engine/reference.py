@@ -260,6 +260,9 @@ class FlowSender:
         self.n = int(p.flow_npkt[fid])
         self.line = int(p.flow_line_bps[fid])
         self.win = int(p.flow_win_bytes[fid])
+        if self.win < 0:
+            raise ValueError(f"flow {fid}: negative window {self.win} B from resolve() (int64 overflow of "
+                             "base_rtt * line?)")
         self.base_rtt = int(p.flow_base_rtt_ps[fid])
         self.payload = p.payload
         self.var_win = p.var_win

@@ -8,7 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mvopt.engine.params import TAG_ECMP, hash64, ser_ps
-from mvopt.engine.reference import simulate_reference, simulate_reference_many
+from mvopt.engine.reference import (ACK as ACK_KIND, T_ALPHA, T_DECREASE, T_INCREASE, Dcqcn, Dctcp,
+                                    FlowSender, Hpcc, IntHop, Packet, simulate_reference,
+                                    simulate_reference_many)
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import TaskGraphBuilder
 from mvopt.testing.scenarios import dumbbell, experiment, incast, leaf_spine, line, ring, star
@@ -223,6 +225,77 @@ def test_fat_tree_all_ccs_and_load_balancers() -> None:
         check_done(simulate_reference(experiment(topo, g, cc=cc, lb=lb)))
 
 
+# ------------------------------------------------------------------------------------ CC units
+
+
+def one_flow(cc: str) -> tuple:
+    exp = incast(1, 100_000, cc=cc)
+    p = exp.params
+    return p, FlowSender(0, 1, 0, 100_000, 0, p)
+
+
+def test_dcqcn_first_cnp_then_timers() -> None:
+    p, flow = one_flow("dcqcn")
+    armed: dict[int, int] = {}
+    cc = Dcqcn(p, float(flow.line), lambda kind, due: armed.__setitem__(kind, due))
+    line = float(flow.line)
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=1, ce=True), 100)
+    assert flow.rate == line and cc.alpha == 1.0 and not cc.cnp_alpha and cc.cnp_decrease
+    assert armed == {T_ALPHA: 100 + p.dcqcn_alpha_ps, T_DECREASE: 100 + p.dcqcn_dec_ps}
+    cc.on_timer(flow, T_ALPHA, armed[T_ALPHA])
+    assert cc.alpha == 1 - p.dcqcn_g                        # no CNP since: decay
+    t = armed[T_DECREASE]
+    cc.on_timer(flow, T_DECREASE, t)                        # the first CNP's flag cuts the rate
+    cut = line * (1 - cc.alpha / 2)
+    assert flow.rate == cut and cc.target == line and armed[T_INCREASE] == t + p.dcqcn_inc_ps
+    rates = []
+    for _ in range(3):                                      # F = 1: fast recovery, AI, hyper
+        cc.on_timer(flow, T_INCREASE, armed[T_INCREASE])
+        rates.append((flow.rate, cc.target))
+    assert rates[0] == ((cut + line) / 2, line)
+    assert cc.stage == 3 and rates[2][1] == line            # the target stays capped at line rate
+
+
+def test_dctcp_batches_and_cwr() -> None:
+    p, flow = one_flow("dctcp")
+    cc = Dctcp(p, float(flow.line))
+    flow.snd_nxt = 10
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=1, ce=True), 0)    # first batch; ECN: cut, CWR
+    assert cc.last_update_seq == 10 and cc.batch == 11 and cc.cwr and cc.high_seq == 10
+    assert flow.rate == max(p.dctcp_min, flow.line * 0.5)
+    flow.snd_nxt = 20
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=11), 0)             # new batch, leaves CWR, AI
+    assert cc.alpha == (1 - p.dctcp_g) + p.dctcp_g * (1 / 11) and cc.batch == 20 - 11 + 1
+    assert not cc.cwr and flow.rate == flow.line * 0.5 + p.dctcp_rai
+
+
+def test_hpcc_first_feedback_records_and_commits_once_per_rtt() -> None:
+    p, flow = one_flow("hpcc")
+    cc = Hpcc(p, float(flow.line))
+    hop = lambda ts, tx, q: (IntHop(ts, tx, q, RATE),)                 # noqa: E731
+    flow.snd_nxt = 5
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=1, hops=hop(1000, 0, 0)), 0)
+    assert cc.last_update_seq == 5 and flow.rate == flow.line
+    # 2 * 1048 B in 10 ns at 100 Gb/s = 1.6768 utilisation, plus a standing queue: cut, commit
+    flow.snd_nxt = 15
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=6, hops=hop(11_000, 2096, 50_000)), 0)
+    assert flow.rate < flow.line and cc.rc == flow.rate and cc.stage == 0 and cc.last_update_seq == 15
+    committed = cc.rc
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=7, hops=hop(21_000, 3144, 0)), 0)  # within the RTT
+    assert flow.rate != committed and cc.rc == committed and cc.last_update_seq == 15
+    fast = flow.rate
+    cc.on_feedback(flow, Packet(ACK_KIND, ACK, seq=8, hops=hop(21_000, 3144, 0)), 0)  # tau = 0: unused
+    assert flow.rate == fast and cc.rc == committed
+
+
+def test_variable_window() -> None:
+    _, flow = one_flow("hpcc")
+    assert flow.win > 0
+    flow.rate = flow.line / 4
+    flow.snd_nxt = -(-flow.win // 4 // PAYLOAD)
+    assert flow.window_bound() and (flow.snd_nxt - 1) * PAYLOAD < flow.win // 4
+
+
 # ------------------------------------------------------------------------------------ determinism
 
 
@@ -238,19 +311,22 @@ def test_deterministic_and_independent_of_batch() -> None:
 
 @st.composite
 def scenarios(draw: st.DrawFn):
+    """A small topology, a few flows and delays with dependencies, any CC / LB / PFC / buffer."""
     kind = draw(st.sampled_from(["star", "dumbbell", "leaf_spine"]))
     topo = {"star": lambda: star(4), "dumbbell": lambda: dumbbell(2, 2, bottleneck_gbps=50),
             "leaf_spine": lambda: leaf_spine(2, 2, 2)}[kind]()
+    hosts = st.integers(0, topo.n_host - 1)
     g = TaskGraphBuilder()
     ids: list[int] = []
-    for _ in range(draw(st.integers(1, 5))):
-        src, dst = draw(st.lists(st.integers(0, topo.n_host - 1), min_size=2, max_size=2, unique=True))
+    for _ in range(draw(st.integers(1, 6))):
         after = draw(st.lists(st.sampled_from(ids), max_size=2, unique=True)) if ids and draw(st.booleans()) else []
         if draw(st.integers(0, 4)) == 0:
-            ids.append(g.delay(src, draw(st.integers(0, 5 * D)), after=after))
-        else:
-            ids.append(g.flow(src, dst, draw(st.integers(1, 40_000)), after=after,
-                              start_ps=draw(st.integers(0, 3 * D))))
+            ids.append(g.delay(draw(hosts), draw(st.integers(0, 5 * D)), after=after))
+            continue
+        dst = draw(st.one_of(st.just(topo.n_host - 1), hosts))      # often an incast
+        src = draw(hosts.filter(lambda h: h != dst))
+        size = draw(st.one_of(st.sampled_from([1, 999, 1000, 1001, 60_000, 150_000]), st.integers(1, 150_000)))
+        ids.append(g.flow(src, dst, size, after=after, start_ps=draw(st.integers(0, 3 * D))))
     pfc = draw(st.booleans())
     net = dict(cc=draw(st.sampled_from(["none", "dcqcn", "hpcc", "dctcp"])), lb=draw(st.sampled_from(["ecmp", "spray"])),
                pfc={"enabled": pfc}, buffer_mb=draw(st.sampled_from([0.05, 0.5, 2.0])))
