@@ -56,7 +56,7 @@ import heapq
 import math
 from bisect import bisect_right, insort
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
