@@ -62,6 +62,10 @@ class Parameter:
         """A few values that must each be acceptable for the config field (ends, choices)."""
         raise NotImplementedError  # pragma: no cover
 
+    def grid_size(self) -> int:
+        """``len(self.grid())`` without building the grid."""
+        return len(self.grid())
+
 
 @dataclass(frozen=True)
 class IntParam(Parameter):
@@ -75,6 +79,9 @@ class IntParam(Parameter):
 
     def grid(self) -> list[int]:
         return list(range(self.low, self.high + 1, self.step))
+
+    def grid_size(self) -> int:
+        return (self.high - self.low) // self.step + 1
 
     def values_to_check(self) -> list[int]:
         return [self.low, self.low + (self.high - self.low) // self.step * self.step]

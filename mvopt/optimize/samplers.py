@@ -55,13 +55,13 @@ def make_sampler(name: str, space: SearchSpace, generation_size: int, seed: int 
     spec = _SAMPLERS.get(name)
     if spec is None:
         raise MvoptError(f"unknown sampler {name!r} (known: {', '.join(_SAMPLERS)})")
+    if len(space.objectives) > 1 and not spec.multi_objective:
+        raise MvoptError(f"sampler {name!r} handles one objective only; the space has "
+                         f"{len(space.objectives)} ({', '.join(space.objective_names)}): use nsga2, tpe, gp, random or qmc")
     for module, package in spec.needs:
         if importlib.util.find_spec(module) is None:
             raise MvoptError(f"sampler {name!r} needs the Python package {package!r}, which is not "
                              f"installed (pip install {package})")
-    if len(space.objectives) > 1 and not spec.multi_objective:
-        raise MvoptError(f"sampler {name!r} handles one objective only; the space has "
-                         f"{len(space.objectives)} ({', '.join(space.objective_names)}): use nsga2, tpe, gp, random or qmc")
     return spec.factory(space, generation_size, seed)
 
 
@@ -74,7 +74,7 @@ def _tpe(space: SearchSpace, n: int, seed: int | None) -> optuna.samplers.BaseSa
 @register_sampler("gp", needs=(("torch", "torch"), ("scipy", "scipy")),
                   doc="Gaussian-process Bayesian optimisation (batch qEI over running trials)")
 def _gp(space: SearchSpace, n: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=max(10, n))
+    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=max(10, n), deterministic_objective=True)
 
 
 @register_sampler("cmaes", needs=(("cmaes", "cmaes"),), multi_objective=False,
@@ -99,9 +99,23 @@ def _random(space: SearchSpace, n: int, seed: int | None) -> optuna.samplers.Bas
 
 @register_sampler("qmc", needs=(("scipy", "scipy"),), doc="scrambled Sobol quasi-random search")
 def _qmc(space: SearchSpace, n: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
+
+
+class _GenerationGridSampler(optuna.samplers.GridSampler):
+    """GridSampler whose end is decided by the generation loop.
+
+    Optuna's GridSampler calls ``study.stop()`` when the grid is exhausted, which only works
+    inside ``study.optimize``; the loop stops by itself when no grid point is left.
+    """
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
+                    values: "list[float] | None") -> None:
+        return None
 
 
 @register_sampler("grid", doc="every point of the space's grid once (float ranges need step or grid)")
 def _grid(space: SearchSpace, n: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    return _GenerationGridSampler(space.grid(), seed=seed)

@@ -239,8 +239,8 @@ class SearchSpace:
     def grid_size(self) -> int:
         """Number of points of :meth:`grid` (before removing duplicate configurations)."""
         n = 1
-        for values in self.grid().values():
-            n *= len(values)
+        for p in self.parameters:
+            n *= p.grid_size()
         return n
 
     def sample(self, n: int, seed: int = 0) -> list[Candidate]:

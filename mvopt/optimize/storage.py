@@ -67,12 +67,32 @@ def make_storage(url: str | None = None, *, heartbeat_s: int | None = _DEFAULT_H
         engine_kwargs["pool_pre_ping"] = True
     hb = heartbeat_s if heartbeat_s and heartbeat_s > 0 else None
     try:
-        return RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=hb,
-                          grace_period=(grace_s or 3 * hb) if hb else None,
-                          heartbeat_stale_trial_callback=retry_trial if hb else None)
+        storage = RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=hb,
+                             grace_period=(grace_s or 3 * hb) if hb else None,
+                             heartbeat_stale_trial_callback=retry_trial if hb else None)
     except Exception as e:  # SQLAlchemy raises many kinds: say which storage, in one line
         raise MvoptError(f"storage {describe_storage(url)} cannot be opened: {type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    if url.startswith("sqlite") and ":memory:" not in url:
+        _sqlite_wal(storage.engine)
+    return storage
+
+
+def _sqlite_wal(engine: Any) -> None:
+    """Write-ahead log with ``synchronous=NORMAL``: a commit no longer waits for the disk.
+
+    Committed transactions still survive a killed process (only a power cut may lose the last
+    ones), and readers (optuna-dashboard, other workers) no longer block the writer.
+    """
+    import sqlalchemy
+
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+    sqlalchemy.event.listen(engine, "connect", on_connect)
+    engine.dispose()  # connections opened before the listener are replaced
 
 
 def _unwrap(storage: BaseStorage) -> BaseStorage:

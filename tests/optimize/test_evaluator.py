@@ -1,0 +1,51 @@
+import sys
+
+import pytest
+
+from analytic_evaluator import AnalyticEvaluator
+from mvopt.errors import BackendUnavailable, MvoptError
+from mvopt.optimize.evaluator import Evaluation, Evaluator, SimulatorEvaluator, make_evaluator, register_evaluator
+
+
+def test_evaluation_contract():
+    assert Evaluation(True, iteration_time_s=1.0).ok
+    assert not Evaluation.infeasible("oom").ok
+    with pytest.raises(ValueError):
+        Evaluation(True, status="crashed")
+    with pytest.raises(ValueError):
+        Evaluation(True, status="ok")  # no iteration time
+
+
+def test_simulator_evaluator_says_when_the_simulator_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mvopt.experiment", None)  # import of mvopt.experiment fails
+    ev = SimulatorEvaluator("cpu")
+    assert ev.evaluate([]) == []  # nothing to simulate: nothing imported
+    from mvopt.config import load_config
+    with pytest.raises(BackendUnavailable, match="mvopt.experiment"):
+        ev.evaluate([load_config()])
+
+
+def test_simulator_evaluator_calls_experiment_evaluate_once_per_batch(monkeypatch):
+    import types
+    calls = []
+    fake = types.ModuleType("mvopt.experiment")
+    fake.evaluate = lambda configs, backend: calls.append((len(configs), backend)) or [
+        Evaluation(True, iteration_time_s=1.0) for _ in configs]
+    monkeypatch.setitem(sys.modules, "mvopt.experiment", fake)
+    from mvopt.config import load_config
+    out = SimulatorEvaluator("gpu").evaluate([load_config(), load_config()])
+    assert len(out) == 2 and calls == [(2, "gpu")]
+    fake.evaluate = lambda configs, backend: []
+    with pytest.raises(MvoptError, match="returned 0 results for 1"):
+        SimulatorEvaluator("gpu").evaluate([load_config()])
+
+
+def test_registry():
+    assert isinstance(make_evaluator("cpu"), SimulatorEvaluator)
+    register_evaluator("analytic-test", AnalyticEvaluator)
+    assert make_evaluator("analytic-test").name == "analytic"
+    assert isinstance(make_evaluator("analytic_evaluator:make"), Evaluator)
+    with pytest.raises(MvoptError, match="unknown evaluator"):
+        make_evaluator("tpu")
+    with pytest.raises(MvoptError, match="cannot be imported"):
+        make_evaluator("no_such_module:make")

@@ -1,0 +1,167 @@
+"""The generation loop's mechanics, with the closed-form test evaluator."""
+
+import math
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import mvopt
+from analytic_evaluator import AnalyticEvaluator, iteration_time
+from conftest import grid_space_data, small_space_data
+from mvopt.errors import MvoptError
+from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage
+from mvopt.optimize.evaluator import Evaluation
+from mvopt.optimize.records import CONSTRAINT, USER_ATTRS
+from mvopt.optimize.summary import best_table, best_trials
+
+
+def _setup(url, data=None, sampler="random", gen=8, seed=0, name=None):
+    space = load_space(data or small_space_data())
+    study = create_or_resume(make_storage(url), space, study_name=name, sampler=sampler, generation_size=gen,
+                             seed=seed, resume=True)
+    return space, study
+
+
+def test_one_batch_per_generation_and_every_trial_recorded(sqlite_url):
+    space, study = _setup(sqlite_url)
+    ev = AnalyticEvaluator()
+    summary = GenerationLoop(study, space, ev, generation_size=8).run(Budget(n_trials=24))
+    assert summary.told == 24 and summary.generations == 3 and summary.stopped == "trial budget reached"
+    assert len(ev.batches) == 3 and all(1 <= b <= 8 for b in ev.batches)  # one evaluate() per generation
+    trials = study.get_trials()
+    assert len(trials) == 24 and all(t.state == TrialState.COMPLETE for t in trials)
+    for t in trials:
+        assert set(USER_ATTRS) <= set(t.user_attrs)
+        assert t.user_attrs["mvopt_version"] == mvopt.__version__ and t.user_attrs["backend"] == "analytic"
+        assert CONSTRAINT in t.constraints
+        cfg = load_space(space.to_data()).base.__class__  # noqa: F841 - the config must round-trip:
+        from mvopt.config import config_key, load_config
+        assert config_key(load_config(t.user_attrs["config"])) == t.user_attrs["config_key"]
+        if t.user_attrs["feasible"]:
+            assert t.values[0] == pytest.approx(iteration_time(load_config(t.user_attrs["config"])))
+            assert set(t.user_attrs["breakdown"]) == {"compute", "exposed_dp", "bubble"}
+        else:  # the evaluator's memory rule: told COMPLETE, constraint > 0, reason recorded
+            assert t.constraints[CONSTRAINT] > 0 and math.isinf(t.values[0]) and "kmin_kb > 300" in t.user_attrs["reason"]
+
+
+def test_identical_configs_simulated_once_within_and_across_generations(sqlite_url):
+    data = grid_space_data()  # 12 distinct configurations only
+    space, study = _setup(sqlite_url, data, sampler="random", gen=10)
+    ev = AnalyticEvaluator()
+    summary = GenerationLoop(study, space, ev, generation_size=10).run(Budget(n_trials=40))
+    keys = [t.user_attrs["config_key"] for t in study.get_trials()]
+    assert len(keys) == 40 and sum(ev.batches) == len(set(keys)) <= 12
+    dups = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
+    assert len(dups) == 40 - len(set(keys)) == summary.cached
+    by_number = {t.number: t for t in study.get_trials()}
+    for t in dups:
+        original = by_number[t.user_attrs["duplicate_of"]]
+        assert original.user_attrs["config_key"] == t.user_attrs["config_key"] and original.values == t.values
+    # a new loop on the same study (a resumed run) simulates nothing it already knows
+    ev2 = AnalyticEvaluator()
+    GenerationLoop(study, space, ev2, generation_size=10).run(Budget(n_trials=20))
+    assert sum(ev2.batches) == 0
+
+
+def test_space_infeasible_costs_no_simulation(sqlite_url):
+    data = small_space_data(constraints=["network.ecn.kmin_kb <= 100"])
+    space, study = _setup(sqlite_url, data)
+    ev = AnalyticEvaluator()
+    GenerationLoop(study, space, ev, generation_size=8).run(Budget(n_trials=32))
+    infeasible = [t for t in study.get_trials() if t.user_attrs["status"] == "infeasible"]
+    assert infeasible and all(t.state == TrialState.COMPLETE and t.constraints[CONSTRAINT] > 0 for t in infeasible)
+    assert all(not t.user_attrs["feasible"] and "kmin_kb <= 100" in t.user_attrs["reason"] for t in infeasible)
+    assert sum(ev.batches) == 32 - len(infeasible)
+
+
+def test_grid_sampler_covers_every_point_once(sqlite_url):
+    space, study = _setup(sqlite_url, grid_space_data(), sampler="grid", gen=5)
+    ev = AnalyticEvaluator()
+    summary = GenerationLoop(study, space, ev, generation_size=5).run(Budget())
+    assert summary.stopped == "grid exhausted"
+    params = {tuple(sorted(t.params.items())) for t in study.get_trials()}
+    assert len(study.get_trials()) == len(params) == 12 and sum(ev.batches) == 12
+
+
+def test_multi_objective_cost(sqlite_url):
+    data = small_space_data(prices={"switch": 1000, "nic": 10},
+                            parameters={"cluster.k": [4, 6], "network.cc": ["dcqcn", "hpcc"]},
+                            objectives=["iteration_time", "cost"])
+    space, study = _setup(sqlite_url, data, sampler="nsga2", gen=4)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=12))
+    costs = {t.params["cluster.k"]: t.values[1] for t in study.get_trials()}
+    assert costs == {4: 20 * 1000 + 16 * 10, 6: 45 * 1000 + 54 * 10}
+    front = best_trials(study, 10)
+    assert front and all(len(t.values) == 2 for t in front)
+    assert [r["trial"] for r in best_table(study, space.objective_names, 10)] == [t.number for t in front]
+
+
+def test_time_budget_and_stop_file(sqlite_url, tmp_path):
+    space, study = _setup(sqlite_url)
+    loop = GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4)
+    assert loop.run(Budget(timeout_s=0.0)).told == 0
+    stop = tmp_path / "STOP"
+    stop.touch()
+    summary = loop.run(Budget(n_trials=100, stop_file=str(stop)))
+    assert summary.told == 0 and "stop file" in summary.stopped
+
+
+class _Crashing:
+    name = "crashing"
+
+    def evaluate(self, configs):
+        raise RuntimeError("backend crashed")
+
+
+def test_evaluator_crash_leaves_nothing_running(sqlite_url):
+    space, study = _setup(sqlite_url)
+    with pytest.raises(RuntimeError, match="backend crashed"):
+        GenerationLoop(study, space, _Crashing(), generation_size=6).run(Budget(n_trials=6))
+    states = [t.state for t in study.get_trials()]
+    assert TrialState.RUNNING not in states
+    failed = [t for t in study.get_trials() if t.state == TrialState.FAIL]
+    waiting = [t for t in study.get_trials() if t.state == TrialState.WAITING]
+    assert len(failed) == len(waiting) == 6  # each failed trial is queued again, same parameters
+    assert sorted(t.system_attrs["failed_trial"] for t in waiting) == sorted(t.number for t in failed)
+    # the next run picks the queued trials up first and finishes them
+    ev = AnalyticEvaluator()
+    GenerationLoop(study, space, ev, generation_size=6).run(Budget(n_trials=6))
+    done = [t for t in study.get_trials() if t.state == TrialState.COMPLETE]
+    assert sorted(t.system_attrs["failed_trial"] for t in done) == sorted(t.number for t in failed)
+
+
+class _WrongCount:
+    name = "wrong"
+
+    def evaluate(self, configs):
+        return [Evaluation(True, iteration_time_s=1.0)]
+
+
+def test_evaluator_contract_is_checked(sqlite_url):
+    space, study = _setup(sqlite_url)
+    with pytest.raises(MvoptError, match="returned 1 results for 4"):
+        GenerationLoop(study, space, _WrongCount(), generation_size=4).run(Budget(n_trials=4))
+
+
+def test_existing_study_needs_resume(sqlite_url):
+    space, study = _setup(sqlite_url)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=4))
+    with pytest.raises(MvoptError, match="--resume"):
+        create_or_resume(make_storage(sqlite_url), space, sampler="random", resume=False)
+    other = load_space(small_space_data(prices={"switch": 1}, objectives=["iteration_time", "cost"]))
+    with pytest.raises(MvoptError, match="optimises"):
+        create_or_resume(make_storage(sqlite_url), other, study_name=space.name, sampler="random", resume=True)
+
+
+def test_journal_storage(tmp_path):
+    space, study = _setup(str(tmp_path / "journal.log"))
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=8))
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 8
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "qmc", "nsga2"])
+def test_samplers_learn_in_the_loop(sqlite_url, sampler):
+    space, study = _setup(sqlite_url, sampler=sampler, gen=8, seed=3)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=8).run(Budget(n_trials=48))
+    assert study.best_trial.values[0] < 1.5e-3 and study.best_trial.user_attrs["feasible"]
