@@ -11,7 +11,7 @@ from mvopt.workload.compute import (DEFAULT_EFFICIENCY, ComputeModel, Efficiency
 from mvopt.workload.gpus import GpuSpec, builtin_gpus, get_gpu, gpu_from_dict
 from mvopt.workload.memory import (DEFAULT_RESERVE_BYTES, PRECISIONS, MemoryBreakdown, PrecisionScheme,
                                    check_memory, inflight_layers, layer_activation_bytes,
-                                   memory_per_stage, peak_memory)
+                                   memory_per_stage, peak_memory, stage_param_count)
 from mvopt.workload.models import ZOO, ModelSpec, ParamCounts, decoder_model, get_model, model_names
 from mvopt.workload.parallel import Coords, Layout, check_layout, layout_problems, num_microbatches
 from mvopt.workload.published import PublishedRun, published_run, published_runs
@@ -24,7 +24,7 @@ __all__ = [
     "Coords", "Layout", "layout_problems", "check_layout", "num_microbatches",
     # memory
     "PrecisionScheme", "PRECISIONS", "MemoryBreakdown", "layer_activation_bytes", "inflight_layers",
-    "memory_per_stage", "peak_memory", "check_memory", "DEFAULT_RESERVE_BYTES",
+    "stage_param_count", "memory_per_stage", "peak_memory", "check_memory", "DEFAULT_RESERVE_BYTES",
     # compute
     "Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",
     "layer_ops", "embedding_ops", "output_ops", "optimizer_ops", "iteration_flops", "megatron_flops",

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mvopt._cfg.workload import ParallelismConfig
+from mvopt.config import ParallelismConfig
 from mvopt.errors import InfeasibleError
 from mvopt.workload.compute import (ComputeModel, Efficiency, embedding_ops, layer_ops,
                                     optimizer_ops, output_ops, overlap_slowdown, overlapped_time_s)
-from mvopt.workload.memory import _stage_params
+from mvopt.workload.memory import stage_param_count
 from mvopt.workload.published import PublishedRun, published_run
 
 if TYPE_CHECKING:   # mvopt.comm depends on mvopt.workload, not the reverse: the model is passed in
@@ -71,7 +71,7 @@ def single_stage_iteration_s(run: PublishedRun, par: ParallelismConfig, compute:
     edge = compute.phase_times(embedding_ops(model, par) + output_ops(model, par)).total
     edge_comm = (rs + ag) * 2 if par.sequence_parallel else 2 * ar
     micro = par.global_batch // par.micro_batch
-    step = compute.phase_times(optimizer_ops(_stage_params(model, par, 0))).total
+    step = compute.phase_times(optimizer_ops(stage_param_count(model, par, 0))).total
     return micro * (model.layers * layer + edge + edge_comm) + step
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
-from mvopt._cfg.workload import ParallelismConfig
+from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.workload.gpus import GpuSpec, get_gpu
 from mvopt.workload.models import ModelSpec
@@ -60,7 +60,7 @@ class Efficiency:
     """Achieved fractions of the roofline (dimensionless) and a fixed per-kernel overhead."""
 
     gemm_fraction: float = 0.771         # of peak * max_matmul_efficiency, for GEMMs in training
-    memory_fraction: float = 0.732       # of HBM bandwidth, for memory-bound kernels
+    memory_fraction: float = 0.733       # of HBM bandwidth, for memory-bound kernels
     flash_relative: float = 0.85         # FlashAttention throughput relative to a GEMM's
     causal_flash_work: float = 0.5       # share of the s x s square a causal flash kernel computes
     kernel_overhead_s: float = 0.0       # per operator (launch gaps)
@@ -185,13 +185,17 @@ def _batched(name: str, flops: float, fwd_bytes: float, *, recompute: bool) -> l
 
 
 def embedding_ops(model: ModelSpec, par: ParallelismConfig, *, dropout: bool | None = None) -> list[Op]:
-    """Token (and learned position) embedding of the first stage, one micro-batch."""
+    """Token (and learned position) embedding of the first stage, one micro-batch: gather the rows
+    of each table and write their sum, then dropout on the (sequence-parallel) output; backward
+    scatter-adds the gradient into fp32 table gradients (read-modify-write)."""
     tokens = float(model.seq_len * par.micro_batch)
     local = tokens / par.tp if par.sequence_parallel else tokens
     h = model.hidden
-    extra = 2 if model.learned_positions else 1
-    fwd = _B * tokens * h * extra + _B * local * h * (1 + (1.5 if _keep_dropout(model, dropout) else 0))
-    bwd = tokens * h * (4 + _B) * extra          # scatter-add into fp32 embedding gradients
+    tables = 2 if model.learned_positions else 1
+    fwd = _B * tokens * h * (tables + 1)
+    if _keep_dropout(model, dropout):
+        fwd += (2 * _B + 1) * local * h
+    bwd = tables * tokens * h * (_B + 2 * 4)
     return [Op("embedding", "fwd", "memory", 0.0, fwd), Op("embedding", "bwd_weight", "memory", 0.0, bwd)]
 
 

@@ -21,14 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from mvopt._cfg.workload import ParallelismConfig
+from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InfeasibleError
 from mvopt.workload.gpus import GpuSpec, get_gpu
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import num_microbatches
 
 __all__ = ["PrecisionScheme", "PRECISIONS", "MemoryBreakdown", "layer_activation_bytes",
-           "inflight_layers", "memory_per_stage", "peak_memory", "check_memory", "DEFAULT_RESERVE_BYTES"]
+           "inflight_layers", "stage_param_count", "memory_per_stage", "peak_memory", "check_memory",
+           "DEFAULT_RESERVE_BYTES"]
 
 GiB = 2**30
 # CUDA context, cuBLAS/NCCL workspaces and allocator slack not modelled otherwise.
@@ -130,8 +131,11 @@ def inflight_layers(model: ModelSpec, par: ParallelismConfig, stage: int) -> flo
     return chunks * model.layers / (pp * v)
 
 
-def _stage_params(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
-    """Parameters held by one GPU of pipeline stage ``stage`` (TP shards, Megatron placement)."""
+def stage_param_count(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
+    """Parameters held by one GPU of pipeline stage ``stage`` (TP shards, Megatron placement):
+    its layers with matrices and column-parallel biases split over TP and norms and row-parallel
+    biases replicated; the vocabulary-parallel embedding (and learned positions) on stage 0; the
+    final norm, and the output layer when untied or when pp > 1 (Megatron's copy), on the last."""
     c, t, pp = model.param_counts(), par.tp, par.pp
     h, bias = model.hidden, int(model.bias)
     # Row-parallel biases (attention projection, FC2) and norms are replicated over TP.
@@ -167,7 +171,7 @@ def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpe
     logits = 4.0 * s * b * h / sp_div + 4.0 * s * b * model.padded_vocab(par.tp) / par.tp
     out = []
     for stage in range(par.pp):
-        n = _stage_params(model, par, stage)
+        n = stage_param_count(model, par, stage)
         layers = inflight_layers(model, par, stage)
         acts = layers * per_layer
         if stage == 0 and keep_dropout:   # embedding dropout mask, per in-flight micro-batch

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mvopt._cfg.workload import ParallelismConfig
+from mvopt.config import ParallelismConfig
 from mvopt.errors import InfeasibleError
 from mvopt.workload.models import ModelSpec
 

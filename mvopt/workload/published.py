@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mvopt._cfg.workload import ParallelismConfig
+from mvopt.config import ParallelismConfig
 from mvopt.workload.gpus import GpuSpec, get_gpu, load_published
 from mvopt.workload.models import ModelSpec, decoder_model
 
