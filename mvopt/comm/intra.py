@@ -43,7 +43,8 @@ import yaml
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.workload.gpus import GpuSpec, get_gpu, load_published
 
-__all__ = ["Regime", "Curve", "IntraServerModel", "Measured", "fit_curve", "bus_factor", "sweep_times", "group_nccl_sweeps",
+__all__ = ["Regime", "Curve", "IntraServerModel", "Measured", "fit_curve", "bus_factor", "sweep_times",
+           "group_nccl_sweeps",
            "published_sweeps", "fit_published", "load_params", "dump_params", "default_model",
            "ALGORITHMS", "COLLECTIVES", "DEFAULT_PARAMS"]
 
@@ -346,17 +347,15 @@ class IntraServerModel:
             auto = self._time("all_reduce", s, spec, n, "auto")
             ceiling = _ring_efficiency() * spec.nvlink_bytes_per_s
             return np.maximum(auto, s * bus_factor("all_reduce", n) / ceiling)
-        if algo == "ring":
-            algo = "auto"
-            exact = self._curves.get((spec.name, coll, n, algo))
-            if exact is not None:
-                return exact.time_s(s)
-        counts = sorted({k[2] for k in self._curves if k[0] == spec.name and k[1] == "all_reduce"
-                         and k[3] == algo})
+        # Without NVLS, NCCL's automatic choice inside a server is the ring: either curve serves.
+        algos = ("auto",) if spec.nvls else (algo, "ring" if algo == "auto" else "auto")
+        for a in algos:
+            if (spec.name, coll, n, a) in self._curves:
+                return self._curves[(spec.name, coll, n, a)].time_s(s)
+        counts = [(k[2], k[3]) for k in self._curves if k[0] == spec.name and k[1] == coll and k[3] in algos]
         if counts:
-            m = min(counts, key=lambda c: (abs(c - n), -c))
-            if m != n:
-                return self._time("all_reduce", s * bus_factor(coll, n) / bus_factor(coll, m), spec, m, algo)
+            m, a = min(counts, key=lambda c: (abs(c[0] - n), -c[0], algos.index(c[1])))
+            return self._time(coll, s * bus_factor(coll, n) / bus_factor(coll, m), spec, m, a)
         return self._transfer(coll, s, spec, n, algo)
 
     def _largest_n(self, spec: GpuSpec) -> int:

@@ -145,3 +145,15 @@ def test_calibrate_command_rejects_foreign_input(tmp_path):
     old.write_text(NEW_FORMAT.replace("NVIDIA A100-SXM4-80GB", "NVIDIA Tesla V100"))
     with pytest.raises(InputFileError, match="--gpu"):
         run_calibrate([str(old)])
+
+
+def test_ring_and_auto_are_interchangeable_without_nvls():
+    m = default_model()
+    a100 = next(c for c in m.curves if c.gpu.startswith("A100"))
+    ring_only = IntraServerModel([c for c in m.curves if c is not a100] + [
+        type(a100)(a100.gpu, a100.collective, a100.gpus, "ring", a100.regimes, a100.source, a100.size_range)])
+    s = np.array([MiB, 2**30])
+    assert ring_only.time_s("all_reduce", s, gpu="A100", gpus=8) == pytest.approx(
+        m.time_s("all_reduce", s, gpu="A100", gpus=8))
+    assert ring_only.time_s("all_reduce", s, gpu="A100", gpus=4) == pytest.approx(
+        m.time_s("all_reduce", s, gpu="A100", gpus=4))
