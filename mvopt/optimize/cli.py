@@ -10,7 +10,7 @@ import warnings
 import optuna
 
 from mvopt.errors import MvoptError
-from mvopt.optimize.artifacts import attach_best_plots, default_artifact_dir
+from mvopt.optimize.artifacts import default_artifact_dir
 from mvopt.optimize.evaluator import evaluator_names, make_evaluator
 from mvopt.optimize.loop import Budget, GenerationLoop, RunSummary
 from mvopt.optimize.progress import ConsoleProgress, SilentProgress
@@ -89,9 +89,9 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
         print(f"mvopt: study {study.study_name!r} in {describe_storage(args.storage)}: {len(space.parameters)} "
               f"parameters, generations of {generation_size}, backend {evaluator.name}", file=sys.stderr)
     loop = GenerationLoop(study, space, evaluator, generation_size=generation_size, progress=progress,
-                          poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0)
+                          poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0,
+                          artifact_dir=args.artifacts or default_artifact_dir(args.storage))
     summary = loop.run(budget)
-    attach_best_plots(study, args.artifacts or default_artifact_dir(args.storage), k=min(3, args.top))
     print(f"{summary.told} trials in {summary.generations} generations ({summary.simulated} simulated, "
           f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")

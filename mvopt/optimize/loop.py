@@ -30,6 +30,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from mvopt.errors import MvoptError
+from mvopt.optimize.artifacts import attach_breakdown_plot
 from mvopt.optimize.claims import Claims, make_claims
 from mvopt.optimize.evaluator import Evaluator, check_results
 from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
@@ -111,7 +112,7 @@ class GenerationLoop:
 
     def __init__(self, study: optuna.Study, space: SearchSpace, evaluator: Evaluator, *,
                  generation_size: int = 32, claims: Claims | None = None, progress: Progress | None = None,
-                 poll_s: float = 1.0, backend_name: str | None = None) -> None:
+                 poll_s: float = 1.0, backend_name: str | None = None, artifact_dir: str | None = None) -> None:
         if generation_size < 1:
             raise MvoptError(f"generation size must be >= 1, got {generation_size}")
         self.study, self.space, self.evaluator = study, space, evaluator
@@ -120,6 +121,7 @@ class GenerationLoop:
         self.progress = progress or SilentProgress()
         self.poll_s = poll_s
         self.backend = backend_name or evaluator.name
+        self.artifact_dir = artifact_dir
         self.cache: dict[str, tuple[int, Outcome]] = {}
         self.pending: list[_Asked] = []
         self.running: set[int] = set()
@@ -170,7 +172,16 @@ class GenerationLoop:
             out.append(_Asked(trial, self.space.candidate(self.space.suggest(trial))))
         return out
 
+    def _improves(self, outcome: Outcome) -> bool:
+        return outcome.feasible and all(v < float("inf") for v in outcome.values) and \
+            (self._best is None or outcome.values[0] < self._best[0])
+
     def _tell(self, a: _Asked, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
+        if self.artifact_dir and outcome.attrs.get("breakdown") and self._improves(outcome):
+            try:
+                attach_breakdown_plot(self.study, a.trial, outcome.attrs["breakdown"], self.artifact_dir)
+            except OSError as e:  # a full disk must not stop the search
+                _log.warning("trial %d: breakdown plot not stored: %s", a.trial.number, e)
         tell(self.study, a.trial, outcome, extra)
         with self._lock:
             self.running.discard(a.trial._trial_id)

@@ -109,7 +109,8 @@ def write_report(study: optuna.Study, out_dir: str | Path, *, top: int = 5) -> P
         charts["pareto"] = pareto_chart(study)
     best = best_trials(study, top)
     if any(t.user_attrs.get("breakdown") for t in best):
-        charts["breakdown"] = breakdown_chart(best)
+        charts["breakdown"] = breakdown_chart([f"trial {t.number}" for t in best],
+                                              [t.user_attrs.get("breakdown") or {} for t in best])
     sections = []
     for key, chart in charts.items():
         svg = to_svg(chart)

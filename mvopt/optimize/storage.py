@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 from mvopt.errors import MvoptError
 
 __all__ = ["DEFAULT_STORAGE", "make_storage", "owner_tag", "mark_owner", "recover_dead_trials", "retry_trial",
-           "rdb_engine", "heartbeat_enabled", "record_heartbeats", "describe_storage", "fail_and_retry"]
+           "rdb_engine", "postgres_url", "heartbeat_enabled", "record_heartbeats", "describe_storage", "fail_and_retry"]
 
 DEFAULT_STORAGE = "sqlite:///mvopt.db"
 OWNER_ATTR = "mvopt:owner"
@@ -55,11 +55,7 @@ def make_storage(url: str | None = None, *, heartbeat_s: int | None = _DEFAULT_H
         except OSError as e:
             raise MvoptError(f"journal storage {url!r} cannot be opened: {e}") from None
     if url.startswith(("postgresql", "postgres://")):
-        try:
-            import psycopg2  # noqa: F401
-        except ImportError:
-            raise MvoptError("PostgreSQL storage needs the psycopg2 driver: pip install 'mvopt[postgres]' "
-                             "(psycopg2-binary)") from None
+        url = postgres_url(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 60}
@@ -93,6 +89,20 @@ def _sqlite_wal(engine: Any) -> None:
         cur.close()
     sqlalchemy.event.listen(engine, "connect", on_connect)
     engine.dispose()  # connections opened before the listener are replaced
+
+
+def postgres_url(url: str) -> str:
+    """A PostgreSQL URL with an installed driver: ``postgresql://`` means psycopg (v3) to SQLAlchemy
+    2.1, so it becomes ``postgresql+psycopg2://`` when only psycopg2 (the ``postgres`` extra) is there."""
+    import importlib.util
+    scheme, sep, rest = url.partition("://")
+    if scheme in ("postgresql", "postgres"):
+        if importlib.util.find_spec("psycopg") is not None:
+            return f"postgresql+psycopg://{rest}"
+        if importlib.util.find_spec("psycopg2") is not None:
+            return f"postgresql+psycopg2://{rest}"
+        raise MvoptError("PostgreSQL storage needs a driver: pip install 'mvopt[postgres]' (psycopg2-binary)")
+    return url
 
 
 def _unwrap(storage: BaseStorage) -> BaseStorage:

@@ -92,5 +92,8 @@ def join_study(storage: BaseStorage, study_name: str, *, sampler: str | None = N
     space = space_of(probe)
     settings = study_settings(probe)
     gen = generation_size or int(settings.get("generation_size", 32))
-    opt_sampler = make_sampler(sampler or settings.get("sampler", "tpe"), space, gen, seed)
+    name = sampler or settings.get("sampler", "tpe")
+    if name == "grid":  # the seed orders the grid: every worker must use the study's
+        seed = settings.get("seed")
+    opt_sampler = make_sampler(name, space, gen, seed)
     return optuna.load_study(study_name=study_name, storage=storage, sampler=opt_sampler), space, gen

@@ -5,7 +5,7 @@ model of anything. Environment variables (read at each call, so subprocesses can
 
 * ``MVOPT_TEST_EVAL_LOG``: append ``pid config_key`` per simulated configuration to this file;
 * ``MVOPT_TEST_EVAL_SLEEP``: seconds to sleep per batch (to kill a worker mid-generation);
-* ``MVOPT_TEST_EVAL_STARTED``: touch this file when a batch starts.
+* ``MVOPT_TEST_EVAL_STARTED``: append ``pid batch-size`` to this file when a batch starts.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class AnalyticEvaluator:
         self.batches.append(len(configs))
         started = os.environ.get("MVOPT_TEST_EVAL_STARTED")
         if started:
-            open(started, "a").close()
+            with open(started, "a") as f:
+                f.write(f"{os.getpid()} {len(configs)}\n")
         delay = float(os.environ.get("MVOPT_TEST_EVAL_SLEEP", "0") or 0)
         if delay:
             time.sleep(delay)
