@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     storage = make_storage(args.storage, heartbeat_s=None)
     name = args.study
     if name is None:
-        names = [s.study_name for s in optuna.get_all_studies(storage=storage)]
+        names = optuna.get_all_study_names(storage=storage)
         if len(names) != 1:
             raise MvoptError(f"the storage holds {len(names)} studies ({', '.join(names) or 'none'}): pass --study NAME")
         name = names[0]

@@ -19,7 +19,7 @@ __all__ = ["Column", "COLUMNS", "COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "MA
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
 NCCD = 8           # double-valued congestion-control state per flow
-NCCI = 24          # integer congestion-control state per flow (incl. HPCC's last INT per hop)
+NCCI = 32          # integer congestion-control state per flow (incl. HPCC's last INT per hop)
 NEXP_D = 16        # double parameters per experiment
 NEXP_I = 16        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
@@ -181,7 +181,8 @@ def numpy_dtype(col: Column) -> np.dtype:
 
 def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
-    lines = ["struct Ctx {"]
+    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}",
+             f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}", "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
 from mvopt.optimize.artifacts import breakdown_chart
@@ -56,7 +57,7 @@ def importances(study: optuna.Study) -> dict[str, float]:
     if len(feasible) < 4:
         return {}
     copy = optuna.create_study(directions=study.directions)
-    copy.add_trials(feasible)
+    copy.add_trials(_within_observed_ranges(feasible))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -64,6 +65,32 @@ def importances(study: optuna.Study) -> dict[str, float]:
     except (ValueError, RuntimeError) as e:  # e.g. no parameter common to every trial
         _log.info("importances not computed: %s", e)
         return {}
+
+
+def _within_observed_ranges(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """The trials with each numeric range narrowed to the values the trials took.
+
+    fANOVA integrates over the whole range of every parameter; where no feasible trial lies (a
+    region that a constraint made infeasible) its forest extrapolates noise into "importance".
+    """
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for t in trials:
+        for name, v in t.params.items():
+            if isinstance(t.distributions[name], (FloatDistribution, IntDistribution)):
+                lo[name], hi[name] = min(lo.get(name, v), v), max(hi.get(name, v), v)
+    out = []
+    for t in trials:
+        dists = {}
+        for name, d in t.distributions.items():
+            if name in lo and lo[name] < hi[name]:
+                d = type(d)(lo[name], hi[name], log=d.log, step=d.step)
+            elif name in lo:
+                continue  # one value only: no importance to speak of
+            dists[name] = d
+        out.append(optuna.trial.create_trial(params={n: t.params[n] for n in dists}, distributions=dists,
+                                             values=t.values))
+    return out
 
 
 def importance_chart(values: dict[str, float]) -> Chart:

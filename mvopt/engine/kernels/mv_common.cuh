@@ -16,19 +16,24 @@ enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
 
 // exp_i[e * NEXP_I + k]
 enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
-       EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, NEXP_I };
+       EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, EI_COUNT };
 // exp_d[e * NEXP_D + k]
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
-       ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, NEXP_D };
+       ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, ED_COUNT };
 // Counters (node_ctr[v * NCTR + k]), same order as mvopt.engine.results.COUNTERS.
 enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
        C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,
-       C_RESUMES, C_HOPS, C_TIMEOUTS, NCTR };
+       C_RESUMES, C_HOPS, C_TIMEOUTS, C_COUNT };
 // Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k].
-enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, NCCD = 8 };
+enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, CD_COUNT };
 enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_ECN_CNT, CI_BATCH,
-       CI_HIGH_SEQ, CI_CWR, CI_NHOP, CI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, NCCI = 24 };
+       CI_HIGH_SEQ, CI_CWR, CI_NHOP, CI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */,
+       CI_COUNT = CI_HOP0 + 3 * MAX_INT_HOPS };
+// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D) come from schema.py with struct Ctx;
+// these checks stop the build if an enum outgrows its table.
+static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI,
+              "schema.py table widths are too small for the kernel's enums");
 enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
 
 

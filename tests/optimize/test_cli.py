@@ -1,0 +1,70 @@
+"""The optimize / worker / report commands, as subprocesses and in-process."""
+
+import sys
+
+import optuna
+import pytest
+import yaml
+
+from conftest import REPO, small_space_data
+from procs import run
+
+
+def test_check_shipped_space(subprocess_env):
+    res = run(["optimize", str(REPO / "search_spaces" / "quickstart.yaml"), "--check"], subprocess_env)
+    assert res.returncode == 0 and "quickstart" in res.stdout and ": ok" in res.stdout
+
+
+def test_bad_space_is_one_line_error(tmp_path, subprocess_env):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(small_space_data(parameters={"network.ecn.kmin": {"low": 1.0, "high": 2.0}})))
+    res = run(["optimize", str(bad), "--storage", f"sqlite:///{tmp_path / 'x.db'}"], subprocess_env)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "bad.yaml" in res.stderr and "network.ecn.kmin_kb" in res.stderr
+    assert not (tmp_path / "x.db").exists()  # nothing created before the space validated
+
+
+def test_optimize_then_report(tmp_path, subprocess_env):
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump(small_space_data(name="cli", run={"generation_size": 4, "n_trials": 12})))
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    res = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make", "--seed", "2"],
+              subprocess_env)
+    assert res.returncode == 0, res.stderr
+    assert "gen   2 [####################] 12/12 trials | best" in res.stderr  # progress line per generation
+    assert "12 trials in 3 generations" in res.stdout and "network.cc=" in res.stdout  # final table
+    again = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make"], subprocess_env)
+    assert again.returncode == 1 and "--resume" in again.stderr
+    rep = run(["report", "--storage", db, "--out", str(tmp_path / "rep")], subprocess_env)
+    assert rep.returncode == 0, rep.stderr
+    assert (tmp_path / "rep" / "index.html").exists()
+    study = optuna.load_study(study_name="cli", storage=db)
+    assert len(study.trials) == 12
+
+
+def test_missing_simulator_is_a_clear_error(tmp_path, subprocess_env):
+    """With the default backend and no mvopt.experiment, the run stops with one line, no trial left RUNNING."""
+    import importlib.util
+    if importlib.util.find_spec("mvopt.experiment") is not None:
+        pytest.skip("the simulator is installed")
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump(small_space_data(name="nosim")))
+    db = f"sqlite:///{tmp_path / 'n.db'}"
+    res = run(["optimize", str(space), "--storage", db, "-n", "4", "-g", "4"], subprocess_env)
+    assert res.returncode == 1 and "mvopt.experiment" in res.stderr and "Traceback" not in res.stderr
+    states = {t.state for t in optuna.load_study(study_name="nosim", storage=db).trials}
+    assert optuna.trial.TrialState.RUNNING not in states
+
+
+def test_worker_needs_an_existing_study(tmp_path, subprocess_env):
+    res = run(["worker", "--storage", f"sqlite:///{tmp_path / 'w.db'}", "--study", "nope"], subprocess_env)
+    assert res.returncode == 1 and "no study named 'nope'" in res.stderr
+
+
+def test_optimizer_imports_neither_engine_nor_cupy():
+    import subprocess
+    code = ("import sys, mvopt.optimize, mvopt.commands.optimize, mvopt.commands.worker, mvopt.commands.report; "
+            "bad = [m for m in sys.modules if m.startswith(('mvopt.engine', 'cupy', 'mvopt.experiment'))]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
