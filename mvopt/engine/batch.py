@@ -223,7 +223,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
             arr = np.zeros(n, dt)
         cols[col.name] = np.ascontiguousarray(arr)
     # initial state that is not zero
-    for name in ("port_qh", "port_qt"):
+    for name in ("port_qh", "port_qt", "node_rr"):
         cols[name][:] = -1
     pkt = cols["pkt"]
     pkt["next"] = -1

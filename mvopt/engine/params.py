@@ -215,7 +215,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
         line[t] = int(rate[off[s]])
         base_rtt[t] = 2 * pdelay + pser
         if use_win:
-            win[t] = base_rtt[t] * line[t] // (8 * PS_PER_S)
+            win[t] = int(base_rtt[t]) * int(line[t]) // (8 * PS_PER_S)   # Python ints: no overflow
         total = size + npkt[t] * header
         standalone[t] = base_rtt[t] + ser_ps(int(total), bottleneck)
     bw_nic = nic_bps / 1e9

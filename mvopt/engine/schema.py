@@ -87,9 +87,11 @@ COLUMNS: tuple[Column, ...] = (
     _c("node_data_bytes", "i64", "n_node", "state [node]: switch data bytes queued (lossy mode)"),
     _c("node_heap_n", "i32", "n_node", "state [node]: entries in the heap"),
     _c("node_act_n", "i32", "n_node", "state [node]: active flows"),
-    _c("node_rr", "i32", "n_node", "state [node]: round-robin position (index into active list)"),
+    _c("node_rr", "i32", "n_node", "state [node]: id of the flow served last (round robin; -1 none)"),
     _c("node_remote_left", "i32", "n_node", "state [schedule]: tasks still waiting for a remote predecessor"),
     _c("node_next_ps", "i64", "n_node", "state [node]: earliest pending event after the window"),
+    _c("node_prog_ps", "i64", "n_node", "state [node]: earliest pending event that can make progress "
+       "(all but DCQCN timers): none anywhere means the experiment is stuck"),
     _c("node_tasks_done", "i32", "n_node", "state [node]: tasks finished here"),
     _c("node_flows_acked", "i32", "n_node", "state [node]: flows of this host fully acknowledged"),
     _c("node_last_ps", "i64", "n_node", "state [node]: time of the last completion here"),

@@ -30,20 +30,21 @@ MV_DEV void dcqcn_cnp(Ctx* c, int64_t e, int64_t f, int64_t t) {
     c->f_rate[f] = ED(c, e, ED_DCQCN_FIRST) * c->f_rate[f];
     *CD(c, f, CD_RT) = c->f_rate[f];
     *CI(c, f, CI_ALPHA_T) = t + (int64_t)ED(c, e, ED_DCQCN_ALPHA_PS);
-    // +1 ns: a decrease falling on an alpha update happens after it (as the reference)
-    *CI(c, f, CI_DEC_T) = t + (int64_t)ED(c, e, ED_DCQCN_DEC_PS) + 1000;
+    // a decrease falling on an alpha update runs after it (timers fire alpha, decrease, increase)
+    *CI(c, f, CI_DEC_T) = t + (int64_t)ED(c, e, ED_DCQCN_DEC_PS);
   }
 }
 
 MV_DEV void dcqcn_increase(Ctx* c, int64_t e, int64_t f) {
   double line = (double)c->f_line_bps[f];
   int64_t* stage = CI(c, f, CI_STAGE);
-  *stage += 1;
   int64_t F = EI(c, e, EI_DCQCN_F);
   double* rt = CD(c, f, CD_RT);
+  // fast recovery while stage < F, then additive, then hyper increase (stage before the step)
   if (*stage == F) *rt = mv_fmin(line, *rt + ED(c, e, ED_DCQCN_RAI));
   else if (*stage > F) *rt = mv_fmin(line, *rt + ED(c, e, ED_DCQCN_RHAI));
   c->f_rate[f] = (c->f_rate[f] + *rt) / 2.0;
+  *stage += 1;
 }
 
 // Fire the DCQCN timers due at t (alpha update, then decrease check, then increase).
@@ -90,16 +91,19 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
     double T = (double)c->f_base_rtt_ps[f];
     double U = 0.0;
     int64_t dt = 0;
+    bool used = false;
     int n = nint < (int)*CI(c, f, CI_NHOP) ? nint : (int)*CI(c, f, CI_NHOP);
     for (int i = 0; i < n; ++i) {
       int64_t tau = hop[i].ts - *CI(c, f, CI_HOP0 + 3 * i);
       if (tau <= 0) continue;
+      used = true;
       double rate = (double)c->port_rate_bps[hop[i].port];
       double tx_rate = (double)(hop[i].tx - *CI(c, f, CI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
       int64_t q = mv_min(hop[i].qlen, *CI(c, f, CI_HOP0 + 3 * i + 2));
       double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));
       if (u > U) { U = u; dt = tau; }
     }
+    if (!used) goto record;
     if ((double)dt > T) dt = (int64_t)T;
     double* uu = CD(c, f, CD_U);
     *uu = (*uu * (T - (double)dt) + U * (double)dt) / T;
@@ -122,6 +126,7 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
       if (c->f_snd_nxt[f] > *CI(c, f, CI_LAST_SEQ)) *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
     }
   }
+record:
   *CI(c, f, CI_NHOP) = nint;
   for (int i = 0; i < nint; ++i) {
     *CI(c, f, CI_HOP0 + 3 * i) = hop[i].ts;

@@ -93,8 +93,7 @@ MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
   if (t < 0) c->port_qh[p * 2 + q] = s; else c->pkt[t].next = s;
   c->port_qt[p * 2 + q] = s;
   c->port_qbytes[p * 2 + q] += c->pkt[s].bytes;
-  int64_t tot = c->port_qbytes[p * 2] + c->port_qbytes[p * 2 + 1];
-  if (tot > c->port_qmax[p]) c->port_qmax[p] = tot;
+  if (q == Q_DATA && c->port_qbytes[p * 2 + q] > c->port_qmax[p]) c->port_qmax[p] = c->port_qbytes[p * 2 + q];
 }
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t s = c->port_qh[p * 2 + q];

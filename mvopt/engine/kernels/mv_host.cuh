@@ -5,7 +5,7 @@
 MV_DEV bool flow_win_bound(const Ctx* c, int64_t e, int64_t f) {
   int64_t w = c->f_win[f];
   if (w == 0) return false;
-  if (EI(c, e, EI_VARWIN)) w = (int64_t)((double)w * c->f_rate[f] / (double)c->f_line_bps[f]);
+  if (EI(c, e, EI_VARWIN)) w = mv_max(1, (int64_t)((double)w * c->f_rate[f] / (double)c->f_line_bps[f]));
   return (c->f_snd_nxt[f] - c->f_snd_una[f]) * EI(c, e, EI_PAYLOAD) >= w;
 }
 MV_DEV bool flow_can_send(const Ctx* c, int64_t e, int64_t f) {
@@ -16,12 +16,19 @@ MV_DEV int64_t flow_rto_t(const Ctx* c, int64_t e, int64_t f) {
   return c->f_progress_ps[f] + EI(c, e, EI_RTO_PS);
 }
 
+// The active flows of a host, kept sorted by flow (task) id; round robin follows that order.
 MV_DEV void host_remove_active(Ctx* c, int64_t v, int32_t j) {
   int64_t base = c->node_heap_lo[v];
   int32_t n = c->node_act_n[v];
   for (int32_t k = j; k + 1 < n; ++k) c->act_flow[base + k] = c->act_flow[base + k + 1];
   c->node_act_n[v] = n - 1;
-  if (j <= c->node_rr[v]) c->node_rr[v] -= 1;
+}
+MV_DEV void host_insert_active(Ctx* c, int64_t v, int32_t f) {
+  int64_t base = c->node_heap_lo[v];
+  int32_t j = c->node_act_n[v];
+  while (j > 0 && c->act_flow[base + j - 1] > f) { c->act_flow[base + j] = c->act_flow[base + j - 1]; --j; }
+  c->act_flow[base + j] = f;
+  c->node_act_n[v] += 1;
 }
 
 // Control packet (ACK/NACK) of flow f into the host's control queue.
@@ -84,20 +91,22 @@ MV_DEV int64_t host_task_event(Ctx* c, int64_t e, int64_t v, int64_t t) {
   int32_t k = c->heap_task[c->node_heap_lo[v]];
   heap_pop(c, v);
   if (c->task_kind[k] != 0) return task_finished(c, v, k, t);
-  int64_t base = c->node_heap_lo[v];
-  c->act_flow[base + c->node_act_n[v]] = k;
-  c->node_act_n[v] += 1;
+  host_insert_active(c, v, k);
   c->f_next_tx[k] = t;
   c->f_progress_ps[k] = t;
   cc_init(c, e, k);
   return MV_INF;
 }
 
-MV_DEV int64_t host_next_timer(Ctx* c, int64_t e, int64_t v) {
+// Earliest flow timer; *rto gets the earliest RTO alone (a timer that can make progress).
+MV_DEV int64_t host_next_timer(Ctx* c, int64_t e, int64_t v, int64_t* rto) {
   int64_t base = c->node_heap_lo[v], m = MV_INF;
+  *rto = MV_INF;
   for (int32_t j = 0; j < c->node_act_n[v]; ++j) {
     int32_t f = c->act_flow[base + j];
-    m = mv_min(m, mv_min(cc_next_timer(c, e, f), flow_rto_t(c, e, f)));
+    int64_t r = flow_rto_t(c, e, f);
+    *rto = mv_min(*rto, r);
+    m = mv_min(m, mv_min(cc_next_timer(c, e, f), r));
   }
   return m;
 }
@@ -141,13 +150,14 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
   }
   int64_t base = c->node_heap_lo[v];
   int32_t n = c->node_act_n[v];
-  for (int32_t step = 1; step <= n; ++step) {
-    int32_t j = (int32_t)(((int64_t)c->node_rr[v] + step) % n);
-    if (j < 0) j += n;
-    int32_t f = c->act_flow[base + j];
+  int32_t first = 0;   // the first active flow with an id above the last one served
+  while (first < n && c->act_flow[base + first] <= c->node_rr[v]) ++first;
+  for (int32_t step = 0; step < n; ++step) {
+    int32_t f = c->act_flow[base + (first + step) % n];
     if (!flow_can_send(c, e, f) || c->f_next_tx[f] > t) continue;
-    c->node_rr[v] = j;
+    c->node_rr[v] = f;
     int64_t seq = c->f_snd_nxt[f];
+    if (seq == c->f_snd_una[f]) c->f_progress_ps[f] = t;   // RTO measures from here
     int64_t pay = EI(c, e, EI_PAYLOAD);
     int64_t left = c->task_size[f] - seq * pay;
     if (left < pay) pay = left;

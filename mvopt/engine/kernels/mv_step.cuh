@@ -37,7 +37,10 @@ MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
   return m;
 }
 
+// `now` is the time of the event being processed: a port whose data became sendable through an
+// event at `now` (a RESUME, an ACK opening a window) cannot start before it.
 MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  int64_t now = c->exp_T_ps[e];
   for (;;) {
     int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
     int what_d = -1;
@@ -46,12 +49,15 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       if (t < ta) { ta = t; ia = p; }
       int what;
       t = switch_port_next(c, p, &what);
+      if (t < MV_INF && t < now) t = now;
       if (t < td) { td = t; id = p; what_d = what; }
     }
     if (ta >= te && td >= te) {
       c->node_next_ps[v] = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
+      c->node_prog_ps[v] = c->node_next_ps[v];
       return;
     }
+    now = ta <= td ? ta : td;
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
@@ -59,7 +65,7 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       c->port_head[q * 2 + par] = head + 1;
     } else if (!switch_transmit(c, e, v, id, what_d, td, par)) {
       c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
-      c->node_next_ps[v] = MV_INF;
+      c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
       return;
     }
   }
@@ -69,17 +75,23 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t p = c->node_port_lo[v];
   int64_t q = c->port_peer[p];
   int64_t notify = MV_INF;
+  int64_t now = c->exp_T_ps[e];
   for (;;) {
     int64_t ta = ring_head_t(c, q, par);
     int64_t tt = heap_top_t(c, v);
-    int64_t tm = host_next_timer(c, e, v);
+    int64_t rto;
+    int64_t tm = host_next_timer(c, e, v, &rto);
     int64_t tx = host_tx_time(c, e, v, p);
+    if (tx < MV_INF && tx < now) tx = now;
     int64_t t = mv_min(mv_min(ta, tt), mv_min(tm, tx));
     if (t >= te) {
-      c->node_next_ps[v] = mv_min(mv_min(t, notify), node_sent_min(c, v, par));
+      int64_t prog = mv_min(mv_min(mv_min(ta, tt), mv_min(rto, tx)), mv_min(notify, node_sent_min(c, v, par)));
+      c->node_prog_ps[v] = prog;
+      c->node_next_ps[v] = mv_min(prog, tm);
       return;
     }
     int64_t nt = MV_INF;
+    now = t;
     if (ta == t) {
       int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
@@ -90,7 +102,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       host_fire_timers(c, e, v, t);
     } else if (!host_transmit(c, e, v, p, t, par)) {
       c->exp_status[e] = ST_ERROR;
-      c->node_next_ps[v] = MV_INF;
+      c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
       return;
     }
     notify = mv_min(notify, nt);
@@ -114,16 +126,17 @@ MV_DEV void schedule_phase_node(Ctx* c, int64_t v) {
 
 MV_DEV void advance_exp(Ctx* c, int64_t e) {
   if (c->exp_status[e] != ST_RUN) return;
-  int64_t next = MV_INF, done = 0, acked = 0;
+  int64_t next = MV_INF, prog = MV_INF, done = 0, acked = 0;
   for (int64_t v = c->exp_node_lo[e]; v < c->exp_node_hi[e]; ++v) {
     next = mv_min(next, c->node_next_ps[v]);
+    prog = mv_min(prog, c->node_prog_ps[v]);
     done += c->node_tasks_done[v];
     acked += c->node_flows_acked[v];
   }
   int64_t w = c->exp_window_ps[e];
   c->exp_iter[e] += 1;
   if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) { c->exp_status[e] = ST_DONE; return; }
-  if (next >= MV_INF) { c->exp_status[e] = ST_STUCK; return; }
+  if (prog >= MV_INF) { c->exp_status[e] = ST_STUCK; return; }
   int64_t t = mv_max(c->exp_T_ps[e] + w, next);
   if (t > c->exp_limit_ps[e]) { c->exp_status[e] = ST_TIMEOUT; return; }
   c->exp_T_ps[e] = t;

@@ -39,13 +39,14 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   c->node_data_bytes[v] -= b;
 }
 // PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
-MV_DEV void pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t) {
+// Pause is considered after an enqueue (after_enqueue), resume after a dequeue.
+MV_DEV void pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool after_enqueue) {
   if (!EI(c, e, EI_PFC)) return;
   int64_t shared = mmu_shared_of(c, e, i);
   int64_t th = mmu_threshold(c, v, i);
   int8_t want = c->port_in_paused[i];
-  if (!want && (c->port_in_hdrm[i] > 0 || shared >= th)) want = 1;
-  else if (want && c->port_in_hdrm[i] == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
+  if (after_enqueue && !want && (c->port_in_hdrm[i] > 0 || shared >= th)) want = 1;
+  else if (!after_enqueue && want && c->port_in_hdrm[i] == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
   if (want != c->port_in_paused[i]) {
     c->port_in_paused[i] = want;
     if (want != c->port_pfc_sent[i]) c->port_pfc_ps[i] = t;
@@ -99,7 +100,7 @@ MV_DEV void switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot
   if (data) {
     mmu_enqueue(c, e, v, i, b);
     q_push(c, out, Q_DATA, s);
-    pfc_check(c, e, v, i, t);
+    pfc_check(c, e, v, i, t, true);
   } else {
     q_push(c, out, Q_CTL, s);
   }
@@ -142,7 +143,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (what == Q_DATA) {
     int64_t i = pk->in_port;
     mmu_dequeue(c, e, v, i, pk->bytes);
-    pfc_check(c, e, v, i, t);
+    pfc_check(c, e, v, i, t, false);
     int64_t q = c->port_qbytes[p * 2 + Q_DATA];
     if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
       bool mark = false;
