@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import warnings
 
@@ -80,6 +81,10 @@ def quiet_optuna() -> None:
     logging.basicConfig(level=logging.WARNING, format="mvopt: %(message)s")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace, *, generation_size: int,
               budget: Budget) -> RunSummary:
     """Run the loop, print the summary and the best configurations, attach best-trial plots."""
@@ -91,7 +96,11 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     loop = GenerationLoop(study, space, evaluator, generation_size=generation_size, progress=progress,
                           poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0,
                           artifact_dir=args.artifacts or default_artifact_dir(args.storage))
-    summary = loop.run(budget)
+    previous = signal.signal(signal.SIGTERM, _terminate)  # a scheduler's SIGTERM releases trials like Ctrl-C
+    try:
+        summary = loop.run(budget)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"{summary.told} trials in {summary.generations} generations ({summary.simulated} simulated, "
           f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")

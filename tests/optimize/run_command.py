@@ -26,6 +26,9 @@ def main(argv: list[str]) -> int:
     except MvoptError as e:
         print(f"mvopt {name}: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"mvopt {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

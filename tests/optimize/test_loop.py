@@ -165,3 +165,16 @@ def test_samplers_learn_in_the_loop(sqlite_url, sampler):
     space, study = _setup(sqlite_url, sampler=sampler, gen=8, seed=3)
     GenerationLoop(study, space, AnalyticEvaluator(), generation_size=8).run(Budget(n_trials=48))
     assert study.best_trial.values[0] < 1.5e-3 and study.best_trial.user_attrs["feasible"]
+
+
+def test_cmaes_in_the_loop(sqlite_url):
+    pytest.importorskip("cmaes", reason="the cmaes package is not installed")
+    data = small_space_data(parameters={"network.ecn.kmin_kb": {"low": 10.0, "high": 400.0},
+                                        "network.hpcc.eta": {"low": 0.8, "high": 0.99}})
+    data["base"] = {**data["base"], "network": {"cc": "hpcc"}}
+    space, study = _setup(sqlite_url, data, sampler="cmaes", gen=6, seed=1)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=6).run(Budget(n_trials=36))
+    generations = {t.system_attrs.get("cma:generation") for t in study.get_trials()}
+    assert {0, 1, 2, 3} <= generations  # one CMA-ES generation per loop generation (popsize = 6)
+    assert any(math.isinf(t.values[0]) for t in study.get_trials())  # kmin > 300: infeasible, ranked last
+    assert study.best_value < 1.2e-3

@@ -1,5 +1,6 @@
 """Killing ``optimize`` mid-generation (SIGKILL) and resuming loses no trial and duplicates none."""
 
+import collections
 import signal
 
 import optuna
@@ -49,3 +50,20 @@ def test_sigkill_mid_generation_then_resume(tmp_path, subprocess_env, kind):
     assert all(retries[n].params == by_number[n].params for n in failed)  # ...with its own parameters
     simulated = [t.user_attrs["config_key"] for t in complete if "duplicate_of" not in t.user_attrs]
     assert len(simulated) == len(set(simulated))  # no configuration recorded twice as an original
+
+
+@pytest.mark.slow
+def test_sigterm_releases_running_trials(tmp_path, subprocess_env):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(small_space_data(name="term")))
+    storage = f"sqlite:///{tmp_path / 't.db'}"
+    started = tmp_path / "started.log"
+    env = {**subprocess_env, "MVOPT_TEST_EVAL_SLEEP": "2", "MVOPT_TEST_EVAL_STARTED": str(started)}
+    proc = start(["optimize", str(space), "--storage", storage, "--backend", "analytic_evaluator:make",
+                  "-g", "4", "-n", "8", "-q"], env)
+    wait_for(lambda: len(lines(started)) >= 1, 60, "the first generation to start", [proc])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 130
+    study = optuna.load_study(study_name="term", storage=make_storage(storage, heartbeat_s=None))
+    states = collections.Counter(t.state for t in study.get_trials())
+    assert states == {TrialState.FAIL: 4, TrialState.WAITING: 4}  # released at once, queued for a resume
