@@ -17,7 +17,8 @@ from mvopt.optimize.progress import ConsoleProgress, GenerationReport, Progress,
 from mvopt.optimize.records import Outcome, is_feasible_trial
 from mvopt.optimize.report import write_report
 from mvopt.optimize.samplers import make_sampler, register_sampler, sampler_names
-from mvopt.optimize.space import Candidate, SearchSpace, load_space
+from mvopt.optimize.space import Candidate, SearchSpace
+from mvopt.optimize.space_file import load_space
 from mvopt.optimize.storage import DEFAULT_STORAGE, make_storage, recover_dead_trials
 from mvopt.optimize.study import create_or_resume, join_study, space_of
 from mvopt.optimize.summary import best_table, best_trials

@@ -16,7 +16,8 @@ from optuna.storages import BaseStorage
 import mvopt
 from mvopt.errors import ConfigError, MvoptError
 from mvopt.optimize.samplers import make_sampler
-from mvopt.optimize.space import SearchSpace, load_space
+from mvopt.optimize.space import SearchSpace
+from mvopt.optimize.space_file import load_space
 
 __all__ = ["create_or_resume", "join_study", "space_of", "study_settings"]
 

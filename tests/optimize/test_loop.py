@@ -2,7 +2,6 @@
 
 import math
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -35,8 +34,7 @@ def test_one_batch_per_generation_and_every_trial_recorded(sqlite_url):
         assert set(USER_ATTRS) <= set(t.user_attrs)
         assert t.user_attrs["mvopt_version"] == mvopt.__version__ and t.user_attrs["backend"] == "analytic"
         assert CONSTRAINT in t.constraints
-        cfg = load_space(space.to_data()).base.__class__  # noqa: F841 - the config must round-trip:
-        from mvopt.config import config_key, load_config
+        from mvopt.config import config_key, load_config  # the stored config re-creates the experiment
         assert config_key(load_config(t.user_attrs["config"])) == t.user_attrs["config_key"]
         if t.user_attrs["feasible"]:
             assert t.values[0] == pytest.approx(iteration_time(load_config(t.user_attrs["config"])))

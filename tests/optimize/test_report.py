@@ -1,7 +1,6 @@
 import math
 
 import optuna
-import pytest
 
 from analytic_evaluator import AnalyticEvaluator
 from conftest import small_space_data

@@ -6,7 +6,7 @@ import pytest
 from conftest import small_space_data
 from mvopt.errors import MvoptError
 from mvopt.optimize.samplers import make_sampler, sampler_names
-from mvopt.optimize.space import load_space
+from mvopt.optimize.space_file import load_space
 
 SPACE = load_space(small_space_data())
 TWO = load_space(small_space_data(prices={"switch": 1}, objectives=["iteration_time", "cost"]))

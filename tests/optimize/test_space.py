@@ -5,7 +5,7 @@ import pytest
 
 from conftest import BASE, REPO, small_space_data
 from mvopt.errors import ConfigError
-from mvopt.optimize.space import load_space
+from mvopt.optimize.space_file import load_space
 
 SHIPPED = sorted((REPO / "search_spaces").glob("*.yaml"))
 
