@@ -1,0 +1,182 @@
+"""``mvopt simulate``: run experiments on the packet-level engine and print what happened.
+
+Two input styles (docs/simulate.md):
+
+* ``mvopt simulate SCENARIO.yaml [MORE.yaml ...] [--json]`` — mvopt experiment files, simulated
+  together as one batch;
+* ``mvopt simulate --hpcc-topology topology.txt --hpcc-flows flow.txt [--hpcc-config config.txt]
+  --fct-out fct.txt`` — the HPCC ns-3 simulator's files; writes its fct.txt.
+
+Exit codes: 0 every experiment finished; 1 bad input (one line on stderr); 2 usage error;
+3 an experiment ended ``stuck`` or ``timeout`` (its diagnostic is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_UNFINISHED = 0, 1, 2, 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``mvopt simulate``."""
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml",
+                        help="experiment files (simulated together as one batch)")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+    parser.add_argument("--backend", default="cpu", help="engine backend (default: cpu)")
+    hp = parser.add_argument_group("HPCC ns-3 inputs (instead of SCENARIO.yaml)")
+    hp.add_argument("--hpcc-topology", metavar="FILE", help="topology.txt of the HPCC simulator")
+    hp.add_argument("--hpcc-flows", metavar="FILE", help="flow.txt of the HPCC simulator")
+    hp.add_argument("--hpcc-config", metavar="FILE", help="config.txt of the HPCC simulator (optional)")
+    hp.add_argument("--fct-out", metavar="FILE", help="write the flow completion times here (fct.txt format)")
+    parser.set_defaults(_simulate_parser=parser)
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> None:
+    parser = getattr(args, "_simulate_parser", None)
+    if parser is None:  # called without our parser: behave like argparse
+        print(f"mvopt simulate: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    parser.error(message)
+
+
+# ----------------------------------------------------------------------------------- summaries
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float] | None:
+    if values.size == 0:
+        return None
+    p = np.percentile(values, [50, 90, 99])
+    return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "max": float(values.max())}
+
+
+def summary(result) -> dict[str, Any]:
+    """Plain-data summary of one ExperimentResult (what ``--json`` prints)."""
+    fct = np.asarray(result.flow_fct_ps)
+    done = fct >= 0
+    slowdown = np.asarray(result.flow_slowdown)[done] if len(fct) else np.zeros(0)
+    return {
+        "name": result.name,
+        "status": result.status,
+        "makespan_ps": int(result.makespan_ps),
+        "makespan_s": result.makespan_ps / 1e12,
+        "end_ps": int(result.end_ps),
+        "windows": int(result.windows),
+        "tasks": int(len(result.task_finish_ps)),
+        "flows": int(len(fct)),
+        "flows_completed": int(done.sum()),
+        "fct_ps": _percentiles(fct[done].astype(float)),
+        "slowdown": _percentiles(slowdown.astype(float)),
+        "max_queue_bytes": int(np.max(result.port_max_queue_bytes)) if len(result.port_max_queue_bytes) else 0,
+        "counters": {k: int(v) for k, v in result.counters.items()},
+        "diagnostic": result.diagnostic,
+    }
+
+
+def _fmt_time(ps: float) -> str:
+    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
+        if abs(ps) >= scale:
+            return f"{ps / scale:.6g} {unit}"
+    return f"{ps:.0f} ps"
+
+
+def _print_text(s: dict[str, Any], out) -> None:
+    print(f"experiment {s['name']}: {s['status']}", file=out)
+    print(f"  makespan      {_fmt_time(s['makespan_ps'])} ({s['makespan_ps']} ps)", file=out)
+    print(f"  simulated to  {_fmt_time(s['end_ps'])} in {s['windows']} windows", file=out)
+    print(f"  tasks         {s['tasks']} ({s['flows']} flows, {s['flows_completed']} completed)", file=out)
+    if s["fct_ps"]:
+        f = s["fct_ps"]
+        print("  FCT           " + "  ".join(f"{k} {_fmt_time(f[k])}" for k in ("p50", "p90", "p99", "max")), file=out)
+    if s["slowdown"]:
+        d = s["slowdown"]
+        print("  slowdown      " + "  ".join(f"{k} {d[k]:.3f}" for k in ("p50", "p90", "p99", "max")), file=out)
+    print(f"  max queue     {s['max_queue_bytes']} B", file=out)
+    print("  counters", file=out)
+    for k, v in s["counters"].items():
+        print(f"    {k:<28}{v}", file=out)
+    if s["diagnostic"]:
+        print("  diagnostic", file=out)
+        for line in s["diagnostic"].splitlines():
+            print(f"    {line}", file=out)
+
+
+# ----------------------------------------------------------------------------------- HPCC style
+
+
+def _hpcc_config(args: argparse.Namespace):
+    """ExperimentConfig, topology and flows for the HPCC-style inputs."""
+    from mvopt.cluster import read_hpcc_topology
+    from mvopt.config import load_config
+    from mvopt.io.hpcc import read_hpcc_config, read_hpcc_flows
+
+    topo_path = os.path.abspath(args.hpcc_topology)
+    flows_path = os.path.abspath(args.hpcc_flows)
+    topo = read_hpcc_topology(topo_path)
+    flows = read_hpcc_flows(flows_path)
+    overrides: dict[str, Any] = {}
+    if args.hpcc_config:
+        off = np.asarray(topo.node_port_offset, np.int64)
+        host_rate = int(np.asarray(topo.port_rate_bps)[off[0]]) if topo.n_host else 0
+        settings = read_hpcc_config(args.hpcc_config, host_rate_bps=host_rate,
+                                    warn=lambda msg: print(f"mvopt simulate: warning: {msg}", file=sys.stderr))
+        overrides = settings.overrides
+    data = {"name": Path(flows_path).stem, "cluster": {"topology": "file", "topology_file": topo_path},
+            "workload": {"kind": "hpcc_flows", "file": flows_path}}
+    cfg = load_config(data, **{k.replace(".", "__"): v for k, v in overrides.items()})
+    return cfg, topo, flows, flows_path
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``mvopt simulate``; returns the exit code (MvoptError propagates: the CLI prints it)."""
+    from mvopt.config import load_config
+    from mvopt.engine import simulate
+    from mvopt.experiment import build_experiment
+
+    hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
+    if hpcc and args.scenarios:
+        _usage_error(args, "give SCENARIO.yaml files or --hpcc-* inputs, not both")
+    if not hpcc and not args.scenarios:
+        _usage_error(args, "give SCENARIO.yaml files, or --hpcc-topology, --hpcc-flows and --fct-out")
+    if hpcc:
+        missing = [f for f, a in (("--hpcc-topology", "hpcc_topology"), ("--hpcc-flows", "hpcc_flows"),
+                                  ("--fct-out", "fct_out")) if not getattr(args, a, None)]
+        if missing:
+            _usage_error(args, f"HPCC inputs also need {', '.join(missing)}")
+        cfg, topo, flows, flows_path = _hpcc_config(args)
+        experiments = [build_experiment(cfg, topology=topo)]
+    else:
+        experiments = [build_experiment(load_config(p)) for p in args.scenarios]
+
+    t0 = time.perf_counter()
+    results = simulate(experiments, backend=args.backend)
+    wall = time.perf_counter() - t0
+
+    if hpcc:
+        from mvopt.io.hpcc import write_fct
+
+        n = write_fct(args.fct_out, flows, results[0])
+        if not args.json:
+            print(f"wrote {n} flow lines to {args.fct_out}")
+
+    summaries = [summary(r) for r in results]
+    if args.json:
+        json.dump({"backend": args.backend, "wall_s": wall, "experiments": summaries}, sys.stdout, indent=2)
+        print()
+    else:
+        for s in summaries:
+            _print_text(s, sys.stdout)
+        print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {args.backend})")
+    unfinished = [s for s in summaries if s["status"] != "done"]
+    for s in unfinished:
+        print(f"mvopt simulate: experiment {s['name']} ended {s['status']}: "
+              f"{(s['diagnostic'] or 'no diagnostic').splitlines()[0]}", file=sys.stderr)
+    return EXIT_UNFINISHED if unfinished else EXIT_OK

@@ -1,0 +1,454 @@
+"""Inputs and outputs of the HPCC ns-3 simulator (inherited by ASTRA-sim's and SimAI's ns-3 backends).
+
+* ``flow.txt`` — first line ``N``, then ``N`` lines ``src dst priority dport size_bytes start_seconds``
+  (:func:`read_hpcc_flows`; :func:`flow_graph` turns them into engine tasks).
+* ``config.txt`` — ``KEY value...`` lines (:func:`read_hpcc_config` maps the keys that exist in
+  mvopt's model onto configuration overrides and warns once per key it ignores).
+* ``fct.txt`` — one line per completed flow ``sip dip sport dport size start_ns fct_ns
+  standalone_fct_ns`` (:func:`format_fct` / :func:`write_fct`).
+
+The topology file is read by :func:`mvopt.cluster.read_hpcc_topology`. Node ids in these files are
+the topology file's ids; IPs are HPCC's ``node_id_to_ip``. Every malformed input raises
+:class:`~mvopt.errors.InputFileError` naming the file and line; outputs are written atomically.
+docs/simulate.md documents the formats and every key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from mvopt.errors import InputFileError
+
+__all__ = [
+    "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "flow_graph", "node_ip", "sports",
+    "read_hpcc_config", "format_fct", "write_fct", "parse_data_rate", "HpccConfigWarning",
+]
+
+PS_PER_S = 10**12
+SPORT_BASE = 10000          # HPCC: each host numbers its flows' source ports from 10000
+CC_MODES = {1: "dcqcn", 3: "hpcc", 8: "dctcp"}
+_CC_NAMES = {1: "DCQCN", 3: "HPCC", 7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
+
+
+class HpccConfigWarning(UserWarning):
+    """A key of an HPCC config.txt that mvopt reads but does not use."""
+
+
+# ----------------------------------------------------------------------------------- reading
+
+
+def _read_rows(path: str | os.PathLike) -> tuple[str, list[tuple[int, list[str]]]]:
+    file = str(path)
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputFileError(file, None, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    return file, [(i + 1, ln.split()) for i, ln in enumerate(text.splitlines()) if ln.strip()]
+
+
+def _int(tok: str, file: str, line: int, what: str) -> int:
+    try:
+        return int(tok)
+    except ValueError:
+        raise InputFileError(file, line, f"cannot parse {what} {tok!r} (an integer expected)") from None
+
+
+def _decimal(tok: str, file: str, line: int, what: str) -> Decimal:
+    try:
+        v = Decimal(tok)
+    except InvalidOperation:
+        raise InputFileError(file, line, f"cannot parse {what} {tok!r} (a number expected)") from None
+    if not v.is_finite():
+        raise InputFileError(file, line, f"{what} {tok!r} must be a finite number")
+    return v
+
+
+# ----------------------------------------------------------------------------------- flow.txt
+
+
+@dataclass(frozen=True)
+class HpccFlow:
+    """One line of flow.txt (node ids as in the file; ``start_ps`` exact to the picosecond)."""
+
+    src: int
+    dst: int
+    priority: int
+    dport: int
+    size_bytes: int
+    start_ps: int
+    line: int
+
+
+def read_hpcc_flows(path: str | os.PathLike) -> list[HpccFlow]:
+    """Parse flow.txt. Node ids are checked against a topology by :func:`flow_graph`."""
+    file, rows = _read_rows(path)
+    if not rows:
+        raise InputFileError(file, None, "empty file (expected the number of flows on the first line)")
+    line, head = rows[0]
+    if len(head) != 1:
+        raise InputFileError(file, line, "the first line must hold only the number of flows")
+    n = _int(head[0], file, line, "number of flows")
+    if n < 0:
+        raise InputFileError(file, line, f"the number of flows must be >= 0, got {n}")
+    body = rows[1:]
+    if len(body) != n:
+        at = body[n][0] if len(body) > n else (body[-1][0] if body else line)
+        raise InputFileError(file, at, f"has {len(body)} flow lines, the first line says {n}")
+    flows = []
+    for line, toks in body:
+        if len(toks) != 6:
+            raise InputFileError(file, line, f"expected 'src dst priority dport size_bytes start_seconds' "
+                                 f"(6 fields), got {len(toks)}")
+        src = _int(toks[0], file, line, "src")
+        dst = _int(toks[1], file, line, "dst")
+        prio = _int(toks[2], file, line, "priority")
+        dport = _int(toks[3], file, line, "dport")
+        size = _int(toks[4], file, line, "size")
+        start = _decimal(toks[5], file, line, "start time")
+        for name, v in (("src", src), ("dst", dst)):
+            if v < 0:
+                raise InputFileError(file, line, f"{name}: unknown node id {v} (ids are >= 0)")
+        if src == dst:
+            raise InputFileError(file, line, f"src and dst are the same node ({src})")
+        if prio < 0:
+            raise InputFileError(file, line, f"priority must be >= 0, got {prio}")
+        if not 0 <= dport <= 65535:
+            raise InputFileError(file, line, f"dport must be in 0..65535, got {dport}")
+        if size < 0:
+            raise InputFileError(file, line, f"negative size {size}")
+        if size == 0:
+            raise InputFileError(file, line, "size must be > 0 bytes")
+        if start < 0:
+            raise InputFileError(file, line, f"negative start time {toks[5]}")
+        start_ps = int((start * PS_PER_S).to_integral_value())
+        flows.append(HpccFlow(src, dst, prio, dport, size, start_ps, line))
+    return flows
+
+
+def _file_to_node(topo) -> np.ndarray:
+    """mvopt node id of each topology-file node id (identity unless the file listed switches first)."""
+    n = int(topo.n_node)
+    ids = (getattr(topo, "parameters", None) or {}).get("file_node_ids")
+    if ids is None:
+        return np.arange(n)
+    out = np.empty(n, np.int64)
+    out[np.asarray(ids, np.int64)] = np.arange(n)
+    return out
+
+
+def flow_graph(flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, category: str = "flow"):
+    """Engine tasks for the flows: task ``i`` is flow ``i`` (no dependencies, its start time).
+
+    Checks every node id against ``topo`` (unknown ids and switches raise InputFileError at the
+    flow's line)."""
+    from mvopt.engine.tasks import TaskGraphBuilder
+
+    node_of = _file_to_node(topo)
+    n_node, n_host = int(topo.n_node), int(topo.n_host)
+    b = TaskGraphBuilder()
+    for f in flows:
+        ends = []
+        for name, v in (("src", f.src), ("dst", f.dst)):
+            if not 0 <= v < n_node:
+                raise InputFileError(file, f.line, f"{name}: unknown node id {v} (the topology has "
+                                     f"nodes 0..{n_node - 1})")
+            node = int(node_of[v])
+            if node >= n_host:
+                raise InputFileError(file, f.line, f"{name}: node {v} is a switch, not a host")
+            ends.append(node)
+        b.flow(ends[0], ends[1], f.size_bytes, start_ps=f.start_ps, category=category)
+    return b.build()
+
+
+def node_ip(node_id: int) -> int:
+    """HPCC's ``node_id_to_ip``: 0x0b000001 + (id / 256)·0x10000 + (id % 256)·0x100."""
+    return 0x0B000001 + (node_id // 256) * 0x10000 + (node_id % 256) * 0x100
+
+
+def sports(flows: Sequence[HpccFlow]) -> list[int]:
+    """Source ports as HPCC assigns them: per source host 10000, 10001, ... in file order (16-bit)."""
+    nxt: dict[int, int] = {}
+    out = []
+    for f in flows:
+        p = nxt.get(f.src, SPORT_BASE)
+        out.append(p & 0xFFFF)
+        nxt[f.src] = p + 1
+    return out
+
+
+# ----------------------------------------------------------------------------------- fct.txt
+
+
+def _ns(ps: int) -> int:
+    """Picoseconds to whole nanoseconds, rounded to nearest (halves up)."""
+    return (int(ps) + 500) // 1000
+
+
+def format_fct(flows: Sequence[HpccFlow], result) -> str:
+    """fct.txt for the flows of one result (flow ``i`` = task ``i``), in flow-file order.
+
+    Flows that did not complete (an experiment that timed out or got stuck) are left out, as
+    HPCC leaves out the flows unfinished at its stop time."""
+    fct = np.asarray(result.flow_fct_ps)
+    standalone = np.asarray(result.flow_standalone_ps)
+    ids = np.asarray(result.flow_ids)
+    start = np.asarray(result.task_start_ps)
+    if len(ids) != len(flows):
+        raise ValueError(f"the result has {len(ids)} flows, the flow file {len(flows)}")
+    lines = []
+    for i, (f, sport) in enumerate(zip(flows, sports(flows))):
+        if fct[i] < 0:
+            continue
+        lines.append(f"{node_ip(f.src):08x} {node_ip(f.dst):08x} {sport} {f.dport} {f.size_bytes} "
+                     f"{_ns(start[ids[i]])} {_ns(fct[i])} {_ns(standalone[i])}\n")
+    return "".join(lines)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and os.replace."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as e:
+        raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
+        raise
+
+
+def write_fct(path: str | os.PathLike, flows: Sequence[HpccFlow], result) -> int:
+    """Write fct.txt atomically; returns the number of flow lines written."""
+    text = format_fct(flows, result)
+    write_text_atomic(path, text)
+    return text.count("\n")
+
+
+# ----------------------------------------------------------------------------------- config.txt
+
+_RATE_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMG]?)(b/s|bps)$", re.IGNORECASE)
+_RATE_MULT = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_data_rate(text: str) -> int:
+    """An ns-3 DataRate string (``100Mb/s``, ``20Mbps``, ``1Gb/s``, ``5000b/s``) in bits/s."""
+    m = _RATE_RE.match(text)
+    if not m:
+        raise ValueError(f"cannot parse rate {text!r} (expected e.g. 100Mb/s, 20Mbps or 1Gb/s)")
+    bps = Decimal(m.group(1)) * _RATE_MULT[m.group(2).lower()]
+    if bps <= 0:
+        raise ValueError(f"rate {text!r} must be > 0")
+    return int(bps.to_integral_value())
+
+
+@dataclass(frozen=True)
+class HpccSettings:
+    """What a config.txt says, as mvopt configuration overrides.
+
+    ``overrides`` maps dotted configuration paths (``network.cc``) to values; ``used`` lists
+    the keys that were applied, ``ignored`` the keys read but not used (each warned once), in
+    file order."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    used: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
+
+
+# Keys whose value mvopt's model matches (any other value is ignored with a warning).
+_MODEL_VALUES: dict[str, tuple[set[str], str]] = {
+    "USE_DYNAMIC_PFC_THRESHOLD": ({"1"}, "mvopt always uses the dynamic PFC threshold"),
+    "L2_ACK_INTERVAL": ({"0", "1"}, "mvopt acknowledges every packet"),
+    "L2_CHUNK_SIZE": ({"0"}, "mvopt acknowledges every packet"),
+    "L2_BACK_TO_ZERO": ({"0"}, "mvopt recovers with go-back-N (L2_BACK_TO_ZERO 0)"),
+    "ACK_HIGH_PRIO": ({"1"}, "mvopt always sends ACK/NACK in the high-priority control queue"),
+    "ERROR_RATE_PER_LINK": ({"0", "0.0", "0.00", "0.000", "0.0000"}, "link loss is not modelled"),
+    "LINK_DOWN": ({"0 0 0"}, "link failures are not modelled"),
+}
+# Keys HPCC reads that mvopt does not use (explanations for the warning).
+_IGNORED: dict[str, str] = {
+    "TOPOLOGY_FILE": "give the topology with --hpcc-topology",
+    "FLOW_FILE": "give the flows with --hpcc-flows",
+    "FCT_OUTPUT_FILE": "give the output with --fct-out",
+    "TRACE_FILE": "packet traces are not written", "TRACE_OUTPUT_FILE": "packet traces are not written",
+    "ENABLE_TRACE": "packet traces are not written", "PFC_OUTPUT_FILE": "PFC traces are not written",
+    "QLEN_MON_FILE": "use simulation.queue_monitor_ns", "QLEN_MON_START": "use simulation.queue_monitor_ns",
+    "QLEN_MON_END": "use simulation.queue_monitor_ns",
+    "CLAMP_TARGET_RATE": "not modelled", "PAUSE_TIME": "PFC pauses last until resumed",
+    "DATA_RATE": "link rates come from the topology", "LINK_DELAY": "link delays come from the topology",
+    "GLOBAL_T": "windows use each flow's own base RTT", "FAST_REACT": "HPCC reacts on every ACK",
+    "MULTI_RATE": "not modelled", "SAMPLE_FEEDBACK": "not modelled", "INT_MULTI": "not modelled",
+    "RATE_BOUND": "not modelled", "PINT_LOG_BASE": "PINT is not modelled", "PINT_PROB": "PINT is not modelled",
+}
+
+
+def _ewma(v: Decimal) -> dict[str, float]:
+    return {"network.dcqcn.g": float(v), "network.dctcp.g": float(v)}
+
+
+def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
+                     warn: Callable[[str], None] | None = None) -> HpccSettings:
+    """Map an HPCC config.txt onto mvopt configuration overrides.
+
+    ``host_rate_bps`` selects the entry of KMIN_MAP/KMAX_MAP/PMAX_MAP (mvopt uses one ECN
+    setting for all ports). Each key that is read but not used is reported once through
+    ``warn`` (default: :func:`warnings.warn` with :class:`HpccConfigWarning`). Unsupported
+    CC_MODE values and unparseable values raise InputFileError with the file and line.
+    """
+    file, rows = _read_rows(path)
+    out: dict[str, Any] = {}
+    used: list[str] = []
+    ignored: dict[str, str] = {}
+
+    def number(toks: list[str], line: int, key: str) -> Decimal:
+        if len(toks) != 1:
+            raise InputFileError(file, line, f"{key} takes one value, got {len(toks)}")
+        return _decimal(toks[0], file, line, key)
+
+    def positive(toks, line, key) -> Decimal:
+        v = number(toks, line, key)
+        if v <= 0:
+            raise InputFileError(file, line, f"{key} must be > 0, got {toks[0]}")
+        return v
+
+    def flag(toks, line, key) -> bool:
+        v = number(toks, line, key)
+        if v not in (0, 1):
+            raise InputFileError(file, line, f"{key} must be 0 or 1, got {toks[0]}")
+        return bool(v)
+
+    def rate_mbps(toks, line, key) -> float:
+        if len(toks) != 1:
+            raise InputFileError(file, line, f"{key} takes one rate, got {len(toks)} values")
+        try:
+            return parse_data_rate(toks[0]) / 1e6
+        except ValueError as e:
+            raise InputFileError(file, line, f"{key}: {e}") from None
+
+    def rate_map(toks, line, key, kind: Callable[[Decimal], Any]) -> Any:
+        if not toks:
+            raise InputFileError(file, line, f"{key} expects 'n rate1 value1 ... rateN valueN'")
+        n = _int(toks[0], file, line, f"{key} count")
+        if n < 1 or len(toks) != 1 + 2 * n:
+            raise InputFileError(file, line, f"{key} says {n} entries but has {len(toks) - 1} values "
+                                 f"(expected 2 per entry: rate in bps, value)")
+        table = {}
+        for i in range(n):
+            rate = _int(toks[1 + 2 * i], file, line, f"{key} rate")
+            table[rate] = kind(_decimal(toks[2 + 2 * i], file, line, f"{key} value"))
+        if host_rate_bps not in table:
+            raise InputFileError(file, line, f"{key} has no entry for the host link rate {host_rate_bps} bps "
+                                 f"(rates listed: {', '.join(str(r) for r in table)})")
+        return table[host_rate_bps]
+
+    for line, toks in rows:
+        key, vals = toks[0], toks[1:]
+        if key.startswith("#"):
+            continue
+        if key == "CC_MODE":
+            v = number(vals, line, key)
+            mode = int(v) if v == v.to_integral_value() else None
+            if mode not in CC_MODES:
+                name = f" ({_CC_NAMES[mode]})" if mode in _CC_NAMES else ""
+                raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: "
+                                     "1 = DCQCN, 3 = HPCC, 8 = DCTCP)")
+            out["network.cc"] = CC_MODES[mode]
+        elif key == "PACKET_PAYLOAD_SIZE":
+            v = positive(vals, line, key)
+            if v != int(v) or v > 65536:
+                raise InputFileError(file, line, f"{key} must be an integer in 1..65536, got {vals[0]}")
+            out["network.payload_bytes"] = int(v)
+        elif key == "BUFFER_SIZE":
+            out["network.buffer_mb"] = float(positive(vals, line, key))
+        elif key == "KMIN_MAP":
+            out["network.ecn.kmin_kb"] = rate_map(vals, line, key, float)
+        elif key == "KMAX_MAP":
+            out["network.ecn.kmax_kb"] = rate_map(vals, line, key, float)
+        elif key == "PMAX_MAP":
+            out["network.ecn.pmax"] = rate_map(vals, line, key, float)
+        elif key == "ENABLE_QCN":
+            out["network.ecn.enabled"] = flag(vals, line, key)
+        elif key == "EWMA_GAIN":
+            v = number(vals, line, key)
+            if not 0 <= v <= 1:
+                raise InputFileError(file, line, f"{key} must be in [0, 1], got {vals[0]}")
+            out.update(_ewma(v))
+        elif key == "RATE_AI":
+            v = rate_mbps(vals, line, key)
+            out["network.dcqcn.rate_ai_mbps"] = v
+            out["network.hpcc.w_ai_mbps"] = v
+        elif key == "RATE_HAI":
+            out["network.dcqcn.rate_hai_mbps"] = rate_mbps(vals, line, key)
+        elif key == "DCTCP_RATE_AI":
+            out["network.dctcp.rate_ai_mbps"] = rate_mbps(vals, line, key)
+        elif key == "MIN_RATE":
+            v = rate_mbps(vals, line, key)
+            for cc in ("dcqcn", "hpcc", "dctcp"):
+                out[f"network.{cc}.min_rate_mbps"] = v
+        elif key == "ALPHA_RESUME_INTERVAL":
+            out["network.dcqcn.alpha_interval_us"] = float(positive(vals, line, key))
+        elif key == "RATE_DECREASE_INTERVAL":
+            out["network.dcqcn.decrease_interval_us"] = float(positive(vals, line, key))
+        elif key == "RP_TIMER":
+            out["network.dcqcn.rp_timer_us"] = float(positive(vals, line, key))
+        elif key == "FAST_RECOVERY_TIMES":
+            v = number(vals, line, key)
+            if v < 0 or v != int(v):
+                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
+            out["network.dcqcn.fast_recovery_steps"] = int(v)
+        elif key == "U_TARGET":
+            v = number(vals, line, key)
+            if not Decimal("0.01") <= v <= 1:
+                raise InputFileError(file, line, f"{key} must be in [0.01, 1], got {vals[0]}")
+            out["network.hpcc.eta"] = float(v)
+        elif key == "MI_THRESH":
+            v = number(vals, line, key)
+            if v < 0 or v != int(v):
+                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
+            out["network.hpcc.max_stage"] = int(v)
+        elif key == "HAS_WIN":
+            out["network.window"] = flag(vals, line, key)
+        elif key == "VAR_WIN":
+            out["network.var_win"] = flag(vals, line, key)
+        elif key == "SIMULATOR_STOP_TIME":
+            out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
+        elif key in _MODEL_VALUES:
+            accepted, why = _MODEL_VALUES[key]
+            value = " ".join(vals)
+            if value in accepted or (key == "ERROR_RATE_PER_LINK" and _is_zero(value)):
+                used.append(key)
+                continue
+            ignored.setdefault(key, f"value {value!r} ignored: {why}")
+            continue
+        elif key in _IGNORED:
+            ignored.setdefault(key, _IGNORED[key])
+            continue
+        else:
+            ignored.setdefault(key, "not an HPCC key mvopt knows")
+            continue
+        used.append(key)
+    report = warn or (lambda msg: warnings.warn(msg, HpccConfigWarning, stacklevel=3))
+    for key, why in ignored.items():
+        report(f"{file}: {key} ignored ({why})")
+    return HpccSettings(overrides=out, used=tuple(dict.fromkeys(used)), ignored=tuple(ignored))
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return Decimal(text) == 0
+    except InvalidOperation:
+        return False
