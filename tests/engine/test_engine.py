@@ -228,3 +228,206 @@ def test_two_flows_share_a_bottleneck_round_robin(backend, sizes, seed: int) -> 
     # egress queue at S after the k-th pair of arrivals (pushed before the dequeue): k + 2 packets
     assert r.port_max_queue_bytes[paths[0][m]] == (min(na, nb) + 1) * (PAYLOAD + HEADER)
     assert r.counters["data_packets_dropped"] == r.counters["pfc_pauses"] == 0
+
+
+# ------------------------------------------------------------------------------------ random scenarios
+
+# Small topologies: compiled ones (fat-tree, one with per-tier rates and delays, leaf-spine, torus,
+# dragonfly) and stand-ins (a star, a dumbbell with a 50 Gb/s bottleneck, a two-switch line, a
+# one-way ring that can deadlock under PFC).
+TOPOLOGIES = {
+    "fat_tree": lambda: fat_tree(),
+    "fat_tree_tiers": lambda: cluster(topology="fat_tree", k=4, link_gbps=(100, 200, 400),
+                                      link_delay_ns=(500, 1000, 1500)),
+    "leaf_spine": lambda: cluster(topology="leaf_spine", leaves=3, hosts_per_leaf=2),
+    "torus": lambda: cluster(topology="torus", torus_dims=(3, 3)),
+    "dragonfly": lambda: cluster(topology="dragonfly", groups=3, routers_per_group=2, hosts_per_router=1),
+    "star": lambda: compiled(sc.star(4)),
+    "dumbbell": lambda: compiled(sc.dumbbell(2, 2, bottleneck_gbps=50)),
+    "line": lambda: compiled(sc.line(2, delay_ns=700)),
+    "ring": lambda: compiled(sc.ring(3)),
+}
+
+
+@lru_cache(maxsize=None)
+def topology(name: str):
+    return TOPOLOGIES[name]()
+
+
+@st.composite
+def task_graphs(draw: st.DrawFn, n_host: int, max_tasks: int = 6, max_bytes: int = 200_000):
+    """1..max_tasks tasks: flows (1 B .. max_bytes, random start) and delays, some after earlier
+    tasks (local and remote dependencies), destinations biased towards one host (incasts)."""
+    hosts = st.integers(0, n_host - 1)
+    g = TaskGraphBuilder()
+    ids: list[int] = []
+    for _ in range(draw(st.integers(1, max_tasks))):
+        after = draw(st.lists(st.sampled_from(ids), max_size=3, unique=True)) if ids and draw(st.booleans()) else []
+        start = draw(st.sampled_from([0, 0, 500_000, D, 3 * D + 1]) | st.integers(0, 5 * D))
+        if draw(st.integers(0, 4)) == 0:
+            ids.append(g.delay(draw(hosts), draw(st.sampled_from([0, D]) | st.integers(0, 5 * D)),
+                               after=after, start_ps=start))
+            continue
+        dst = draw(st.just(n_host - 1) | hosts)
+        src = draw(hosts.filter(lambda h: h != dst))
+        size = draw(st.sampled_from([1, 47, 999, 1000, 1001, 4096, 60_000, max_bytes])
+                    | st.integers(1, max_bytes))
+        ids.append(g.flow(src, dst, size, after=after, start_ps=start))
+    return g
+
+
+@st.composite
+def networks(draw: st.DrawFn) -> dict:
+    """A ``network`` section: any CC, LB, PFC on/off, small buffers, random ECN and transport."""
+    net: dict = dict(cc=draw(st.sampled_from(["none", "dcqcn", "hpcc", "dctcp"])),
+                     lb=draw(st.sampled_from(["ecmp", "spray"])),
+                     pfc={"enabled": draw(st.booleans())},
+                     buffer_mb=draw(st.sampled_from([0.02, 0.05, 0.1, 0.3, 1.0, None])))
+    if draw(st.booleans()):
+        kmin = draw(st.sampled_from([0.0, 5.0, 20.0, 100.0]) | st.floats(0, 300, allow_nan=False))
+        net["ecn"] = {"kmin_kb": kmin, "kmax_kb": kmin + draw(st.sampled_from([0.0, 10.0, 200.0])
+                                                               | st.floats(0, 300, allow_nan=False)),
+                      "pmax": draw(st.sampled_from([0.0, 0.2, 1.0]) | st.floats(0, 1, allow_nan=False)),
+                      "enabled": draw(st.booleans() | st.just(True))}
+    if draw(st.booleans()):
+        net["payload_bytes"] = draw(st.sampled_from([256, 1000, 4096]))
+    if draw(st.booleans()):
+        net["rto_us"] = draw(st.sampled_from([30.0, 100.0, 1000.0]))
+        net["nack_interval_us"] = draw(st.sampled_from([0.0, 4.0, 500.0]))
+    if draw(st.booleans()):
+        net["window"] = draw(st.booleans())
+        net["var_win"] = draw(st.booleans())
+    if draw(st.integers(0, 5)) == 0:
+        net["switch_packet_slots"] = draw(st.sampled_from([20, 60]))
+    if net["cc"] == "dcqcn" and draw(st.booleans()):
+        net["dcqcn"] = {"profile": "paper"}
+    return net
+
+
+@st.composite
+def experiments(draw: st.DrawFn, max_tasks: int = 6, max_bytes: int = 200_000) -> Experiment:
+    name = draw(st.sampled_from(sorted(TOPOLOGIES)))
+    topo = topology(name)
+    g = draw(task_graphs(int(topo.n_host), max_tasks, max_bytes))
+    limit = draw(st.sampled_from([10**10, 10**10, 10**10, 30 * D]))
+    return sc.experiment(topo, g, seed=draw(st.integers(0, 2**63 - 1)), time_limit_ps=limit,
+                         name=name, **draw(networks()))
+
+
+# ------------------------------------------------------------------------------------ 2. engine == reference
+
+# Disagreements found by these tests (reported; engine code is not this file's to change). The
+# random tests keep clear of them so that they keep checking everything else; each one has a
+# minimal strict-xfail test below, and the flag goes once the engine is fixed.
+ENGINE_IGNORES_DURATION_OF_DELAYS_WITH_PREDECESSORS = True
+ENGINE_END_PS_ON_TIMEOUT_IS_NOT_THE_LIMIT = True
+
+
+def differences(r: ExperimentResult, ref: ExperimentResult) -> list[str]:
+    """What differs between two results (everything ``same_as`` compares), for messages."""
+    out = [f"{f}: {getattr(r, f)!r} vs {getattr(ref, f)!r}" for f in ("status", "end_ps", "makespan_ps")
+           if getattr(r, f) != getattr(ref, f)]
+    for f in ("task_start_ps", "task_finish_ps", "flow_fct_ps", "port_max_queue_bytes"):
+        a, b = getattr(r, f), getattr(ref, f)
+        if a.shape != b.shape:
+            out.append(f"{f}: shapes {a.shape} vs {b.shape}")
+        elif not np.array_equal(a, b):
+            i = np.nonzero(a != b)[0][:5]
+            out.append(f"{f}[{i.tolist()}]: {a[i].tolist()} vs {b[i].tolist()}")
+    out += [f"{k}: {r.counters[k]} vs {ref.counters.get(k)}" for k in r.counters if r.counters[k] != ref.counters.get(k)]
+    return out
+
+
+def assert_matches_reference(r: ExperimentResult, exp: Experiment, ref: ExperimentResult | None = None) -> None:
+    ref = ref if ref is not None else simulate_reference(exp)
+    if ENGINE_END_PS_ON_TIMEOUT_IS_NOT_THE_LIMIT and ref.status == "timeout" == r.status:
+        r = dataclasses.replace(r, end_ps=ref.end_ps)
+    assert r.same_as(ref), f"{exp.name}: engine vs reference: " + "; ".join(differences(r, ref))
+    c = r.counters
+    in_network = (c["data_packets_sent"] - c["data_packets_delivered"] - c["data_packets_dropped"]
+                  - c["out_of_order_packets"])
+    assert in_network == ref.extra["data_packets_in_network"]
+
+
+def avoid_known_disagreements(exp: Experiment) -> Experiment:
+    """The experiment with the delay tasks that have predecessors shortened to 0 (see above)."""
+    if not ENGINE_IGNORES_DURATION_OF_DELAYS_WITH_PREDECESSORS:
+        return exp
+    g = exp.tasks
+    has_pred = np.diff(g.pred_offset) > 0
+    dur = np.where((g.kind == 1) & has_pred, 0, g.duration_ps)
+    return dataclasses.replace(exp, tasks=dataclasses.replace(g, duration_ps=dur))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(experiments(), min_size=1, max_size=3))
+def test_random_batches_match_the_reference(backend, exps) -> None:
+    """Random small experiments, simulated together as one batch, each equal to the reference."""
+    exps = [avoid_known_disagreements(e) for e in exps]
+    for r, exp in zip(run(backend, *exps), exps):
+        assert_matches_reference(r, exp)
+
+
+@pytest.mark.slow
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(experiments(max_tasks=8))
+def test_many_random_experiments_match_the_reference(backend, exp) -> None:
+    exp = avoid_known_disagreements(exp)
+    assert_matches_reference(run1(backend, exp), exp)
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+def test_every_topology_matches_the_reference(backend, name: str) -> None:
+    """A permutation plus an incast on each topology; CC, LB, PFC and buffer vary with it."""
+    k = sorted(TOPOLOGIES).index(name)
+    topo = topology(name)
+    n = int(topo.n_host)
+    g = TaskGraphBuilder()
+    for h in range(n):
+        g.flow(h, (h + 1 + k % (n - 1)) % n, 30_000 + 1_000 * h)
+    for h in range(1, min(n, 5)):
+        g.flow(h, 0, 50_000, start_ps=2 * D)
+    exp = sc.experiment(topo, g, name=name, seed=k, cc=["none", "dcqcn", "hpcc", "dctcp"][k % 4],
+                        lb=["ecmp", "spray"][k // 4 % 2], pfc={"enabled": k % 3 != 2},
+                        buffer_mb=[0.1, 0.3, 1.0][k % 3], time_limit_ps=10**10)
+    assert_matches_reference(run1(backend, exp), exp)
+
+
+def test_stand_in_topologies_compile_faithfully() -> None:
+    """compiled() keeps ids and routes: the reference gives the same on both forms."""
+    for mini in (sc.star(4), sc.dumbbell(2, 2, bottleneck_gbps=50), sc.ring(3)):
+        g = TaskGraphBuilder()
+        for h in range(mini.n_host):
+            g.flow(h, (h + 1) % mini.n_host, 20_000)
+        a = simulate_reference(sc.experiment(mini, g, cc="dcqcn", buffer_mb=0.3))
+        b = simulate_reference(sc.experiment(compiled(mini), g, cc="dcqcn", buffer_mb=0.3))
+        assert a.same_as(b)
+        for node in range(mini.n_host, mini.n_node):
+            for dst in range(mini.n_host):
+                assert compiled(mini).next_hop_ports(node, dst).tolist() == mini.next_hop_ports(node, dst).tolist()
+
+
+# Minimal disagreements (reported).
+
+@pytest.mark.xfail(strict=True, reason="engine bug: a delay task with a predecessor finishes when it "
+                   "starts (its duration is ignored); the reference finishes it at start + duration")
+def test_delay_after_a_predecessor_lasts_its_duration(backend) -> None:
+    g = TaskGraphBuilder()
+    a = g.delay(0, 5_000)
+    b = g.delay(0, 1_000, after=[a])                # local: starts at 5000, must finish at 6000
+    exp = sc.experiment(compiled(sc.star(2)), g, cc="none")
+    r = run1(backend, exp)
+    assert r.task_start_ps[b] == 5_000
+    assert r.task_finish_ps[b] == 6_000             # engine: 5000
+    assert_matches_reference(r, exp)
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: on timeout end_ps is the last completion (0 when "
+                   "none), the reference (its docstring) reports time_limit_ps")
+def test_timeout_end_is_the_time_limit(backend) -> None:
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 100_000)
+    exp = sc.experiment(compiled(sc.line(1)), g, cc="none", time_limit_ps=5 * D)
+    r = run1(backend, exp)
+    assert r.status == "timeout"
+    assert r.end_ps == 5 * D                         # engine: 0
