@@ -254,6 +254,8 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
         ctr = c["node_ctr"].reshape(-1, schema.NCTR)[n0:n1].sum(axis=0)
         counters = {name: int(ctr[k]) for k, name in enumerate(COUNTERS)}
         end = int(max(makespan, int(c["node_last_ps"][n0:n1].max(initial=0))))
+        if status == "timeout":
+            end = int(exp.time_limit_ps)
         diag = ""
         if status != "done":
             diag = _diagnostic(batch, i, status)

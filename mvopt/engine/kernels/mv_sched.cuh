@@ -45,8 +45,9 @@ MV_DEV void heap_pop(Ctx* c, int64_t v) {
 MV_DEV void task_try_ready(Ctx* c, int64_t v, int32_t k) {
   if (c->task_local_left[k] != 0 || c->task_remote_ps[k] < 0 || c->task_start_ps[k] >= 0) return;
   int64_t ready = mv_max(c->task_min_ps[k], mv_max(c->task_ready_max[k], c->task_remote_ps[k]));
-  c->task_start_ps[k] = ready;   // marks the task as scheduled; the event fires at `ready`
-  heap_push(c, v, ready, k);
+  c->task_start_ps[k] = ready;   // marks the task as scheduled
+  // the event: a flow activates at `ready`; a delay task finishes at `ready + duration`
+  heap_push(c, v, c->task_kind[k] != 0 ? ready + c->task_dur_ps[k] : ready, k);
 }
 
 // Task k finished at node v at time t: record it and release the successors that start here.
