@@ -16,20 +16,33 @@ from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import DELAY, FLOW, TaskGraph, TaskGraphBuilder
 
 __all__ = ["Experiment", "ExperimentResult", "TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY",
-           "COUNTERS", "simulate", "build_batch", "get_backend", "resolve"]
+           "COUNTERS", "simulate", "build_batch", "get_backend", "resolve_backend", "resolve"]
 
 _BACKENDS: dict[str, object] = {}
 
 
+def resolve_backend(name: str = "auto") -> str:
+    """'gpu' or 'cpu' for a requested backend; 'auto' picks the GPU when CuPy sees one."""
+    if name == "auto":
+        from mvopt.engine._gpu import gpu_available
+        return "gpu" if gpu_available() else "cpu"
+    if name not in ("cpu", "gpu"):
+        from mvopt.errors import BackendUnavailable
+        raise BackendUnavailable(f"unknown backend {name!r} (choose cpu, gpu or auto)")
+    return name
+
+
 def get_backend(name: str = "cpu"):
-    """The backend object for 'cpu' (more arrive with the GPU issue); compiled once per process."""
+    """The backend object ('cpu', 'gpu' or 'auto'); compiled once per process. This is the one
+    place that knows which backend classes exist."""
+    name = resolve_backend(name)
     if name not in _BACKENDS:
         if name == "cpu":
             from mvopt.engine._cpu import CpuBackend
             _BACKENDS[name] = CpuBackend()
         else:
-            from mvopt.errors import BackendUnavailable
-            raise BackendUnavailable(f"unknown backend {name!r} (available: cpu)")
+            from mvopt.engine._gpu import GpuBackend
+            _BACKENDS[name] = GpuBackend()
     return _BACKENDS[name]
 
 

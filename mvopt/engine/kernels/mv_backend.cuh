@@ -2,17 +2,19 @@
 // OpenMP) and for NVIDIA GPUs (NVRTC through CuPy). Exactly one backend must be selected.
 #pragma once
 #if defined(MV_BACKEND_CUDA)
-  #define MV_DEV __device__ __forceinline__
+  #include <cooperative_groups.h>
+  #define MV_DEV __device__ inline
   #define MV_GLOBAL extern "C" __global__
   // grid-stride loop: every thread of the grid takes rows i, i + stride, ...
   #define MV_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                             i += (int64_t)gridDim.x * blockDim.x)
-  typedef long long int64_t;
-  typedef unsigned long long uint64_t;
-  typedef int int32_t;
-  typedef short int16_t;
-  typedef signed char int8_t;
-  typedef unsigned int uint32_t;
+  // NVRTC has no <stdint.h>; macros (not typedefs) cannot clash with a header's own typedefs
+  #define int64_t long long
+  #define uint64_t unsigned long long
+  #define int32_t int
+  #define int16_t short
+  #define int8_t signed char
+  #define uint32_t unsigned int
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>

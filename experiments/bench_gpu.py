@@ -1,0 +1,134 @@
+"""GPU backend check and benchmark (tracker issue 4), side by side with the CPU backend.
+
+    python experiments/bench_gpu.py --out DIR [--batches 1,16,256,1024,4096] [--mib 64]
+
+1. CPU == GPU, bit for bit, on a mixed batch (topologies, CC, LB, PFC on/off, task graphs).
+2. Workload (a): k=4 fat-tree ring all-reduce, 1500-byte packets, each CC, batch sizes 1..4096 on
+   the GPU; the CPU backend on all cores of the same machine for the smaller batches.
+3. The overhead floor: windows in which every experiment of a batch of 1,000 is idle.
+Writes DIR/bench_gpu.json (all rows) and DIR/bench_gpu.md (tables); experiments/gen_perf_docs.py
+turns the JSON into docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.config import load_config  # noqa: E402
+from mvopt.engine import Experiment, TaskGraphBuilder, build_batch, get_backend  # noqa: E402
+from mvopt.engine.batch import extract_results  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+from mvopt.cluster import build_topology  # noqa: E402
+
+
+def mixed_batch() -> list[Experiment]:
+    exps = []
+    topos = [{"topology": "fat_tree", "k": 4},
+             {"topology": "leaf_spine", "leaves": 4, "hosts_per_leaf": 4, "oversubscription": 2.0},
+             {"topology": "torus", "torus_dims": [3, 3]},
+             {"topology": "dragonfly", "groups": 3, "routers_per_group": 2, "hosts_per_router": 2}]
+    i = 0
+    for t in topos:
+        for cc in ("none", "dcqcn", "hpcc", "dctcp"):
+            for lb in ("ecmp", "spray"):
+                for pfc in (True, False):
+                    cfg = load_config({"cluster": t, "network": {"cc": cc, "lb": lb, "pfc": {"enabled": pfc},
+                                                                 "buffer_mb": 0.3}})
+                    topo = build_topology(cfg.cluster)
+                    g = TaskGraphBuilder()
+                    n = topo.n_host
+                    first = g.delay(0, 2_000_000)
+                    for s in range(1, min(n, 7)):
+                        g.flow(s, 0, 150_000 + 1000 * s, after=[first] if s % 2 else [])
+                    g.flow(n - 1, 1, 400_000 + i)
+                    exps.append(Experiment(topology=topo, network=cfg.network, tasks=g.build(), seed=i,
+                                           name=f"{t['topology']}-{cc}-{lb}-{pfc}"))
+                    i += 1
+    return exps
+
+
+def timed(backend: str, exps: list[Experiment]):
+    be = get_backend(backend)
+    t0 = time.perf_counter()
+    batch = build_batch(exps)
+    t1 = time.perf_counter()
+    iters = be.run(batch)
+    t2 = time.perf_counter()
+    return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batches", default="1,16,256,1024,4096")
+    ap.add_argument("--cpu-batches", default="1,16,256")
+    ap.add_argument("--cc", default="none,dcqcn,hpcc,dctcp")
+    ap.add_argument("--mib", type=float, default=64.0)
+    ap.add_argument("--budget-s", type=float, default=420.0)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"rows": [], "identity": None, "idle": None, "cores": os.cpu_count()}
+    start = time.time()
+
+    # 1. bit identity
+    exps = mixed_batch()
+    rc, *_ = timed("cpu", exps)
+    rg, *_ = timed("gpu", exps)
+    bad = [e.name for e, a, b in zip(exps, rc, rg) if not a.same_as(b)]
+    report["identity"] = {"experiments": len(exps), "different": bad,
+                          "statuses": sorted({r.status for r in rc})}
+    print(f"identity: {len(exps) - len(bad)}/{len(exps)} identical; statuses {report['identity']['statuses']}", flush=True)
+
+    # 2. workload (a)
+    size = int(args.mib * 2**20)
+    batches = [int(b) for b in args.batches.split(",")]
+    cpu_batches = [int(b) for b in args.cpu_batches.split(",")]
+    for cc in args.cc.split(","):
+        exp = build_experiment(allreduce_config(cc, size))
+        for backend, bl in (("gpu", batches), ("cpu", cpu_batches)):
+            for b in bl:
+                if time.time() - start > args.budget_s:
+                    print(f"budget reached: skipping {backend} {cc} batch {b}", flush=True)
+                    continue
+                res, tb, tr, nbytes = timed(backend, [exp] * b)
+                hops = sum(r.counters["packet_hops"] for r in res)
+                wins = sum(r.windows for r in res)
+                row = {"backend": backend, "cc": cc, "batch": b, "mib": args.mib, "build_s": tb, "run_s": tr,
+                       "packet_hops": hops, "windows": wins, "status": res[0].status,
+                       "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes,
+                       "hops_per_s": hops / tr, "windows_per_s": wins / tr,
+                       "experiments_per_hour": b / (tr + tb) * 3600,
+                       "same_as_first": all(r.same_as(res[0]) for r in res)}
+                report["rows"].append(row)
+                print(f"{backend} {cc} B={b}: run {tr:.2f}s build {tb:.2f}s {hops / tr / 1e9:.3f} Ghops/s "
+                      f"{wins / tr:,.0f} windows/s {row['experiments_per_hour']:,.0f} exp/h "
+                      f"mem {nbytes / b / 2**20:.1f} MiB/exp status {row['status']}", flush=True)
+                (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
+
+    # 3. idle windows: 1,000 experiments whose hosts only run chains of 1 us delay tasks
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
+    topo = build_topology(cfg.cluster)
+    g = TaskGraphBuilder()
+    prev = None
+    for _ in range(2000):
+        prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
+    idle = [Experiment(topology=topo, network=cfg.network, tasks=g.build()) for _ in range(1000)]
+    for backend in ("gpu", "cpu"):
+        res, tb, tr, _ = timed(backend, idle)
+        w = res[0].windows
+        report.setdefault("idle", {})[backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6}
+        print(f"idle {backend}: {w} windows of 1000 idle experiments, {tr / w * 1e6:.1f} us per window", flush=True)
+    (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
