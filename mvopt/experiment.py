@@ -87,9 +87,12 @@ def build_tasks(cfg: ExperimentConfig, topo):
     if kind == "tasks":
         graph = _explicit_graph(cfg)
     elif kind == "collective":
-        from mvopt.comm.collectives import collective_graph
+        from mvopt.comm.collectives import add_collective_workload
+        from mvopt.engine.tasks import TaskGraphBuilder
 
-        graph = collective_graph(cfg.collective, int(topo.n_host), chunk_gap_ps=_chunk_gap_ps(cfg, topo))
+        builder = TaskGraphBuilder()
+        add_collective_workload(builder, cfg.collective, int(topo.n_host), chunk_gap_ps=_chunk_gap_ps(cfg, topo))
+        graph = builder.build()
     elif kind == "hpcc_flows":
         from mvopt.io.hpcc import flow_graph, read_hpcc_flows
 

@@ -8,7 +8,7 @@ import pytest
 import mvopt.engine
 from mvopt.config import load_config
 from mvopt.engine import DELAY, FLOW
-from mvopt.errors import ConfigError, InputFileError, MvoptError
+from mvopt.errors import ConfigError, MvoptError
 from mvopt.experiment import build_experiment, evaluate, run
 from mvopt.optimize.evaluator import Evaluation, SimulatorEvaluator
 
@@ -37,7 +37,8 @@ def test_explicit_task_graph():
 
 
 def test_tasks_validated_against_topology():
-    cfg = load_config({"cluster": FAT_TREE, "workload": {"kind": "tasks", "tasks": [{"src": 0, "dst": 16, "bytes": 1}]}})
+    tasks = [{"src": 0, "dst": 16, "bytes": 1}]
+    cfg = load_config({"cluster": FAT_TREE, "workload": {"kind": "tasks", "tasks": tasks}})
     with pytest.raises(ConfigError, match=r"workload.tasks\[0\].dst: must be a host id in 0..15"):
         build_experiment(cfg)
 

@@ -1,7 +1,8 @@
 """Inter-server collectives decomposed into network flows (NCCL-style ring algorithms).
 
 :func:`add_collective` appends the flows of one collective over a list of hosts (in ring order)
-to a :class:`~mvopt.engine.TaskGraphBuilder`; :func:`collective_graph` is the task graph of the
+to a task-graph builder (the engine's :class:`~mvopt.engine.TaskGraphBuilder`, passed in: this
+module does not import the engine); :func:`add_collective_workload` does it for the
 ``collective`` workload kind. Sizes follow nccl-tests: ``size_bytes`` is the per-rank buffer
 (all-reduce: input = output; all-gather: the gathered output; reduce-scatter: the input;
 all-to-all: the send buffer, ``size/n`` to each rank), so each ring step moves ``size/n``.
@@ -41,7 +42,7 @@ from typing import Mapping, Sequence
 
 from mvopt.errors import ConfigError
 
-__all__ = ["OPS", "add_collective", "collective_graph", "ring_steps", "split_bytes"]
+__all__ = ["OPS", "add_collective", "add_collective_workload", "ring_steps", "split_bytes"]
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
@@ -157,11 +158,11 @@ def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, c
     return done
 
 
-def collective_graph(cfg, n_host: int, *, chunk_gap_ps: int = 0, where: str = "collective"):
-    """The task graph of the ``collective`` workload: one collective described by ``cfg``
-    (a :class:`~mvopt.config.CollectiveConfig`) over ``cfg.hosts`` (default: all hosts)."""
-    from mvopt.engine.tasks import TaskGraphBuilder
-
+def add_collective_workload(builder, cfg, n_host: int, *, chunk_gap_ps: int = 0,
+                            where: str = "collective") -> dict[int, list[int]]:
+    """The ``collective`` workload: append the one collective described by ``cfg`` (a
+    :class:`~mvopt.config.CollectiveConfig`) over ``cfg.hosts`` (default: all ``n_host`` hosts)
+    to ``builder``; returns :func:`add_collective`'s completion tasks per host."""
     hosts = list(range(n_host)) if cfg.hosts is None else [int(h) for h in cfg.hosts]
     for i, h in enumerate(hosts):
         if not 0 <= h < n_host:
@@ -174,7 +175,5 @@ def collective_graph(cfg, n_host: int, *, chunk_gap_ps: int = 0, where: str = "c
     if cfg.hierarchical:
         raise ConfigError(f"{where}.hierarchical", "is for training workloads (needs the intra-server "
                           "model); use false for the collective workload", cfg.hierarchical)
-    b = TaskGraphBuilder()
-    add_collective(b, cfg.op, hosts, cfg.bytes, channels=cfg.channels, chunk_bytes=cfg.chunk_bytes,
-                   chunk_gap_ps=chunk_gap_ps, where=where)
-    return b.build()
+    return add_collective(builder, cfg.op, hosts, cfg.bytes, channels=cfg.channels, chunk_bytes=cfg.chunk_bytes,
+                          chunk_gap_ps=chunk_gap_ps, where=where)

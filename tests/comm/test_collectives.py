@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mvopt.comm.collectives import add_collective, collective_graph, ring_steps, split_bytes
+from mvopt.comm.collectives import add_collective, add_collective_workload, ring_steps, split_bytes
 from mvopt.config import load_config
 from mvopt.engine import DELAY, FLOW, TaskGraphBuilder
 from mvopt.engine.params import ser_ps
@@ -120,7 +120,7 @@ def test_after_dependencies_gate_every_send_of_a_rank():
 def test_invalid_collectives(kwargs, path):
     cfg = load_config({"workload": {"kind": "collective"}, "collective": kwargs}).collective
     with pytest.raises(ConfigError) as e:
-        collective_graph(cfg, 16)
+        add_collective_workload(TaskGraphBuilder(), cfg, 16)
     assert e.value.path == path
 
 
