@@ -79,8 +79,8 @@ class GpuBackend:
             status = dev["exp_status"]
             total = 0
             while True:
-                self.kernel((blocks,), (THREADS,), (ctx_dev, np.int64(chunk_iters), out),
-                            enable_cooperative_groups=True)
+                # kernels of a module built with enable_cooperative_groups launch cooperatively
+                self.kernel((blocks,), (THREADS,), (ctx_dev, np.int64(chunk_iters), out))
                 total += int(out[0].get())
                 if not (status.view(np.int32) == 0).any():
                     break
