@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml",
                         help="experiment files (simulated together as one batch)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
-    parser.add_argument("--backend", default="cpu", help="engine backend (default: cpu)")
+    parser.add_argument("--backend", default="cpu", help="engine backend: cpu, gpu or auto (default: cpu)")
     hp = parser.add_argument_group("HPCC ns-3 inputs (instead of SCENARIO.yaml)")
     hp.add_argument("--hpcc-topology", metavar="FILE", help="topology.txt of the HPCC simulator")
     hp.add_argument("--hpcc-flows", metavar="FILE", help="flow.txt of the HPCC simulator")
