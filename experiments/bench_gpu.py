@@ -76,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report: dict = {"rows": [], "identity": None, "idle": None, "cores": os.cpu_count()}
+    report: dict = {"rows": [], "identity": None, "idle": {}, "cores": os.cpu_count()}
     start = time.time()
 
     # 1. bit identity
@@ -125,7 +125,7 @@ def main() -> None:
     for backend in ("gpu", "cpu"):
         res, tb, tr, _ = timed(backend, idle)
         w = res[0].windows
-        report.setdefault("idle", {})[backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6}
+        report["idle"][backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6}
         print(f"idle {backend}: {w} windows of 1000 idle experiments, {tr / w * 1e6:.1f} us per window", flush=True)
     (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
 

@@ -77,7 +77,6 @@ def bench_allreduce(batches: Iterable[int], ccs: Iterable[str], size_bytes: int 
     from mvopt.experiment import build_experiment
 
     be = get_backend(backend)
-    threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1) if getattr(be, "openmp", False) else 1
     rows = []
     for cc in ccs:
         exp = build_experiment(allreduce_config(cc, size_bytes))
@@ -92,6 +91,7 @@ def bench_allreduce(batches: Iterable[int], ccs: Iterable[str], size_bytes: int 
                 times.append(t2 - t1)
                 build = t1 - t0
             results = extract_results(batch, iters)
+            threads = be.threads_for(batch) if hasattr(be, "threads_for") else 1
             times.sort()
             rows.append(BenchRow(backend=backend, threads=threads, cc=cc, batch=b, size_bytes=size_bytes,
                                  build_s=build, run_s=times[len(times) // 2],

@@ -22,6 +22,7 @@ from mvopt.errors import BackendUnavailable
 
 __all__ = ["CpuBackend", "cache_dir"]
 
+NODES_PER_THREAD = 512   # below this much work per thread, OpenMP's barriers cost more than they save
 _FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
 
 
@@ -79,13 +80,25 @@ class CpuBackend:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
         self.lib = ctypes.CDLL(str(lib))
         self.lib.mv_run.restype = ctypes.c_int64
-        self.lib.mv_run.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64]
+        for f in ("mv_run", "mv_run_by_experiment"):
+            getattr(self.lib, f).restype = ctypes.c_int64
+            getattr(self.lib, f).argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64]
         for f in ("mv_sizeof_pkt", "mv_sizeof_int"):
             getattr(self.lib, f).restype = ctypes.c_int64
         if self.lib.mv_sizeof_pkt() != schema.PKT_DTYPE.itemsize or self.lib.mv_sizeof_int() != schema.INT_DTYPE.itemsize:
             raise BackendUnavailable("kernel packet layout differs from schema.PKT_DTYPE (a bug)")
-        if threads is not None and self.openmp:
-            os.environ["OMP_NUM_THREADS"] = str(threads)
+        env = os.environ.get("OMP_NUM_THREADS", "")
+        self.max_threads = threads or (int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1)
+        if not self.openmp:
+            self.max_threads = 1
+
+    def threads_for(self, batch: Batch) -> int:
+        """Threads worth starting: one per experiment when there are several (experiment-major
+        order), else about one per 512 nodes of the single experiment; at most max_threads."""
+        n_exp = int(batch.counts["n_exp"])
+        if n_exp > 1:
+            return max(1, min(self.max_threads, n_exp))
+        return max(1, min(self.max_threads, int(batch.counts["n_node"]) // NODES_PER_THREAD))
 
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20) -> int:
         """Simulate the batch in place until every experiment ended; returns iterations run."""
@@ -97,8 +110,12 @@ class CpuBackend:
             assert arr.flags.c_contiguous and arr.dtype == schema.numpy_dtype(col), col.name
             setattr(ctx, col.name, arr.ctypes.data)
         total = 0
+        threads = self.threads_for(batch)
+        # several experiments: each thread runs whole experiments (cache locality); one
+        # experiment: all threads share each phase of it
+        run = self.lib.mv_run_by_experiment if int(batch.counts["n_exp"]) > 1 else self.lib.mv_run
         while True:
-            n = self.lib.mv_run(ctypes.byref(ctx), chunk_iters)
+            n = run(ctypes.byref(ctx), chunk_iters, threads)
             total += n
             if (batch.cols["exp_status"] != 0).all():
                 return total

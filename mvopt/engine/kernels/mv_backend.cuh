@@ -21,7 +21,8 @@
   #define MV_DEV static inline
   #define MV_GLOBAL extern "C"
   #ifdef _OPENMP
-    #define MV_PRAGMA_FOR _Pragma("omp parallel for schedule(dynamic, 16)")
+    static int mv_nthreads = 1;   // set per run by mv_run: small batches do not pay for a big team
+    #define MV_PRAGMA_FOR _Pragma("omp parallel for schedule(dynamic, 16) num_threads(mv_nthreads)")
   #else
     #define MV_PRAGMA_FOR
   #endif
