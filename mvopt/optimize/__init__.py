@@ -20,14 +20,14 @@ from mvopt.optimize.samplers import make_sampler, register_sampler, sampler_name
 from mvopt.optimize.space import Candidate, SearchSpace
 from mvopt.optimize.space_file import load_space
 from mvopt.optimize.storage import DEFAULT_STORAGE, make_storage, recover_dead_trials
-from mvopt.optimize.study import create_or_resume, join_study, space_of
+from mvopt.optimize.study import config_of_trial, create_or_resume, join_study, space_of
 from mvopt.optimize.summary import best_table, best_trials
 
 __all__ = [
     "Evaluation", "Evaluator", "SimulatorEvaluator", "register_evaluator", "make_evaluator", "evaluator_names",
     "SearchSpace", "Candidate", "load_space",
     "make_sampler", "register_sampler", "sampler_names",
-    "DEFAULT_STORAGE", "make_storage", "recover_dead_trials", "create_or_resume", "join_study", "space_of",
+    "DEFAULT_STORAGE", "make_storage", "recover_dead_trials", "create_or_resume", "join_study", "space_of", "config_of_trial",
     "Budget", "GenerationLoop", "RunSummary", "Outcome", "is_feasible_trial",
     "Progress", "ConsoleProgress", "SilentProgress", "GenerationReport",
     "Claims", "LocalClaims", "RdbClaims", "make_claims",

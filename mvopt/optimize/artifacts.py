@@ -39,10 +39,11 @@ def breakdown_chart(labels: Sequence[str], breakdowns: Sequence[Mapping[str, flo
     return Chart(title, "bars", series, xlabel="ms", categories=list(labels))
 
 
-def attach_breakdown_plot(study: optuna.Study, trial: optuna.Trial, breakdown: Mapping[str, float],
+def attach_breakdown_plot(study: optuna.Study, trial_id: int, breakdown: Mapping[str, float],
                           artifact_dir: str) -> str:
     """Upload the breakdown plot of a running trial; returns the artifact id."""
     os.makedirs(artifact_dir, exist_ok=True)
+    trial = study._storage.get_trial(trial_id)
     chart = breakdown_chart([f"trial {trial.number}"], [breakdown], f"trial {trial.number}: iteration-time breakdown (ms)")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, ARTIFACT_NAME)

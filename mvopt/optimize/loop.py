@@ -36,7 +36,9 @@ from mvopt.optimize.evaluator import Evaluator, check_results
 from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
 from mvopt.optimize.records import Outcome, is_feasible_trial, outcome_from_trial, outcome_of, tell
 from mvopt.optimize.space import Candidate, SearchSpace
-from mvopt.optimize.storage import fail_and_retry, heartbeat_enabled, mark_owner, rdb_engine, record_heartbeats, recover_dead_trials
+from mvopt.optimize.proposals import create_running_trial, propose
+from mvopt.optimize.storage import (OWNER_ATTR, fail_and_retry, heartbeat_enabled, mark_owner, owner_tag, rdb_engine,
+                                     record_heartbeats, recover_dead_trials)
 
 __all__ = ["Budget", "RunSummary", "GenerationLoop"]
 
@@ -69,7 +71,8 @@ class RunSummary:
 
 @dataclass
 class _Asked:
-    trial: optuna.Trial
+    trial_id: int
+    number: int
     cand: Candidate
 
 
@@ -162,14 +165,27 @@ class GenerationLoop:
 
     # ------------------------------------------------------------------ one generation
 
+    def _own(self, trial_id: int) -> None:
+        with self._lock:
+            self.running.add(trial_id)
+
     def _ask(self, n: int) -> list[_Asked]:
+        """Up to ``n`` new RUNNING trials: queued retries first, then the sampler's proposals."""
+        if n <= 0:
+            return []
+        snapshot = self.study._storage.get_all_trials(self.study._study_id, deepcopy=False)
         out = []
-        for _ in range(n):
-            trial = self.study.ask()
-            with self._lock:
-                self.running.add(trial._trial_id)
+        for _ in range(min(n, sum(1 for t in snapshot if t.state == TrialState.WAITING))):
+            trial = self.study.ask()  # a queued retry: its parameters are fixed, nothing is sampled
+            self._own(trial._trial_id)
             mark_owner(self.study, trial._trial_id)
-            out.append(_Asked(trial, self.space.candidate(self.space.suggest(trial))))
+            out.append(_Asked(trial._trial_id, trial.number, self.space.candidate(self.space.suggest(trial))))
+        if len(out) < n:
+            for p in propose(self.study, snapshot, n - len(out), self.space.suggest):
+                t = create_running_trial(self.study, p, {OWNER_ATTR: owner_tag()})
+                self._own(t._trial_id)
+                record_heartbeats(self.study._storage, [t._trial_id])
+                out.append(_Asked(t._trial_id, t.number, self.space.candidate(p.params)))
         return out
 
     def _improves(self, outcome: Outcome) -> bool:
@@ -179,12 +195,12 @@ class GenerationLoop:
     def _tell(self, a: _Asked, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
         if self.artifact_dir and outcome.attrs.get("breakdown") and self._improves(outcome):
             try:
-                attach_breakdown_plot(self.study, a.trial, outcome.attrs["breakdown"], self.artifact_dir)
+                attach_breakdown_plot(self.study, a.trial_id, outcome.attrs["breakdown"], self.artifact_dir)
             except OSError as e:  # a full disk must not stop the search
-                _log.warning("trial %d: breakdown plot not stored: %s", a.trial.number, e)
-        tell(self.study, a.trial, outcome, extra)
+                _log.warning("trial %d: breakdown plot not stored: %s", a.number, e)
+        tell(self.study, a.trial_id, a.number, outcome, extra)
         with self._lock:
-            self.running.discard(a.trial._trial_id)
+            self.running.discard(a.trial_id)
         self._update_best(outcome)
 
     def step(self, n: int) -> GenerationReport:
@@ -210,11 +226,11 @@ class GenerationLoop:
             else:
                 groups[key].append(a)
         self.pending = []
-        owners = self.claims.claim({k: g[0].trial.number for k, g in groups.items()}, self._is_dead)
+        owners = self.claims.claim({k: g[0].number for k, g in groups.items()}, self._is_dead)
         to_simulate: list[str] = []
         for key, group in groups.items():
             owner = owners[key]
-            if owner == group[0].trial.number:
+            if owner == group[0].number:
                 to_simulate.append(key)
                 continue
             other = self._trial(owner)
@@ -239,9 +255,9 @@ class GenerationLoop:
             group = groups[key]
             out = outcome_of(self.space, group[0].cand, ev, self.backend)
             self._tell(group[0], out)
-            self.cache[key] = (group[0].trial.number, out)
+            self.cache[key] = (group[0].number, out)
             for a in group[1:]:
-                self._tell(a, out, {"duplicate_of": group[0].trial.number})
+                self._tell(a, out, {"duplicate_of": group[0].number})
                 rep.cached += 1
         rep.tell_s = tell_s + time.perf_counter() - t3
         rep.told = rep.infeasible + rep.cached + rep.simulated

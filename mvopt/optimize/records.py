@@ -28,6 +28,7 @@ __all__ = ["Outcome", "USER_ATTRS", "CONSTRAINT", "outcome_of", "outcome_from_tr
 USER_ATTRS = ("config", "config_key", "feasible", "reason", "status", "breakdown", "sim_stats", "backend",
               "mvopt_version")
 CONSTRAINT = "violation"
+CONSTRAINT_ATTR = f"constraints:{CONSTRAINT}"  # Optuna 5's system attribute for trial.set_constraint(CONSTRAINT, v)
 
 
 @dataclass
@@ -67,12 +68,18 @@ def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backe
     return Outcome(values, 0.0, attrs)
 
 
-def tell(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, extra: Mapping[str, Any] | None = None) -> None:
-    """Record ``outcome`` on ``trial`` (attributes, constraint) and tell it COMPLETE."""
-    trial.set_constraint(CONSTRAINT, float(outcome.violation))
+def tell(study: optuna.Study, trial_id: int, number: int, outcome: Outcome, extra: Mapping[str, Any] | None = None) -> None:
+    """Record ``outcome`` on a RUNNING trial (attributes, constraint) and tell it COMPLETE.
+
+    Written through the storage (no :class:`optuna.Trial` object, whose creation would run the
+    sampler's ``before_trial`` again); the constraint uses the attribute ``trial.set_constraint``
+    writes, so ``FrozenTrial.constraints`` reads it back (tests check).
+    """
+    storage = study._storage
+    storage.set_trial_system_attr(trial_id, CONSTRAINT_ATTR, float(outcome.violation))
     for k, v in {**outcome.attrs, **(extra or {})}.items():
-        trial.set_user_attr(k, v)
-    study.tell(trial, list(outcome.values), skip_if_finished=True)
+        storage.set_trial_user_attr(trial_id, k, v)
+    study.tell(number, list(outcome.values), skip_if_finished=True)
 
 
 def outcome_from_trial(t: FrozenTrial) -> Outcome | None:

@@ -14,12 +14,13 @@ import optuna
 from optuna.storages import BaseStorage
 
 import mvopt
+from mvopt.config import ExperimentConfig, load_config
 from mvopt.errors import ConfigError, MvoptError
 from mvopt.optimize.samplers import make_sampler
 from mvopt.optimize.space import SearchSpace
 from mvopt.optimize.space_file import load_space
 
-__all__ = ["create_or_resume", "join_study", "space_of", "study_settings"]
+__all__ = ["create_or_resume", "join_study", "space_of", "study_settings", "config_of_trial"]
 
 _log = logging.getLogger("mvopt.optimize")
 
@@ -98,3 +99,15 @@ def join_study(storage: BaseStorage, study_name: str, *, sampler: str | None = N
         seed = settings.get("seed")
     opt_sampler = make_sampler(name, space, gen, seed)
     return optuna.load_study(study_name=study_name, storage=storage, sampler=opt_sampler), space, gen
+
+
+def config_of_trial(study: optuna.Study, number: int) -> ExperimentConfig:
+    """The exact experiment trial ``number`` simulated (for ``simulate --from-study``)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.number == number]
+    if not trials:
+        raise MvoptError(f"study {study.study_name!r} has no trial {number} (it has {len(study.trials)})")
+    data = trials[0].user_attrs.get("config")
+    if data is None:
+        raise MvoptError(f"trial {number} of study {study.study_name!r} records no configuration "
+                         f"(state {trials[0].state.name}; {trials[0].user_attrs.get('reason') or 'not finished'})")
+    return load_config(data)
