@@ -87,8 +87,9 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     pool_parts: list[tuple[int, int]] = []  # (first slot, count) per node, filled after rings
 
     for exp in experiments:
-        topo, g, p = exp.topology, exp.tasks, exp.params
-        g.validate(int(topo.n_host))
+        topo, g = exp.topology, exp.tasks
+        g.validate(int(topo.n_host))      # before resolve(), which routes every flow
+        p = exp.params
         nh, nn = int(topo.n_host), int(topo.n_node)
         poff = np.asarray(topo.node_port_offset, np.int64)
         npt = int(poff[-1])
@@ -256,6 +257,8 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
         end = int(max(makespan, int(c["node_last_ps"][n0:n1].max(initial=0))))
         if status == "timeout":
             end = int(exp.time_limit_ps)
+        elif status == "stuck":
+            end = int(c["node_event_ps"][n0:n1].max(initial=0))
         diag = ""
         if status != "done":
             diag = _diagnostic(batch, i, status)

@@ -153,6 +153,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
     """Derive every per-port, per-switch and per-flow number of one experiment."""
     topo, net, tasks = exp.topology, exp.network, exp.tasks
     n_host = int(topo.n_host)
+    tasks.validate(n_host)
     delays = np.asarray(topo.port_delay_ps, np.int64)
     if delays.size == 0 or delays.min() <= 0:
         raise ConfigError("cluster.link_delay_ns", "must be > 0 on every link (the engine's window "

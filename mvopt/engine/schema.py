@@ -95,6 +95,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("node_tasks_done", "i32", "n_node", "state [node]: tasks finished here"),
     _c("node_flows_acked", "i32", "n_node", "state [node]: flows of this host fully acknowledged"),
     _c("node_last_ps", "i64", "n_node", "state [node]: time of the last completion here"),
+    _c("node_event_ps", "i64", "n_node", "state [node]: time of the last event processed here"),
     _c("node_ctr", "i64", "n_node", "state [node]: counters (COUNTERS)", NCTR),
     # ---- ports (one per link direction, owned by the sender) ---------------------------------
     _c("port_node", "i32", "n_port", "owner node"),

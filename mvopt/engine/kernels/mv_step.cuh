@@ -58,6 +58,7 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       return;
     }
     now = ta <= td ? ta : td;
+    c->node_event_ps[v] = now;
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
@@ -92,6 +93,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     }
     int64_t nt = MV_INF;
     now = t;
+    c->node_event_ps[v] = t;
     if (ta == t) {
       int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
