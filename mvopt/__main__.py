@@ -18,7 +18,14 @@ from mvopt.errors import MvoptError
 
 # name -> (module under mvopt.commands, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "optimize": ("optimize", "search a space of configurations: Optuna generations simulated as batches"),
+    "worker": ("worker", "join a shared study (PostgreSQL) and evaluate generations until it is done"),
+    "report": ("report", "write an HTML report (plots, best configurations) of a study"),
+    "simulate": ("simulate", "simulate one experiment (YAML, or HPCC ns-3 topology/flow/config files)"),
+    "bench": ("bench", "measure simulator speed (packet-hops/s, windows/s, experiments/hour)"),
     "topo": ("topo", "build a topology, print its summary, optionally write the compiled arrays"),
+    "calibrate": ("calibrate", "fit the intra-server collective model to nccl-tests logs, print the "
+                               "error per size, write a parameter file"),
 }
 
 
@@ -42,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_module(module: str):
     return importlib.import_module(f"mvopt.commands.{module}")
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
