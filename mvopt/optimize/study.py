@@ -8,6 +8,7 @@ and the study name, and ``report`` knows the objectives.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any
 
 import optuna
@@ -64,6 +65,9 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
                                     directions=space.directions, load_if_exists=True)
     study.set_user_attr(SPACE_ATTR, space.to_data())
     study.set_user_attr(SETTINGS_ATTR, settings)
+    with warnings.catch_warnings():  # experimental in Optuna: names the objectives in the dashboard
+        warnings.simplefilter("ignore")
+        study.set_metric_names(space.objective_names)
     return study
 
 

@@ -42,18 +42,36 @@ def test_optimize_then_report(tmp_path, subprocess_env):
     assert len(study.trials) == 12
 
 
-def test_missing_simulator_is_a_clear_error(tmp_path, subprocess_env):
+def test_missing_simulator_is_a_clear_error(tmp_path, monkeypatch, capsys):
     """With the default backend and no mvopt.experiment, the run stops with one line, no trial left RUNNING."""
-    import importlib.util
-    if importlib.util.find_spec("mvopt.experiment") is not None:
-        pytest.skip("the simulator is installed")
+    import run_command
+    monkeypatch.setitem(sys.modules, "mvopt.experiment", None)  # as if the simulator were not installed
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump(small_space_data(name="nosim")))
     db = f"sqlite:///{tmp_path / 'n.db'}"
-    res = run(["optimize", str(space), "--storage", db, "-n", "4", "-g", "4"], subprocess_env)
-    assert res.returncode == 1 and "mvopt.experiment" in res.stderr and "Traceback" not in res.stderr
+    assert run_command.main(["optimize", str(space), "--storage", db, "-n", "4", "-g", "4", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "mvopt.experiment" in err and "Traceback" not in err
     states = {t.state for t in optuna.load_study(study_name="nosim", storage=db).trials}
     assert optuna.trial.TrialState.RUNNING not in states
+
+
+@pytest.mark.slow
+def test_quickstart_with_the_simulator(tmp_path, subprocess_env):
+    """The README's first command at toy size, on the real CPU simulator."""
+    import importlib.util
+    if importlib.util.find_spec("mvopt.experiment") is None:
+        pytest.skip("the simulator (mvopt.experiment) is not installed")
+    db = f"sqlite:///{tmp_path / 'q.db'}"
+    res = run(["optimize", str(REPO / "search_spaces" / "quickstart.yaml"), "--storage", db, "-n", "8", "-g", "8"],
+              subprocess_env, timeout=600)
+    if res.returncode != 0 and "backend" in res.stderr.lower() and "unavailable" in res.stderr.lower():
+        pytest.skip(res.stderr.strip())
+    assert res.returncode == 0, res.stderr
+    study = optuna.load_study(study_name="quickstart", storage=db)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 8 and all(t.user_attrs["backend"] == "cpu" for t in done)
+    assert any(t.user_attrs["feasible"] and t.values[0] > 0 for t in done)
 
 
 def test_worker_needs_an_existing_study(tmp_path, subprocess_env):

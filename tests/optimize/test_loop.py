@@ -30,12 +30,14 @@ def test_one_batch_per_generation_and_every_trial_recorded(sqlite_url):
     assert len(ev.batches) == 3 and all(1 <= b <= 8 for b in ev.batches)  # one evaluate() per generation
     trials = study.get_trials()
     assert len(trials) == 24 and all(t.state == TrialState.COMPLETE for t in trials)
+    from mvopt.config import config_key
+    from mvopt.optimize import config_of_trial
     for t in trials:
+        assert config_key(config_of_trial(study, t.number)) == t.user_attrs["config_key"]  # re-simulable exactly
         assert set(USER_ATTRS) <= set(t.user_attrs)
         assert t.user_attrs["mvopt_version"] == mvopt.__version__ and t.user_attrs["backend"] == "analytic"
         assert CONSTRAINT in t.constraints
-        from mvopt.config import config_key, load_config  # the stored config re-creates the experiment
-        assert config_key(load_config(t.user_attrs["config"])) == t.user_attrs["config_key"]
+        from mvopt.config import load_config
         if t.user_attrs["feasible"]:
             assert t.values[0] == pytest.approx(iteration_time(load_config(t.user_attrs["config"])))
             assert set(t.user_attrs["breakdown"]) == {"compute", "exposed_dp", "bubble"}

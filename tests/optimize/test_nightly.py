@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import optuna
+import pytest
 
 from conftest import REPO
 
@@ -13,6 +14,7 @@ def _nightly(args, env):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_nightly_twice_on_the_same_study(tmp_path, subprocess_env):
     db = f"sqlite:///{tmp_path / 'nightly.db'}"
     args = ["quickstart", "--storage", db, "--budget", "3s", "--backend", "analytic_evaluator:make",
