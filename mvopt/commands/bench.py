@@ -25,7 +25,7 @@ def _ccs(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="cpu", choices=["cpu"], help="simulation backend")
+    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"], help="simulation backend (auto: the GPU when CuPy sees one)")
     p.add_argument("--batch", type=_ints, default=[1, 16], help="batch sizes, e.g. 1,16,256 (default 1,16)")
     p.add_argument("--cc", type=_ccs, default=["none", "dcqcn"], help="congestion controls (default none,dcqcn)")
     p.add_argument("--mib", type=float, default=64.0, help="all-reduce size in MiB (default 64)")

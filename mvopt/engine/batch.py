@@ -235,6 +235,8 @@ def build_batch(experiments: list[Experiment]) -> Batch:
             pkt["next"][lo:hi - 1] = nxt[lo:hi - 1]
             pkt["next"][hi - 1] = -1
     cols["node_pool_free"][:] = np.where(pool_counts > 0, pool_lo, -1)
+    kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + cols["node_port_hi"] - cols["node_port_lo"])
+    cols["node_order"][:] = np.argsort(kind_key, kind="stable")
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
 
 

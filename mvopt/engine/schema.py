@@ -70,6 +70,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_status", "i32", "n_exp", "state [advance]: 0 running, 1 done, 2 stuck, 3 timeout, 4 error"),
     # ---- nodes -------------------------------------------------------------------------------
     _c("node_exp", "i32", "n_node", "experiment of the node"),
+    _c("node_order", "i32", "n_node", "processing order of the network phase on the GPU: hosts, then "
+       "switches by port count, so that a warp's threads run the same code"),
     _c("node_local", "i32", "n_node", "node id inside its experiment (hash input; batch-independent)"),
     _c("node_is_host", "i8", "n_node", "1 for a host (NIC), 0 for a switch"),
     _c("node_port_lo", "i32", "n_node", "first port (global id)"),

@@ -12,7 +12,7 @@ MV_GLOBAL void mv_run_coop(Ctx* c, int64_t max_iters, int64_t* out) {
   for (; it < max_iters; ++it) {
     MV_FOR(v, c->n_node) schedule_phase_node(c, v);
     grid.sync();
-    MV_FOR(v, c->n_node) network_node(c, v);
+    MV_FOR(i, c->n_node) network_node(c, c->node_order[i]);
     grid.sync();
     MV_FOR(e, c->n_exp) {
       advance_exp(c, e);

@@ -37,20 +37,38 @@ MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
   return m;
 }
 
+// Ports whose next-event times a switch thread caches (in thread-local arrays) while it works
+// through a window; wider switches take the same decisions by rescanning every port.
+#define MV_CACHE_PORTS 64
+
 // `now` is the time of the event being processed: a port whose data became sendable through an
-// event at `now` (a RESUME, an ACK opening a window) cannot start before it.
+// event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
+// before transmissions, lower port index first.
 MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t now = c->exp_T_ps[e];
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  bool cached = n <= MV_CACHE_PORTS;
+  int64_t ta_p[MV_CACHE_PORTS], td_p[MV_CACHE_PORTS];
+  int8_t what_p[MV_CACHE_PORTS];
+  if (cached) {
+    for (int64_t k = 0; k < n; ++k) {
+      int what;
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
+      td_p[k] = switch_port_next(c, lo + k, &what);
+      what_p[k] = (int8_t)what;
+    }
+  }
   for (;;) {
     int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
     int what_d = -1;
-    for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-      int64_t t = ring_head_t(c, c->port_peer[p], par);
-      if (t < ta) { ta = t; ia = p; }
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t t, t2;
       int what;
-      t = switch_port_next(c, p, &what);
-      if (t < MV_INF && t < now) t = now;
-      if (t < td) { td = t; id = p; what_d = what; }
+      if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
+      else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
+      if (t < ta) { ta = t; ia = lo + k; }
+      if (t2 < MV_INF && t2 < now) t2 = now;
+      if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
     if (ta >= te && td >= te) {
       c->node_next_ps[v] = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
@@ -59,15 +77,30 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     }
     now = ta <= td ? ta : td;
     c->node_event_ps[v] = now;
+    int64_t a = -1, b = -1;   // ports whose cached transmission times the event changed
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
-      switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
+      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
       c->port_head[q * 2 + par] = head + 1;
-    } else if (!switch_transmit(c, e, v, id, what_d, td, par)) {
-      c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
-      c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
-      return;
+      a = ia;
+      if (cached) ta_p[ia - lo] = ring_head_t(c, q, par);
+    } else {
+      a = id;
+      if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
+        c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
+        c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
+        return;
+      }
+    }
+    if (cached) {
+      int what;
+      td_p[a - lo] = switch_port_next(c, a, &what);
+      what_p[a - lo] = (int8_t)what;
+      if (b >= 0) {
+        td_p[b - lo] = switch_port_next(c, b, &what);
+        what_p[b - lo] = (int8_t)what;
+      }
     }
   }
 }

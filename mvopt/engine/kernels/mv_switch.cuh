@@ -69,29 +69,30 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return c->route_nh[a + (int64_t)(h % (uint64_t)n)];
 }
 
-MV_DEV void switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t) {
+// Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i).
+MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = c->pkt[slot];
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
     c->port_paused[i] = pk.type == PK_PAUSE;
-    return;
+    return -1;
   }
   bool data = pk.type == PK_DATA;
   int32_t f = pk.flow;
   int32_t dst = data ? c->task_dst_local[f] : c->task_src_local[f];
   int64_t out = route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk.seq, pk.sendno);
   int64_t b = pk.bytes;
-  if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return; }
+  if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return -1; }
   if (data && !mmu_admit(c, e, v, i, b)) {
     ctr_add(c, v, C_DATA_DROP, 1);
     ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
-    return;
+    return -1;
   }
   int32_t s = pool_alloc(c, v);
   if (s < 0) {
     if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
     else ctr_add(c, v, C_CTL_DROP, 1);
-    return;
+    return -1;
   }
   c->pkt[s] = pk;
   c->pkt[s].t = t;
@@ -104,6 +105,7 @@ MV_DEV void switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot
   } else {
     q_push(c, out, Q_CTL, s);
   }
+  return out;
 }
 
 // Earliest time port p can start a transmission (MV_INF if it has nothing to send), and what.
@@ -126,8 +128,10 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   return t;
 }
 
-// Returns false if the ring was full (internal error).
-MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par) {
+// Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
+// state the dequeue may have changed (-1 if none).
+MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched) {
+  *touched = -1;
   if (what == 2) {
     Pkt pk;
     pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int32_t)EI(c, e, EI_PFC_FRAME);
@@ -142,6 +146,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   Pkt* pk = &c->pkt[s];
   if (what == Q_DATA) {
     int64_t i = pk->in_port;
+    *touched = i;
     mmu_dequeue(c, e, v, i, pk->bytes);
     pfc_check(c, e, v, i, t, false);
     int64_t q = c->port_qbytes[p * 2 + Q_DATA];
