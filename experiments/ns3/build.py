@@ -75,7 +75,17 @@ def command(out: Path) -> list[str]:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("MVOPT_NS3_CACHE") or Path.home() / ".cache" / "mvopt" / "ns3")
+    """``$MVOPT_NS3_CACHE``, else ``~/.cache/mvopt/ns3``, else the temp folder when home is read-only."""
+    if os.environ.get("MVOPT_NS3_CACHE"):
+        return Path(os.environ["MVOPT_NS3_CACHE"])
+    home = Path.home() / ".cache" / "mvopt" / "ns3"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if os.access(home, os.W_OK):
+            return home
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / "mvopt-ns3-cache"
 
 
 def build(force: bool = False, verbose: bool = False) -> Path:
