@@ -1,6 +1,6 @@
 """Run an mvopt subcommand module in this process, as ``python -m mvopt NAME`` would.
 
-Used as ``python run_command.py optimize ARGS...`` by subprocess tests, so that they work whether
+Used as ``python optimize_cli_runner.py optimize ARGS...`` by subprocess tests, so that they work whether
 or not the CLI table of ``mvopt.__main__`` lists the optimizer's subcommands yet.
 """
 

@@ -11,14 +11,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def start(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    """``python run_command.py ARGS`` in the background (stdout/stderr captured)."""
-    return subprocess.Popen([sys.executable, str(HERE / "run_command.py"), *args], env=env,
+    """``python optimize_cli_runner.py ARGS`` in the background (stdout/stderr captured)."""
+    return subprocess.Popen([sys.executable, str(HERE / "optimize_cli_runner.py"), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def run(args: list[str], env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``python run_command.py ARGS`` to completion."""
-    return subprocess.run([sys.executable, str(HERE / "run_command.py"), *args], env=env,
+    """``python optimize_cli_runner.py ARGS`` to completion."""
+    return subprocess.run([sys.executable, str(HERE / "optimize_cli_runner.py"), *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -6,8 +6,8 @@ import optuna
 import pytest
 import yaml
 
-from conftest import REPO, small_space_data
-from procs import run
+from optimize_helpers import REPO, small_space_data
+from optimize_procs import run
 
 
 def test_check_shipped_space(subprocess_env):
@@ -44,12 +44,12 @@ def test_optimize_then_report(tmp_path, subprocess_env):
 
 def test_missing_simulator_is_a_clear_error(tmp_path, monkeypatch, capsys):
     """With the default backend and no mvopt.experiment, the run stops with one line, no trial left RUNNING."""
-    import run_command
+    import optimize_cli_runner
     monkeypatch.setitem(sys.modules, "mvopt.experiment", None)  # as if the simulator were not installed
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump(small_space_data(name="nosim")))
     db = f"sqlite:///{tmp_path / 'n.db'}"
-    assert run_command.main(["optimize", str(space), "--storage", db, "-n", "4", "-g", "4", "-q"]) == 1
+    assert optimize_cli_runner.main(["optimize", str(space), "--storage", db, "-n", "4", "-g", "4", "-q"]) == 1
     err = capsys.readouterr().err
     assert "mvopt.experiment" in err and "Traceback" not in err
     states = {t.state for t in optuna.load_study(study_name="nosim", storage=db).trials}

@@ -7,7 +7,7 @@ import wsgiref.util
 import pytest
 
 from analytic_evaluator import AnalyticEvaluator
-from conftest import small_space_data
+from optimize_helpers import small_space_data
 from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage
 
 dashboard = pytest.importorskip("optuna_dashboard", reason="optuna-dashboard is not installed (pip install 'mvopt[dashboard]')")

@@ -7,7 +7,7 @@ from optuna.trial import TrialState
 
 import mvopt
 from analytic_evaluator import AnalyticEvaluator, iteration_time
-from conftest import grid_space_data, small_space_data
+from optimize_helpers import grid_space_data, small_space_data
 from mvopt.errors import MvoptError
 from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage
 from mvopt.optimize.evaluator import Evaluation

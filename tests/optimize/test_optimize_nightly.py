@@ -6,7 +6,7 @@ import sys
 import optuna
 import pytest
 
-from conftest import REPO
+from optimize_helpers import REPO
 
 
 def _nightly(args, env):

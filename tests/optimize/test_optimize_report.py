@@ -3,7 +3,7 @@ import math
 import optuna
 
 from analytic_evaluator import AnalyticEvaluator
-from conftest import small_space_data
+from optimize_helpers import small_space_data
 from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage, write_report
 from mvopt.optimize import charts as charts_module
 from mvopt.optimize.artifacts import ARTIFACT_NAME

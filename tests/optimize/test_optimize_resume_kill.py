@@ -8,8 +8,8 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from conftest import small_space_data
-from procs import lines, run, start, wait_for
+from optimize_helpers import small_space_data
+from optimize_procs import lines, run, start, wait_for
 from mvopt.optimize.storage import make_storage
 
 

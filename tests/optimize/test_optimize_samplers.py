@@ -3,7 +3,7 @@ import importlib.util
 import optuna
 import pytest
 
-from conftest import small_space_data
+from optimize_helpers import small_space_data
 from mvopt.errors import MvoptError
 from mvopt.optimize.samplers import make_sampler, sampler_names
 from mvopt.optimize.space_file import load_space

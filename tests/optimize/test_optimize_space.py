@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASE, REPO, small_space_data
+from optimize_helpers import BASE, REPO, small_space_data
 from mvopt.errors import ConfigError
 from mvopt.optimize.space_file import load_space
 

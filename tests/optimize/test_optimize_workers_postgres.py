@@ -14,8 +14,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from conftest import BASE
-from procs import lines, start, wait_for
+from optimize_helpers import BASE
+from optimize_procs import lines, start, wait_for
 from mvopt.optimize import create_or_resume, load_space, make_storage
 from mvopt.optimize.storage import OWNER_ATTR
 
