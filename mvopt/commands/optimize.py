@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
-from mvopt.optimize.space import load_space
+from mvopt.optimize.space_file import load_space
 from mvopt.optimize.storage import make_storage
 from mvopt.optimize.study import create_or_resume
 
