@@ -10,18 +10,25 @@
 * :func:`build_experiment` — one :class:`~mvopt.config.ExperimentConfig` to one
   :class:`~mvopt.engine.Experiment`: the topology from ``cluster``, the task graph from
   ``workload`` (kind ``tasks``: the explicit graph; ``collective``: the flows of
-  :mod:`mvopt.comm.collectives`; ``hpcc_flows``: an HPCC flow.txt), the engine settings from
-  ``network`` and ``simulation``. Invalid input raises ConfigError / InputFileError before any
-  simulation.
+  :mod:`mvopt.comm.collectives` (ring), :mod:`mvopt.comm.tree` or :mod:`mvopt.comm.hierarchical`;
+  ``hpcc_flows``: an HPCC flow.txt; ``training``: the per-rank graph of
+  :mod:`mvopt.workload.taskgraph`; ``astra``: an ASTRA-sim/SimAI workload, :mod:`mvopt.io.astra`),
+  the engine settings from ``network`` and ``simulation``. Invalid input raises ConfigError /
+  InputFileError, an invalid parallel layout or a configuration that does not fit in GPU memory
+  InfeasibleError, all before any simulation. :func:`build` also returns the training plan
+  that :func:`training_report` turns into an iteration time, its breakdown, MFU and memory.
 * :func:`run` — build every configuration and simulate them as one SPME batch.
 * :func:`evaluate` — the optimizer's interface (:mod:`mvopt.optimize.evaluator`): configurations
   that cannot be built become infeasible evaluations at no simulation cost, all the others run
-  in one batch; the objective of a non-training workload is its makespan in seconds.
+  in one batch; the objective of a training workload is its iteration time (with the breakdown
+  compute / tp_comm / pp_comm / dp_comm / bubble, and MFU and peak memory in ``sim_stats``), of any
+  other workload its makespan in seconds.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -29,9 +36,10 @@ import numpy as np
 from mvopt.config import ExperimentConfig
 from mvopt.errors import ConfigError, InfeasibleError, InputFileError, MvoptError
 
-__all__ = ["build_experiment", "build_tasks", "run", "evaluate", "UNSUPPORTED_KINDS"]
+__all__ = ["build_experiment", "build", "Built", "build_tasks", "run", "evaluate", "training_setup",
+           "training_report", "UNSUPPORTED_KINDS"]
 
-UNSUPPORTED_KINDS = ("training", "astra")
+UNSUPPORTED_KINDS: tuple[str, ...] = ()
 PS_PER_NS = 1000
 
 
@@ -78,30 +86,171 @@ def _chunk_gap_ps(cfg: ExperimentConfig, topo) -> int:
     return c.channels * ser_ps(wire, rate)
 
 
-def build_tasks(cfg: ExperimentConfig, topo):
-    """The task graph of ``cfg.workload`` on ``topo`` (validated against it)."""
+def _nic_bytes_per_s(topo) -> float:
+    off = np.asarray(topo.node_port_offset, np.int64)
+    return float(np.asarray(topo.port_rate_bps, np.int64)[off[:int(topo.n_host)]].min()) / 8
+
+
+def _step_latency_s(topo) -> float:
+    """One-way latency of a longest shortest path (closed-form estimates only)."""
+    return max(1, int(topo.diameter_hops)) * float(np.asarray(topo.port_delay_ps).max()) / 1e12
+
+
+def _intra_model(cfg: ExperimentConfig):
+    from mvopt.comm.intra import IntraServerModel, default_model, load_params
+
+    path = cfg.workload.intra_server_params
+    return IntraServerModel(load_params(cfg.resolve_path(path))) if path else default_model()
+
+
+def _intra_fn(cfg: ExperimentConfig, gpu):
+    model = _intra_model(cfg)
+
+    def fn(op: str, nbytes: float, gpus: int) -> float:
+        return 0.0 if gpus < 2 or nbytes <= 0 else float(model.time_s(op, nbytes, gpu=gpu, gpus=gpus))
+    return fn
+
+
+def training_setup(cfg: ExperimentConfig, topo):
+    """The :class:`~mvopt.workload.taskgraph.TrainingSetup` of a ``training`` configuration.
+
+    Checks, before anything is built: the model exists, the layout is valid for the model and
+    the cluster (InfeasibleError with every reason), and every pipeline stage fits in GPU
+    memory (InfeasibleError with the peak and the capacity).
+    """
+    from mvopt.workload import ComputeModel, OperatorTrace, check_layout, check_memory, get_gpu, get_model
+    from mvopt.workload.taskgraph import TrainingSetup
+
+    w = cfg.workload
+    model = get_model(w.model, path="workload.model")
+    if w.seq_len is not None:
+        model = model.with_seq_len(w.seq_len)
+    gpu = get_gpu(cfg.cluster.gpu)
+    par = cfg.parallelism
+    check_layout(model, par, gpus_per_server=int(topo.gpus_per_server), gpus=int(topo.n_gpu))
+    reserve = w.memory_reserve_gib * 2**30
+    check_memory(model, par, gpu, precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout,
+                 reserve_bytes=reserve)
+    trace = OperatorTrace.read(cfg.resolve_path(w.operator_trace)) if w.operator_trace else None
+    return TrainingSetup(
+        model=model, par=par, gpu=gpu, compute=ComputeModel(gpu, trace=trace), intra=_intra_model(cfg),
+        gpus_per_server=int(topo.gpus_per_server), gpu_host=np.asarray(topo.gpu_host), collective=cfg.collective,
+        precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout, reserve_bytes=reserve,
+        iterations=w.iterations, rail_sample=w.rail_sample, nic_bytes_per_s=_nic_bytes_per_s(topo),
+        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo))
+
+
+def _collective_graph(cfg: ExperimentConfig, topo):
+    """Kind ``collective``: ring (existing), tree, or hierarchical over the listed hosts' GPUs."""
+    from mvopt.comm.collectives import add_collective_workload
+    from mvopt.engine.tasks import TaskGraphBuilder
+
+    c = cfg.collective
+    builder = TaskGraphBuilder()
+    gap = _chunk_gap_ps(cfg, topo)
+    if c.algorithm == "ring" and not c.hierarchical:
+        add_collective_workload(builder, c, int(topo.n_host), chunk_gap_ps=gap)
+        return builder.build()
+    from mvopt.comm.hierarchical import add_group_collective, add_network_collective
+    from mvopt.errors import ConfigError as _CE
+
+    n_host = int(topo.n_host)
+    hosts = list(range(n_host)) if c.hosts is None else [int(h) for h in c.hosts]
+    for i, h in enumerate(hosts):
+        if not 0 <= h < n_host:
+            raise _CE(f"collective.hosts[{i}]", f"must be a host id in 0..{n_host - 1}", h)
+    if len(hosts) < 2:
+        raise _CE("collective.hosts", "must list at least 2 hosts", hosts)
+    if len(set(hosts)) != len(hosts):
+        raise _CE("collective.hosts", "must not list a host twice", hosts)
+    kw = dict(algorithm=c.algorithm, channels=c.channels, chunk_bytes=c.chunk_bytes, chunk_gap_ps=gap,
+              category=c.op, nic_bytes_per_s=_nic_bytes_per_s(topo), step_latency_s=_step_latency_s(topo))
+    if not c.hierarchical:
+        add_network_collective(builder, c.op, hosts, c.bytes, **kw)
+        return builder.build()
+    gpu_host = np.asarray(topo.gpu_host)
+    gps = int(topo.gpus_per_server)
+    order = {h: i for i, h in enumerate(hosts)}
+    gpus = sorted((int(g) for g in np.nonzero(np.isin(gpu_host, hosts))[0]),
+                  key=lambda g: (order[int(gpu_host[g])], g))
+    gpus = sorted(gpus, key=lambda g: (g // gps, g))
+    from mvopt.workload import get_gpu
+    add_group_collective(builder, c.op, [int(gpu_host[g]) for g in gpus], [g // gps for g in gpus], c.bytes,
+                         intra=_intra_fn(cfg, get_gpu(cfg.cluster.gpu)), hierarchical=True, **kw)
+    return builder.build()
+
+
+def _astra_graph(cfg: ExperimentConfig, topo):
+    from mvopt.engine.tasks import TaskGraphBuilder
+    from mvopt.io.astra import astra_graph, read_astra
+    from mvopt.workload import get_gpu
+
+    path = cfg.resolve_path(cfg.workload.file)
+    w = read_astra(path)
+    b = TaskGraphBuilder()
+    astra_graph(b, w, gpu_host=np.asarray(topo.gpu_host), gpus_per_server=int(topo.gpus_per_server),
+                intra=_intra_fn(cfg, get_gpu(cfg.cluster.gpu)), iterations=cfg.workload.iterations,
+                collective=cfg.collective, nic_bytes_per_s=_nic_bytes_per_s(topo),
+                step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), file=path)
+    return b.build()
+
+
+def build_tasks(cfg: ExperimentConfig, topo, *, plan_out: list | None = None):
+    """The task graph of ``cfg.workload`` on ``topo`` (validated against it). For kind
+    ``training`` the training plan is appended to ``plan_out`` when given."""
     kind = cfg.workload.kind
     if kind in UNSUPPORTED_KINDS:
-        raise MvoptError(f"workload kind {kind!r} is not yet supported by the simulator "
-                         "(supported: tasks, collective, hpcc_flows)")
+        raise MvoptError(f"workload kind {kind!r} is not yet supported by the simulator")
     if kind == "tasks":
         graph = _explicit_graph(cfg)
     elif kind == "collective":
-        from mvopt.comm.collectives import add_collective_workload
-        from mvopt.engine.tasks import TaskGraphBuilder
-
-        builder = TaskGraphBuilder()
-        add_collective_workload(builder, cfg.collective, int(topo.n_host), chunk_gap_ps=_chunk_gap_ps(cfg, topo))
-        graph = builder.build()
+        graph = _collective_graph(cfg, topo)
     elif kind == "hpcc_flows":
         from mvopt.io.hpcc import flow_graph, read_hpcc_flows
 
         path = cfg.resolve_path(cfg.workload.file)
         graph = flow_graph(read_hpcc_flows(path), topo, path)
+    elif kind == "training":
+        from mvopt.engine.tasks import TaskGraph
+        from mvopt.workload.taskgraph import build_training
+
+        plan = build_training(training_setup(cfg, topo))
+        graph = TaskGraph(**plan.columns)
+        if plan_out is not None:
+            plan_out.append(plan)
+        return graph     # built by construction: ids, hosts and acyclicity hold
+    elif kind == "astra":
+        graph = _astra_graph(cfg, topo)
     else:  # pragma: no cover - the config's Literal lists every kind
         raise ConfigError("workload.kind", "is not a known workload kind", kind)
     graph.validate(int(topo.n_host))
     return graph
+
+
+@dataclass
+class Built:
+    """An engine experiment and, for training workloads, its plan (for :func:`training_report`)."""
+
+    experiment: object
+    plan: object | None = None
+    config: ExperimentConfig | None = None
+    build_s: float = 0.0
+
+
+def build(cfg: ExperimentConfig, *, topology=None) -> Built:
+    """:func:`build_experiment` plus the training plan (None for other workloads)."""
+    from mvopt.cluster import build_topology
+    from mvopt.engine import Experiment
+
+    t0 = time.perf_counter()
+    topo = topology if topology is not None else build_topology(cfg.cluster, base_dir=cfg.base_dir)
+    plans: list = []
+    tasks = build_tasks(cfg, topo, plan_out=plans)
+    limit = int(round(cfg.simulation.time_limit_ms * 10**9))
+    exp = Experiment(topology=topo, network=cfg.network, tasks=tasks, seed=cfg.simulation.seed,
+                     time_limit_ps=limit, name=cfg.name)
+    exp.params  # resolve now: a missing route or a bad threshold is a configuration error
+    return Built(exp, plans[0] if plans else None, cfg, time.perf_counter() - t0)
 
 
 def build_experiment(cfg: ExperimentConfig, *, topology=None):
@@ -111,16 +260,14 @@ def build_experiment(cfg: ExperimentConfig, *, topology=None):
     it already. Everything the engine derives from the configuration (routes, thresholds,
     base RTTs) is resolved here, so that errors surface before any simulation.
     """
-    from mvopt.cluster import build_topology
-    from mvopt.engine import Experiment
+    return build(cfg, topology=topology).experiment
 
-    topo = topology if topology is not None else build_topology(cfg.cluster, base_dir=cfg.base_dir)
-    tasks = build_tasks(cfg, topo)
-    limit = int(round(cfg.simulation.time_limit_ms * 10**9))
-    exp = Experiment(topology=topo, network=cfg.network, tasks=tasks, seed=cfg.simulation.seed,
-                     time_limit_ps=limit, name=cfg.name)
-    exp.params  # resolve now: a missing route or a bad threshold is a configuration error
-    return exp
+
+def training_report(plan, result) -> dict:
+    """Iteration time, breakdown, MFU and memory of a finished training experiment."""
+    from mvopt.workload.taskgraph import training_breakdown
+
+    return training_breakdown(plan, result.task_start_ps, result.task_finish_ps, result.makespan_ps)
 
 
 def run(cfgs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
@@ -149,34 +296,66 @@ def _sim_stats(result, wall_s: float, batch: int) -> dict[str, float]:
 def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
     """The optimizer's evaluator (see :class:`mvopt.optimize.evaluator.Evaluator`).
 
-    A configuration that cannot be built (ConfigError, InfeasibleError, a bad input file)
-    becomes ``Evaluation.infeasible(reason)`` without simulation; all others run in ONE
-    :func:`~mvopt.engine.simulate` call. The iteration time of a non-training workload is its
-    makespan in seconds; a stuck or timed-out experiment is feasible, with that status, its
-    diagnostic as the reason and no time. Unsupported workload kinds (training, astra) raise
-    MvoptError: that is a limitation of this evaluator, not of the configuration.
+    A configuration that cannot be built (ConfigError, InfeasibleError — invalid layout, does
+    not fit in GPU memory —, a bad input file) becomes ``Evaluation.infeasible(reason)`` without
+    simulation (memory: ``violation`` = peak / capacity - 1); all others run in ONE
+    :func:`~mvopt.engine.simulate` call. A training workload's iteration time is the simulated
+    time per iteration, with ``breakdown`` = compute, tp_comm, pp_comm, dp_comm, bubble (seconds
+    per iteration, summing to it) and ``mfu``, ``hfu``, ``peak_memory_gib`` in ``sim_stats``;
+    any other workload's is its makespan. A stuck or timed-out experiment is feasible, with that
+    status, its diagnostic as the reason and no time.
     """
     from mvopt.engine import simulate
     from mvopt.optimize.evaluator import Evaluation
 
     out: list = [None] * len(configs)
-    todo: list[tuple[int, object]] = []
+    todo: list[tuple[int, Built]] = []
     for i, cfg in enumerate(configs):
         try:
-            todo.append((i, build_experiment(cfg)))
-        except (ConfigError, InfeasibleError, InputFileError) as e:
+            todo.append((i, build(cfg)))
+        except InfeasibleError as e:
+            out[i] = Evaluation.infeasible(str(e), violation=_violation(cfg, e))
+        except (ConfigError, InputFileError) as e:
             out[i] = Evaluation.infeasible(str(e))
     if todo:
         t0 = time.perf_counter()
-        results = simulate([e for _, e in todo], backend=backend)
+        results = simulate([b.experiment for _, b in todo], backend=backend)
         wall = time.perf_counter() - t0
-        for (i, _), r in zip(todo, results):
+        for (i, b), r in zip(todo, results):
             status = _STATUS.get(r.status, "stuck")
             stats = _sim_stats(r, wall, len(todo))
-            if status == "ok":
-                out[i] = Evaluation(feasible=True, iteration_time_s=r.makespan_s, status="ok",
-                                    breakdown={"makespan": r.makespan_s}, sim_stats=stats)
-            else:
+            stats["build_s"] = b.build_s
+            if status != "ok":
                 out[i] = Evaluation(feasible=True, reason=r.diagnostic or f"simulation {r.status}",
                                     status=status, sim_stats=stats)
+            elif b.plan is not None:
+                rep = training_report(b.plan, r)
+                stats.update(mfu=rep["mfu"], hfu=rep["hfu"], tflops_per_gpu=rep["tflops_per_gpu"],
+                             peak_memory_gib=rep["peak_memory_bytes"] / 2**30,
+                             memory_capacity_gib=rep["memory_capacity_bytes"] / 2**30,
+                             simulated_gpus=float(rep["simulated_gpus"]), gpus=float(rep["gpus"]))
+                out[i] = Evaluation(feasible=True, iteration_time_s=rep["iteration_time_s"], status="ok",
+                                    breakdown=dict(rep["breakdown"]), sim_stats=stats)
+            else:
+                out[i] = Evaluation(feasible=True, iteration_time_s=r.makespan_s, status="ok",
+                                    breakdown={"makespan": r.makespan_s}, sim_stats=stats)
     return out
+
+
+def _violation(cfg: ExperimentConfig, err: Exception) -> float:
+    """peak / capacity - 1 for a training configuration that does not fit, else 1."""
+    if cfg.workload.kind != "training" or "GPU memory" not in str(err):
+        return 1.0
+    try:
+        from mvopt.workload import get_gpu, get_model, peak_memory
+
+        w = cfg.workload
+        model = get_model(w.model)
+        if w.seq_len is not None:
+            model = model.with_seq_len(w.seq_len)
+        pk = peak_memory(model, cfg.parallelism, get_gpu(cfg.cluster.gpu), precision=w.precision,
+                         flash_attention=w.flash_attention, dropout=w.dropout,
+                         reserve_bytes=w.memory_reserve_gib * 2**30)
+        return max(pk.total_bytes / pk.capacity_bytes - 1.0, 1e-9)
+    except Exception:   # noqa: BLE001 - the violation is advisory
+        return 1.0

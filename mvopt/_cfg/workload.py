@@ -54,7 +54,11 @@ class CollectiveConfig(Section):
     chunk_bytes: Optional[int] = field(None, unit="B", doc="pipelining chunk per step",
                                        default_doc="size / (ranks * channels): one chunk per step",
                                        check=positive)
-    hierarchical: bool = field(False, doc="intra-server step analytical, inter-server step on the network")
+    hierarchical: Optional[bool] = field(
+        None, doc="intra-server step analytical (NVLink model), inter-server step on the network, one "
+        "collective per local GPU position (its rail); false: a flat ring over the GPUs whose "
+        "intra-server edges are NVLink transfers", default_doc="hierarchical for training groups with "
+        "several GPUs per server; flat for the collective workload")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class ParallelismConfig(Section):
     recompute: Literal["none", "selective", "full"] = field("none", doc="activation recomputation")
     bucket_mb: float = field(25.0, unit="MB", doc="DP gradient bucket size", check=positive)
     overlap_grad_reduce: bool = field(True, doc="overlap DP gradient collectives with the backward pass")
+    overlap_param_gather: bool = field(True, doc="distributed optimizer: the parameter all-gather runs "
+                                       "beside the forward pass (each model chunk waits for its own "
+                                       "parameters); false: after the optimizer step, exposed")
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,28 @@ class WorkloadConfig(Section):
     file: Optional[str] = field(None, doc="kind hpcc_flows / astra: input file (relative to the config file)")
     model: Optional[str] = field(None, doc="kind training: model name from the zoo", default_doc="required for training")
     seq_len: Optional[int] = field(None, doc="kind training: sequence length", default_doc="the model's", check=positive)
-    iterations: int = field(1, doc="kind training: iterations simulated", check=positive)
+    iterations: int = field(1, doc="kind training: iterations simulated (the reported iteration time "
+                            "is the mean)", check=positive)
+    precision: Literal["bf16_fp32_grad", "mixed_adam"] = field(
+        "bf16_fp32_grad", doc="kind training: bytes per parameter of model state (bf16_fp32_grad: "
+        "Megatron-LM bf16 with fp32 gradients, 2+4+12 B; mixed_adam: ZeRO paper, 2+2+12 B); the "
+        "gradient bytes are also what DP collectives move")
+    flash_attention: bool = field(False, doc="kind training: FlashAttention (memory and compute models)")
+    dropout: Optional[bool] = field(None, doc="kind training: dropout layers present",
+                                    default_doc="GPT-style models yes, LLaMA-style no")
+    memory_reserve_gib: float = field(2.0, unit="GiB", doc="kind training: GPU memory held back for the "
+                                      "CUDA context, NCCL and allocator slack", check=non_negative)
+    operator_trace: Optional[str] = field(
+        None, doc="kind training: CSV of measured operator times (header op,phase,time_us) replacing "
+        "the compute model where it has the operator (relative to the config file)")
+    intra_server_params: Optional[str] = field(
+        None, doc="kind training: intra-server collective parameter file (from `mvopt calibrate`)",
+        default_doc="the shipped fit (mvopt/data/intra_server_default.yaml)")
+    rail_sample: bool = field(
+        False, doc="kind training: simulate only the GPUs of local index 0 (NIC rail 0) and take their "
+        "times for every GPU; exact when TP ranks are symmetric and all inter-server traffic stays on "
+        "its rail (rail-optimised cluster, tp x dp a multiple of gpus_per_server, hierarchical DP "
+        "collectives); the cluster may then describe rail 0 alone (nics_per_server: 1)")
 
     def _check(self, path: str) -> None:
         if self.kind == "tasks" and not self.tasks:

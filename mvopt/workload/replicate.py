@@ -1,0 +1,197 @@
+"""Build a task graph once per distinct schedule and replicate it with numpy.
+
+A :class:`Part` records tasks like the engine's ``TaskGraphBuilder`` (same ``flow``/``delay``
+signatures, so :mod:`mvopt.comm` algorithms can write into it), but its hosts are *slots*
+(``0..n_slot-1``) and a predecessor id may be an *anchor* (``-1 - a``): a task outside the part,
+supplied per copy. :class:`Assembly` places ``R`` copies of a frozen part at once: copy ``r``
+gets task ids ``base[r] + local id``, hosts ``hostmap[r, slot]`` and anchors ``anchors[r, a]``
+(``-1``: no dependency). :meth:`Assembly.build` returns the columns of the whole graph (the
+fields of :class:`mvopt.engine.TaskGraph`; this module does not import the engine).
+
+Everything per copy is an array operation, so a part of ``n`` tasks copied ``R`` times costs
+``O(R n)`` numpy work and no Python loop over copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["Part", "FrozenPart", "Assembly", "FLOW", "DELAY"]
+
+FLOW = 0
+DELAY = 1
+
+
+class Part:
+    """A task graph template over slots, with anchors for outside predecessors."""
+
+    def __init__(self, n_slot: int, n_anchor: int = 0) -> None:
+        self.n_slot = int(n_slot)
+        self.n_anchor = int(n_anchor)
+        self.kind: list[int] = []
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.size: list[int] = []
+        self.dur: list[int] = []
+        self.cat: list[str] = []
+        self.preds: list[list[int]] = []
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @staticmethod
+    def anchor(a: int) -> int:
+        """The predecessor id standing for anchor ``a``."""
+        return -1 - int(a)
+
+    def _add(self, kind: int, src: int, dst: int, size: int, dur: int, after: Iterable[int],
+             category: str) -> int:
+        self.kind.append(kind)
+        self.src.append(int(src))
+        self.dst.append(int(dst))
+        self.size.append(int(size))
+        self.dur.append(int(dur))
+        self.cat.append(category)
+        self.preds.append([int(a) for a in after])
+        return len(self.kind) - 1
+
+    def flow(self, src: int, dst: int, size_bytes: int, *, after: Iterable[int] = (), start_ps: int = 0,
+             category: str = "flow") -> int:
+        """A flow from slot ``src`` to slot ``dst`` (``start_ps`` must be 0 in a part)."""
+        if start_ps:
+            raise ValueError("parts have no start times")
+        return self._add(FLOW, src, dst, size_bytes, 0, after, category)
+
+    def delay(self, node: int, duration_ps: int, *, after: Iterable[int] = (), start_ps: int = 0,
+              category: str = "delay") -> int:
+        """A delay on slot ``node``."""
+        if start_ps:
+            raise ValueError("parts have no start times")
+        return self._add(DELAY, node, node, 0, max(0, int(duration_ps)), after, category)
+
+    def add_pred(self, task: int, pred: int) -> None:
+        """Add a predecessor to an existing task."""
+        self.preds[task].append(int(pred))
+
+    def freeze(self) -> "FrozenPart":
+        n = len(self.kind)
+        counts = np.fromiter((len(p) for p in self.preds), np.int64, n)
+        succ = np.repeat(np.arange(n, dtype=np.int64), counts)
+        pred = np.fromiter((a for p in self.preds for a in p), np.int64, int(counts.sum()))
+        local = pred >= 0
+        cats = sorted(set(self.cat))
+        index = {c: i for i, c in enumerate(cats)}
+        return FrozenPart(
+            n_slot=self.n_slot, n_anchor=self.n_anchor,
+            kind=np.asarray(self.kind, np.int8), src=np.asarray(self.src, np.int64),
+            dst=np.asarray(self.dst, np.int64), size=np.asarray(self.size, np.int64),
+            dur=np.asarray(self.dur, np.int64),
+            cat=np.fromiter((index[c] for c in self.cat), np.int64, n), categories=tuple(cats),
+            e_succ=succ[local], e_pred=pred[local], x_succ=succ[~local], x_anchor=-1 - pred[~local])
+
+
+@dataclass(frozen=True)
+class FrozenPart:
+    """Columns of a :class:`Part` (local edges ``e_*``, anchored edges ``x_*``)."""
+
+    n_slot: int
+    n_anchor: int
+    kind: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    size: np.ndarray
+    dur: np.ndarray
+    cat: np.ndarray
+    categories: tuple[str, ...]
+    e_succ: np.ndarray
+    e_pred: np.ndarray
+    x_succ: np.ndarray
+    x_anchor: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.kind.size)
+
+
+@dataclass
+class _Placed:
+    part: FrozenPart
+    hostmap: np.ndarray            # [R, n_slot]
+    base: np.ndarray               # [R]
+    anchors: np.ndarray | None = None
+
+
+@dataclass
+class Assembly:
+    """Copies of parts, placed one after the other in the task id space."""
+
+    placed: list[_Placed] = field(default_factory=list)
+    n_task: int = 0
+
+    def place(self, part: FrozenPart, hostmap: np.ndarray) -> tuple[int, np.ndarray]:
+        """Place ``len(hostmap)`` copies of ``part``; returns (handle, base id of each copy)."""
+        hostmap = np.asarray(hostmap, np.int64).reshape(-1, part.n_slot)
+        r = hostmap.shape[0]
+        base = self.n_task + part.n * np.arange(r, dtype=np.int64)
+        self.placed.append(_Placed(part, hostmap, base))
+        self.n_task += part.n * r
+        return len(self.placed) - 1, base
+
+    def set_anchors(self, handle: int, anchors: np.ndarray) -> None:
+        """Global task ids of every copy's anchors, shape [R, n_anchor] (-1: no dependency)."""
+        p = self.placed[handle]
+        a = np.asarray(anchors, np.int64).reshape(p.hostmap.shape[0], p.part.n_anchor)
+        p.anchors = a
+
+    def build(self) -> dict:
+        """The columns of the whole graph (keyword arguments of ``mvopt.engine.TaskGraph``)."""
+        cats: dict[str, int] = {}
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "src", "dst", "size", "dur", "cat")}
+        succs: list[np.ndarray] = []
+        preds: list[np.ndarray] = []
+        for p in self.placed:
+            fp, hm, base = p.part, p.hostmap, p.base
+            r = hm.shape[0]
+            if r == 0 or fp.n == 0:
+                continue
+            remap = np.asarray([cats.setdefault(c, len(cats)) for c in fp.categories], np.int64)
+            cols["kind"].append(np.tile(fp.kind, r))
+            cols["src"].append(hm[:, fp.src].ravel())
+            cols["dst"].append(hm[:, fp.dst].ravel())
+            cols["size"].append(np.tile(fp.size, r))
+            cols["dur"].append(np.tile(fp.dur, r))
+            cols["cat"].append(np.tile(remap[fp.cat], r))
+            if fp.e_succ.size:
+                succs.append((base[:, None] + fp.e_succ[None, :]).ravel())
+                preds.append((base[:, None] + fp.e_pred[None, :]).ravel())
+            if fp.x_succ.size:
+                if p.anchors is None:
+                    raise ValueError("a placed part with anchored edges has no anchors")
+                pr = p.anchors[:, fp.x_anchor]
+                sc = np.broadcast_to(base[:, None] + fp.x_succ[None, :], pr.shape)
+                keep = pr >= 0
+                succs.append(sc[keep])
+                preds.append(pr[keep])
+        n = self.n_task
+
+        def cat(key: str, dtype) -> np.ndarray:
+            return np.concatenate(cols[key]).astype(dtype, copy=False) if cols[key] else np.zeros(0, dtype)
+
+        succ = np.concatenate(succs) if succs else np.zeros(0, np.int64)
+        pred = np.concatenate(preds) if preds else np.zeros(0, np.int64)
+        order = np.argsort(succ, kind="stable")
+        offset = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(succ, minlength=n), out=offset[1:])
+        return dict(kind=cat("kind", np.int8), src=cat("src", np.int32), dst=cat("dst", np.int32),
+                    size_bytes=cat("size", np.int64), duration_ps=cat("dur", np.int64),
+                    start_ps=np.zeros(n, np.int64), pred_offset=offset, pred=pred[order].astype(np.int32),
+                    category=cat("cat", np.int16),
+                    categories=tuple(sorted(cats, key=cats.get)))
+
+
+def export_ids(base: np.ndarray, local: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Global ids [R, k] of local tasks ``local`` in every copy."""
+    return np.asarray(base, np.int64)[:, None] + np.asarray(local, np.int64)[None, :]

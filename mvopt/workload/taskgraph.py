@@ -1,0 +1,741 @@
+"""Per-rank task graphs of one training iteration (Megatron TP/PP/DP) for the packet-level engine.
+
+What a rank runs (docs/training-model.md, section *Task graphs*, has the details):
+
+* a **compute stream**: for every micro-batch and model chunk of its pipeline stage, in the order
+  of Megatron's 1F1B schedule (or the interleaved one with ``virtual_stages > 1``), a forward
+  and a backward; each is a ``compute`` delay (the chunk's layers, plus the embedding on the
+  first model stage and the output layer on the last, from :mod:`mvopt.workload.compute`)
+  followed by a ``tp_comm`` delay (the layers' exposed tensor-parallel collectives from the
+  intra-server model, overlapped parts through ``overlapped_time_s``). All layers of a chunk are
+  one task each way: nothing else waits on a layer boundary, except DP buckets, for which the
+  last micro-batch's backward is cut at the bucket boundaries;
+* **pipeline transfers** (``pp_comm``): the activation after each forward (the gradient after
+  each backward) goes to the next (previous) model stage as a flow between the two GPUs' NICs,
+  or an NVLink transfer (intra-server model) when both GPUs are in one server; with tensor
+  parallelism each TP rank sends its 1/tp share (Megatron's scatter-gather; without sequence
+  parallelism the receiver all-gathers it over NVLink on its stream). Sends do not block the
+  sender; a forward / backward waits for the data it consumes;
+* **gradient synchronisation** (``dp_comm``): buckets of ``bucket_mb`` of gradients per model
+  chunk, launched as the last micro-batch's backward produces them (``overlap_grad_reduce``)
+  or all after the last backward, run one after the other on the DP group's communicator:
+  all-reduce, or reduce-scatter with the distributed optimizer followed by the parameter
+  all-gather (beside the next forward with ``overlap_param_gather``, each chunk's first forward
+  waiting for its parameters; otherwise after the step). Collectives go through
+  :func:`mvopt.comm.hierarchical.add_group_collective` (NVLink / ring / tree / hierarchical).
+  Tied embeddings with pp > 1 add Megatron's embedding-gradient all-reduce between the first
+  and last stage. Then the optimizer step (``compute``). Compute that runs while the rank's DP
+  collectives are in flight is slowed by ``overlap_slowdown`` (estimated comm time, closed form).
+
+Every dependency is on a task that finishes on the host where its successor starts (no remote
+notification), except NVLink pipeline transfers between two NICs of a server.
+
+**Replication.** All pipelines (one per (dp, tp) rank pair) run the same schedule: the pipeline
+is built once per distinct *signature* (which transfers stay inside a server) and copied with
+numpy (:mod:`mvopt.workload.replicate`); each DP bucket collective likewise, once per group
+shape and size. ``rail_sample`` keeps only GPUs of local index 0 (see the config reference).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from mvopt.comm.hierarchical import add_group_collective, group_shape
+from mvopt.comm.tree import ring_time_estimate
+from mvopt.config import CollectiveConfig, ParallelismConfig
+from mvopt.errors import ConfigError
+from mvopt.workload.compute import (ComputeModel, embedding_ops, iteration_flops, layer_ops, optimizer_ops,
+                                    output_ops, overlap_slowdown, overlapped_time_s)
+from mvopt.workload.gpus import GpuSpec
+from mvopt.workload.memory import PRECISIONS, memory_per_stage
+from mvopt.workload.models import ModelSpec
+from mvopt.workload.parallel import Layout, check_layout, num_microbatches
+from mvopt.workload.replicate import FLOW, Assembly, Part, export_ids
+
+__all__ = ["TrainingSetup", "TrainingPlan", "StageCosts", "stage_program", "stage_costs", "build_training",
+           "chunk_param_counts", "ideal_pipeline", "training_breakdown", "CATEGORIES"]
+
+CATEGORIES = ("compute", "tp_comm", "pp_comm", "dp_comm")
+PS = 1e12
+
+
+def _ps(seconds: float) -> int:
+    return int(round(float(seconds) * PS))
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """Everything the graph depends on (built by ``mvopt.experiment`` from a configuration)."""
+
+    model: ModelSpec
+    par: ParallelismConfig
+    gpu: GpuSpec
+    compute: ComputeModel
+    intra: Any                                  # mvopt.comm.intra.IntraServerModel
+    gpus_per_server: int
+    gpu_host: np.ndarray                        # GPU -> host (NIC)
+    collective: CollectiveConfig = field(default_factory=CollectiveConfig)
+    precision: str = "bf16_fp32_grad"
+    flash_attention: bool = False
+    dropout: bool | None = None
+    reserve_bytes: float = 2 * 2**30
+    iterations: int = 1
+    rail_sample: bool = False
+    nic_bytes_per_s: float = 12.5e9             # for closed-form estimates only
+    step_latency_s: float = 5e-6                # for closed-form estimates only
+    chunk_gap_ps: int = 0
+    ideal_comm: bool = False                    # every transfer and collective takes zero time
+
+    def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
+        if self.ideal_comm or gpus < 2 or nbytes <= 0:
+            return 0.0
+        return float(self.intra.time_s(op, nbytes, gpu=self.gpu, gpus=gpus))
+
+
+# ----------------------------------------------------------------------------------------------
+# schedule
+
+
+def stage_program(p: int, v: int, m: int, stage: int) -> list[tuple[bool, int, int]]:
+    """Megatron's order of (is_forward, model chunk, micro-batch) on pipeline stage ``stage``.
+
+    1F1B (v = 1): ``min(p - stage - 1, m)`` warm-up forwards, then one forward one backward,
+    then the remaining backwards. Interleaved (v > 1, m divisible by p): warm-up
+    ``min(2 (p - stage - 1) + (v - 1) p, m v)`` forwards over virtual micro-batches ``k``
+    (chunk ``(k mod pv) // p``, micro-batch ``(k // pv) p + k mod p``; backwards visit the
+    chunks in reverse), then 1F1B, then the cool-down.
+    """
+    if v == 1:
+        warm = min(p - stage - 1, m)
+        prog = [(True, 0, j) for j in range(warm)]
+        for i in range(m - warm):
+            prog += [(True, 0, warm + i), (False, 0, i)]
+        prog += [(False, 0, m - warm + i) for i in range(warm)]
+        return prog
+    total = m * v
+    warm = min(2 * (p - stage - 1) + (v - 1) * p, total)
+
+    def fwd(k: int) -> tuple[bool, int, int]:
+        return True, (k % (p * v)) // p, (k // (p * v)) * p + k % p
+
+    def bwd(k: int) -> tuple[bool, int, int]:
+        return False, v - 1 - (k % (p * v)) // p, (k // (p * v)) * p + k % p
+
+    prog = [fwd(k) for k in range(warm)]
+    for i in range(total - warm):
+        prog += [fwd(warm + i), bwd(i)]
+    prog += [bwd(total - warm + i) for i in range(warm)]
+    return prog
+
+
+# ----------------------------------------------------------------------------------------------
+# costs
+
+
+def chunk_param_counts(model: ModelSpec, par: ParallelismConfig, stage: int) -> list[float]:
+    """Parameters of each model chunk of ``stage`` held by one GPU (sums to
+    :func:`mvopt.workload.memory.stage_param_count`): layers split as there, the embedding with
+    the first model chunk of stage 0, final norm and output copy with the last chunk of the
+    last stage."""
+    c, t, p, v = model.param_counts(), par.tp, par.pp, par.virtual_stages
+    h, bias = model.hidden, int(model.bias)
+    replicated = 2 * bias * h + c.norms
+    per_layer = (c.per_layer - replicated) / t + replicated
+    layers = model.layers / (p * v)
+    vocab_shard = model.padded_vocab(t) * h / t
+    out = []
+    for ch in range(v):
+        n = per_layer * layers
+        if stage == 0 and ch == 0:
+            n += vocab_shard + c.position
+        if stage == p - 1 and ch == v - 1:
+            n += c.final_norm
+            if not model.tied_embeddings or p > 1:
+                n += vocab_shard
+        out.append(n)
+    return out
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Seconds of the stream tasks of one pipeline stage, per model chunk."""
+
+    f_compute: tuple[float, ...]
+    f_tp: tuple[float, ...]
+    b_compute: tuple[float, ...]
+    b_tp: tuple[float, ...]
+    step: float
+    chunk_params: tuple[float, ...]
+
+
+def stage_costs(setup: TrainingSetup, stage: int) -> StageCosts:
+    """Per-chunk forward / backward costs on ``stage`` (same formulas as
+    :func:`mvopt.workload.calibration.single_stage_iteration_s`, which calibrated the compute model)."""
+    model, par, cm = setup.model, setup.par, setup.compute
+    t, p, v = par.tp, par.pp, par.virtual_stages
+    act = 2.0 * model.seq_len * par.micro_batch * model.hidden
+
+    def coll(name: str, nbytes: float) -> float:
+        return float(setup.intra.time_s(name, nbytes, gpu=setup.gpu, gpus=t)) if t > 1 else 0.0
+
+    ag, rs, ar = coll("all_gather", act), coll("reduce_scatter", act), coll("all_reduce", act)
+    if par.sequence_parallel:
+        fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * (ag + rs), 2 * ag, ag, rs
+    else:
+        fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * ar, 0.0, 0.0, ar
+    ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout)
+    times = cm.phase_times(ops)
+    slow = overlap_slowdown(setup.gpu)
+    extra = 0.0
+    for name in ("qkv", "fc1"):
+        for phase, comm in (("bwd_input", with_dgrad), ("bwd_weight", with_wgrad)):
+            g = sum(cm.op_time_s(o) for o in ops if o.name == name and o.phase == phase)
+            extra += overlapped_time_s(g, comm, slow) - g
+    rec_comm = fwd_comm if par.recompute == "full" else 0.0
+    lf_c, lf_t = times.fwd, fwd_comm
+    lb_c, lb_t = times.recompute + times.bwd_input + times.bwd_weight, rec_comm + bwd_exposed + extra
+    emb = cm.phase_times(embedding_ops(model, par, dropout=setup.dropout))
+    out = cm.phase_times(output_ops(model, par))
+    if par.sequence_parallel:
+        emb_f, emb_b, out_f, out_b = rs, ag, ag, rs
+    else:
+        emb_f, emb_b, out_f, out_b = ar, 0.0, 0.0, ar
+    n_layers = model.layers / (p * v)
+    fc, ft, bc, bt = [], [], [], []
+    for ch in range(v):
+        first = stage == 0 and ch == 0
+        last = stage == p - 1 and ch == v - 1
+        fc.append(n_layers * lf_c + (emb.fwd if first else 0.0) + (out.fwd if last else 0.0))
+        ft.append(n_layers * lf_t + (emb_f if first else 0.0) + (out_f if last else 0.0))
+        bc.append(n_layers * lb_c + (emb.bwd_weight + emb.bwd_input if first else 0.0)
+                  + (out.bwd_input + out.bwd_weight if last else 0.0))
+        bt.append(n_layers * lb_t + (emb_b if first else 0.0) + (out_b if last else 0.0))
+    chunks = chunk_param_counts(model, par, stage)
+    local = sum(chunks) / (par.dp if par.distributed_optimizer else 1)
+    step = cm.phase_times(optimizer_ops(local)).total
+    return StageCosts(tuple(fc), tuple(ft), tuple(bc), tuple(bt), step, tuple(chunks))
+
+
+# ----------------------------------------------------------------------------------------------
+# plan (what the breakdown needs after the simulation)
+
+
+@dataclass
+class TrainingPlan:
+    """The graph's columns plus what reports need (per-rank stream tasks, ideal bubble, FLOPs)."""
+
+    columns: dict
+    setup: TrainingSetup
+    world: int
+    simulated_ranks: np.ndarray          # ranks present in the graph
+    rank_stream: dict[int, np.ndarray]   # rank -> global ids of its stream tasks, in order (all iterations)
+    rank_end: np.ndarray                 # [len(simulated_ranks)] global id of each rank's last task
+    ideal_bubble_s: np.ndarray           # [pp] per iteration, zero-communication pipeline
+    stream_cat: dict[int, np.ndarray]    # rank -> category name index of each stream task
+    model_flops: float                   # per iteration, all GPUs, without recomputation
+    hardware_flops: float                # per iteration, with recomputation
+    memory: list                         # MemoryBreakdown per stage
+    n_buckets: int = 0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def peak_memory(self):
+        return max(self.memory, key=lambda m: m.total_bytes)
+
+
+# ----------------------------------------------------------------------------------------------
+# the pipeline part
+
+
+_A_DP, _A_AG, _A_PREV = 0, 1, 2
+
+
+class _PipeBuilder:
+    """One pipeline (all stages of one (dp, tp) position) as a Part over slots = stages."""
+
+    def __init__(self, setup: TrainingSetup, costs: list[StageCosts], same_server: dict, buckets: list[list[int]],
+                 bucket_est: list[list[list[float]]], ag_est: list[float], has_dp: bool, ag_overlap: bool,
+                 emb_bytes: int):
+        par = setup.par
+        self.s, self.p, self.v, self.m = setup, par.pp, par.virtual_stages, num_microbatches(par)
+        p, v = self.p, self.v
+        self.n_anchor = p + p * v + p
+        self.part = Part(p, self.n_anchor)
+        self.costs, self.same, self.buckets = costs, same_server, buckets
+        self.bucket_est, self.ag_est = bucket_est, ag_est
+        self.has_dp, self.ag_overlap, self.emb_bytes = has_dp, ag_overlap, emb_bytes
+        self.slow = overlap_slowdown(setup.gpu)
+
+    def anchor(self, kind: int, stage: int, chunk: int = 0) -> int:
+        p, v = self.p, self.v
+        a = stage if kind == _A_DP else (p + stage * v + chunk if kind == _A_AG else p + p * v + stage)
+        return Part.anchor(a)
+
+    def build(self):
+        s, part = self.s, self.part
+        p, v, m = self.p, self.v, self.m
+        par = s.par
+        t = par.tp
+        act = 2 * s.model.seq_len * par.micro_batch * s.model.hidden
+        pp_bytes = max(1, act // t) if t > 1 else act
+        gather = s.intra_time("all_gather", act, t) if (t > 1 and not par.sequence_parallel) else 0.0
+        first_task: dict[tuple, int] = {}
+        last_task: dict[tuple, int] = {}
+        stream: list[list[tuple[int, str]]] = [[] for _ in range(p)]
+        launches: list[list[list[int]]] = [[[] for _ in range(v)] for _ in range(p)]
+        last_stream = [0] * p
+        for st in range(p):
+            c = self.costs[st]
+            outstanding = sum(self.ag_est) if (self.ag_overlap and self.has_dp) else 0.0
+            prev: list[int] = [self.anchor(_A_PREV, st)]
+            prog = stage_program(p, v, m, st)
+
+            def add(dur_s: float, cat: str, deps: list[int], compute: bool) -> int:
+                nonlocal outstanding
+                if compute and outstanding > 0 and dur_s > 0:
+                    lost = min(outstanding, dur_s) * (1.0 - 1.0 / self.slow)
+                    outstanding = max(0.0, outstanding - dur_s)
+                    dur_s += lost
+                elif outstanding > 0:
+                    outstanding = max(0.0, outstanding - dur_s)
+                k = part.delay(st, _ps(dur_s), after=deps, category=cat)
+                stream[st].append((k, cat))
+                return k
+
+            for fwd, ch, j in prog:
+                mstage = ch * p + st
+                receives = (mstage > 0) if fwd else (mstage < p * v - 1)
+                deps = list(prev)
+                if fwd and j == 0 and self.ag_overlap and self.has_dp:
+                    deps.append(self.anchor(_A_AG, st, ch))
+                first = None
+                if receives and gather > 0:
+                    first = add(gather, "pp_comm", deps, False)
+                    deps = [first]
+                launch = (not fwd) and j == m - 1 and par.overlap_grad_reduce and self.has_dp
+                if fwd:
+                    pieces = [(c.f_compute[ch], c.f_tp[ch])]
+                else:
+                    nb = max(1, len(self.buckets[st][ch])) if launch else 1
+                    pieces = [(c.b_compute[ch] / nb, c.b_tp[ch] / nb)] * nb
+                for i, (comp, tp) in enumerate(pieces):
+                    k = add(comp, "compute", deps, True)
+                    first = k if first is None else first
+                    if tp > 0:
+                        k = add(tp, "tp_comm", [k], False)
+                    deps = [k]
+                    if launch and i < len(self.buckets[st][ch]):
+                        launches[st][ch].append(k)
+                        outstanding += self.bucket_est[st][ch][i]
+                first_task[(fwd, ch, j, st)] = first
+                last_task[(fwd, ch, j, st)] = deps[0]
+                prev = deps
+            last_stream[st] = prev[0]
+            if not par.overlap_grad_reduce and self.has_dp:
+                for ch in range(v):
+                    launches[st][ch] = [prev[0]] * len(self.buckets[st][ch])
+        # pipeline transfers
+        for st in range(p):
+            for fwd, ch, j in stage_program(p, v, m, st):
+                mstage = ch * p + st
+                if fwd and mstage == p * v - 1 or (not fwd and mstage == 0):
+                    continue
+                to = mstage + 1 if fwd else mstage - 1
+                dst, dch = to % p, to // p
+                src_task = last_task[(fwd, ch, j, st)]
+                if s.ideal_comm:
+                    x = part.delay(dst, 0, after=[src_task], category="pp_comm")
+                elif self.same[(st, dst)]:
+                    x = part.delay(dst, _ps(s.intra_time("send_recv", pp_bytes, 2)), after=[src_task],
+                                   category="pp_comm")
+                else:
+                    x = part.flow(st, dst, pp_bytes, after=[src_task], category="pp_comm")
+                part.add_pred(first_task[(fwd, dch, j, dst)], x)
+        # embedding-gradient all-reduce between the first and the last stage, then the step
+        before_step: list[list[int]] = [[last_stream[st]] + ([self.anchor(_A_DP, st)] if self.has_dp else [])
+                                        for st in range(p)]
+        if self.emb_bytes > 0 and p > 1:
+            done = add_group_collective(
+                part, "all_reduce", [0, p - 1], [0, 0 if self.same[(0, p - 1)] else 1], self.emb_bytes,
+                intra=s.intra_time, algorithm="ring", channels=1, after={0: before_step[0], 1: before_step[p - 1]},
+                category="dp_comm", nic_bytes_per_s=s.nic_bytes_per_s, step_latency_s=s.step_latency_s)
+            for i, st in ((0, 0), (1, p - 1)):
+                before_step[st] = before_step[st] + done[i]
+        steps = []
+        for st in range(p):
+            k = part.delay(st, _ps(self.costs[st].step), after=before_step[st], category="compute")
+            stream[st].append((k, "compute"))
+            steps.append(k)
+        return part.freeze(), stream, launches, steps
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+def _bucket_sizes(total_bytes: float, bucket_bytes: float) -> list[int]:
+    total = int(round(total_bytes))
+    if total <= 0:
+        return []
+    n = max(1, math.ceil(total / bucket_bytes))
+    q, r = divmod(total, n)
+    return [q + 1 if i < r else q for i in range(n)]
+
+
+def ideal_pipeline(part, stream: list[list[tuple[int, str]]], p: int) -> np.ndarray:
+    """Per-stage idle time (bubble) of the pipeline part with zero-time transfers and no DP:
+    longest paths over the part (flows and anchors take no time), up to each stage's last
+    forward/backward task, minus that stage's busy time."""
+    n = part.n
+    dur = np.where(part.kind == FLOW, 0, part.dur).astype(np.int64)
+    succ_of: list[list[int]] = [[] for _ in range(n)]
+    indeg = np.zeros(n, np.int64)
+    for a, b in zip(part.e_succ.tolist(), part.e_pred.tolist()):
+        succ_of[b].append(a)
+        indeg[a] += 1
+    start = np.zeros(n, np.int64)
+    ready = [i for i in range(n) if indeg[i] == 0]
+    finish = np.zeros(n, np.int64)
+    while ready:
+        k = ready.pop()
+        finish[k] = start[k] + dur[k]
+        for s in succ_of[k]:
+            if finish[k] > start[s]:
+                start[s] = finish[k]
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    out = np.zeros(p)
+    for st in range(p):
+        ids = [k for k, _ in stream[st][:-1]]       # without the optimizer step
+        busy = sum(int(dur[k]) for k in ids)
+        out[st] = (int(finish[ids[-1]]) - busy) / PS if ids else 0.0
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole graph
+
+
+def build_training(setup: TrainingSetup) -> TrainingPlan:
+    """The task graph of ``setup.iterations`` training iterations and its plan.
+
+    Raises InfeasibleError for an invalid layout (before building anything) and ConfigError for
+    a rail sample the layout does not allow.
+    """
+    model, par = setup.model, setup.par
+    gps = setup.gpus_per_server
+    gpu_host = np.asarray(setup.gpu_host, np.int64)
+    check_layout(model, par, gpus_per_server=gps)
+    lay = Layout(par, gps)
+    world = lay.world_size
+    if world > gpu_host.size:
+        raise ConfigError("parallelism", f"tp * pp * dp = {world} GPUs but the cluster has {gpu_host.size}",
+                          world)
+    p, v, D, T = par.pp, par.virtual_stages, par.dp, par.tp
+    m = num_microbatches(par)
+    grid = np.arange(world, dtype=np.int64).reshape(p, D, T)          # [pp, dp, tp] -> rank
+    server = grid // gps
+    kept = (grid % gps == 0) if setup.rail_sample else np.ones_like(grid, bool)
+    # pipelines (d, t) kept entirely or not at all
+    pk = kept.all(axis=0)
+    if (kept.any(axis=0) & ~pk).any():
+        raise ConfigError("workload.rail_sample", "needs every pipeline to stay on one local GPU index "
+                          "(tp * dp a multiple of gpus_per_server, or pp = 1)", True)
+    pipes = np.argwhere(pk)                                            # rows (d, t)
+    if pipes.size == 0:
+        raise ConfigError("workload.rail_sample", "leaves no GPU to simulate", True)
+    gbytes = PRECISIONS[setup.precision].grad
+    pbytes = PRECISIONS[setup.precision].param
+    costs = [stage_costs(setup, st) for st in range(p)]
+    has_dp = D > 1 and not setup.ideal_comm
+    dist = par.distributed_optimizer and has_dp
+    ag_overlap = dist and par.overlap_param_gather
+    bucket_bytes = par.bucket_mb * 1e6
+    buckets = [[_bucket_sizes(c * gbytes, bucket_bytes if par.overlap_grad_reduce else math.inf)
+                for c in costs[st].chunk_params] for st in range(p)] if has_dp else \
+        [[[] for _ in range(v)] for _ in range(p)]
+    ag_buckets = [[_bucket_sizes(c * pbytes, bucket_bytes) for c in costs[st].chunk_params]
+                  for st in range(p)] if dist else [[[] for _ in range(v)] for _ in range(p)]
+
+    # --- DP group shapes (per stage; the same for every tp position)
+    def group(st: int, tr: int):
+        ranks = grid[st, :, tr]
+        return ranks, gpu_host[ranks], server[st, :, tr], kept[st, :, tr]
+
+    def est(op: str, nbytes: float, st: int) -> float:
+        """Closed-form time of one DP collective (for the overlap slowdown only)."""
+        if setup.ideal_comm or not has_dp:
+            return 0.0
+        _, hosts, servers, _ = group(st, 0)
+        order, by = group_shape(servers.tolist())
+        k, g = len(order), len(by[0])
+        t = 0.0
+        if g > 1:
+            t += setup.intra_time("reduce_scatter" if op != "all_gather" else "all_gather", nbytes, g)
+            if op == "all_reduce":
+                t += setup.intra_time("all_gather", nbytes, g)
+        if k > 1:
+            t += ring_time_estimate(op, k, nbytes / g, setup.nic_bytes_per_s, setup.step_latency_s)
+        return t
+
+    rs_op = "reduce_scatter" if dist else "all_reduce"
+    bucket_est = [[[est(rs_op, b, st) for b in buckets[st][c]] for c in range(v)] for st in range(p)]
+    ag_est = [sum(est("all_gather", b, st) for c in range(v) for b in ag_buckets[st][c]) for st in range(p)]
+    emb_bytes = 0
+    if model.tied_embeddings and p > 1 and not setup.ideal_comm:
+        emb_bytes = int(model.padded_vocab(T) * model.hidden / T * gbytes)
+
+    # --- pipeline signatures
+    pairs = [(st, st + 1) for st in range(p - 1)] + ([(p - 1, 0)] if p > 1 else []) + ([(0, p - 1)] if p > 1 else [])
+    sig_rows = []
+    for d, tr in pipes:
+        sv = server[:, d, tr]
+        sig_rows.append(tuple(bool(sv[a] == sv[b]) for a, b in pairs))
+    asm = Assembly()
+    pipe_parts: dict[tuple, tuple] = {}
+    for sig in sorted(set(sig_rows)):
+        same = {pr: f for pr, f in zip(pairs, sig)}
+        same.update({(b, a): f for (a, b), f in zip(pairs, sig)})
+        pb = _PipeBuilder(setup, costs, same, buckets, bucket_est, ag_est, has_dp,
+                          ag_overlap, emb_bytes)
+        frozen, stream, launches, steps = pb.build()
+        pipe_parts[sig] = (frozen, stream, launches, steps)
+    sig_of = np.asarray([sorted(set(sig_rows)).index(sg) for sg in sig_rows])
+    sigs = sorted(set(sig_rows))
+    first_sig = pipe_parts[sigs[0]]
+    ideal = ideal_pipeline(first_sig[0], first_sig[1], p)
+
+    # --- DP bucket parts, cached by (group signature, op, bytes)
+    dp_cache: dict[tuple, tuple] = {}
+
+    def dp_part(st: int, op: str, nbytes: int):
+        _, hosts, servers, kp = group(st, 0)
+        order, by = group_shape(servers.tolist())
+        key = (tuple(tuple(x) for x in by), tuple(kp.tolist()), op, nbytes)
+        if key not in dp_cache:
+            part = Part(D, 2 * D)
+            after = {i: [Part.anchor(i), Part.anchor(D + i)] for i in range(D)}
+            done = add_group_collective(
+                part, op, list(range(D)), servers.tolist(), nbytes, intra=setup.intra_time,
+                algorithm=setup.collective.algorithm, channels=setup.collective.channels,
+                chunk_bytes=setup.collective.chunk_bytes, chunk_gap_ps=setup.chunk_gap_ps,
+                hierarchical=setup.collective.hierarchical, after=after, category="dp_comm",
+                kept=kp.tolist(), nic_bytes_per_s=setup.nic_bytes_per_s, step_latency_s=setup.step_latency_s,
+                where="collective")
+            ends = np.full(D, -1, np.int64)
+            for i, ids in done.items():
+                if len(ids) != 1:
+                    ends[i] = part.delay(i, 0, after=ids if ids else [Part.anchor(i), Part.anchor(D + i)],
+                                         category="dp_comm")
+                else:
+                    ends[i] = ids[0]
+            dp_cache[key] = (part.freeze(), ends)
+        return dp_cache[key]
+
+    # groups: one per (stage, tp position) that has kept members; members = dp index
+    tps = sorted({int(tr) for _, tr in pipes})
+    n_pipe = len(pipes)
+    pipe_index = {(int(d), int(tr)): i for i, (d, tr) in enumerate(pipes)}
+    rank_stream: dict[int, list[np.ndarray]] = {}
+    rank_cat: dict[int, list[np.ndarray]] = {}
+    cat_index = {c: i for i, c in enumerate(CATEGORIES)}
+    prev_end = np.full((n_pipe, p), -1, np.int64)        # previous iteration's end per (pipe, stage)
+    prev_comm = np.full((len(tps), p, D), -1, np.int64)  # last DP task per member (comm stream order)
+    n_buckets = 0
+    for it in range(setup.iterations):
+        # place pipelines
+        bases = np.zeros(n_pipe, np.int64)
+        handles = []
+        for si, sig in enumerate(sigs):
+            fr, stream, launches, steps = pipe_parts[sig]
+            rows = np.nonzero(sig_of == si)[0]
+            hm = np.stack([gpu_host[grid[:, pipes[r][0], pipes[r][1]]] for r in rows]) if rows.size else \
+                np.zeros((0, p), np.int64)
+            h, base = asm.place(fr, hm)
+            bases[rows] = base
+            handles.append((h, rows))
+        anchors = np.full((n_pipe, p + p * v + p), -1, np.int64)
+        anchors[:, p + p * v:] = prev_end
+
+        def pipe_export(rows_local: Callable[[tuple], int], d: int, tr: int) -> int:
+            i = pipe_index[(d, tr)]
+            return int(bases[i] + rows_local(pipe_parts[sigs[sig_of[i]]]))
+
+        # DP collectives per stage and tp position
+        comm_end = prev_comm.copy()
+        for gi, tr in enumerate(tps):
+            for st in range(p):
+                members = [d for d in range(D) if pk[d, tr]]
+                if not has_dp or not members:
+                    continue
+                mem = np.asarray(members)
+                pidx = np.asarray([pipe_index[(d, tr)] for d in members])
+                sigrows = [pipe_parts[sigs[sig_of[i]]] for i in pidx]
+
+                def place_chain(op: str, sizes: list[int], launch_ids: list[np.ndarray]) -> list[np.ndarray]:
+                    """Chain of bucket collectives; launch_ids[b] = [len(members)] global ids."""
+                    nonlocal n_buckets
+                    ends_out = []
+                    for b, nbytes in enumerate(sizes):
+                        fr, ends = dp_part(st, op, nbytes)
+                        hm = np.zeros((1, D), np.int64)
+                        hm[0, :] = gpu_host[grid[st, :, tr]]
+                        h, base = asm.place(fr, hm)
+                        anc = np.full((1, 2 * D), -1, np.int64)
+                        anc[0, mem] = launch_ids[b]
+                        anc[0, D + mem] = comm_end[gi, st, mem]
+                        asm.set_anchors(h, anc)
+                        g_end = np.where(ends >= 0, base[0] + ends, -1)
+                        comm_end[gi, st, mem] = g_end[mem]
+                        ends_out.append(g_end[mem].copy())
+                        n_buckets += 1
+                    return ends_out
+
+                if ag_overlap:
+                    for ch in range(v):
+                        sizes = ag_buckets[st][ch]
+                        launch = [prev_end[pidx, st]] * len(sizes)
+                        e = place_chain("all_gather", sizes, launch)
+                        if e:
+                            anchors[pidx, p + st * v + ch] = e[-1]
+                for ch in reversed(range(v)):
+                    sizes = buckets[st][ch]
+                    launch = [np.asarray([bases[i] + sr[2][st][ch][b] for i, sr in zip(pidx, sigrows)])
+                              for b in range(len(sizes))]
+                    place_chain(rs_op, sizes, launch)
+                anchors[pidx, st] = comm_end[gi, st, mem]
+        for h, rows in handles:
+            asm.set_anchors(h, anchors[rows])
+        # iteration end per (pipe, stage): the step, or the exposed parameter all-gather after it
+        ends = np.zeros((n_pipe, p), np.int64)
+        for i in range(n_pipe):
+            steps = pipe_parts[sigs[sig_of[i]]][3]
+            ends[i] = bases[i] + np.asarray(steps)
+        if dist and not ag_overlap:
+            for gi, tr in enumerate(tps):
+                for st in range(p):
+                    members = [d for d in range(D) if pk[d, tr]]
+                    if not members:
+                        continue
+                    mem = np.asarray(members)
+                    pidx = np.asarray([pipe_index[(d, tr)] for d in members])
+                    for ch in range(v):
+                        for nbytes in ag_buckets[st][ch]:
+                            fr, e = dp_part(st, "all_gather", nbytes)
+                            hm = gpu_host[grid[st, :, tr]][None, :]
+                            h, base = asm.place(fr, hm)
+                            anc = np.full((1, 2 * D), -1, np.int64)
+                            anc[0, mem] = ends[pidx, st]
+                            anc[0, D + mem] = comm_end[gi, st, mem]
+                            asm.set_anchors(h, anc)
+                            comm_end[gi, st, mem] = np.where(e >= 0, base[0] + e, -1)[mem]
+                            n_buckets += 1
+                    ends[pidx, st] = comm_end[gi, st, mem]
+        prev_end = ends
+        prev_comm = comm_end
+        # per-rank stream ids
+        for i, (d, tr) in enumerate(pipes):
+            stream = pipe_parts[sigs[sig_of[i]]][1]
+            for st in range(p):
+                r = int(grid[st, d, tr])
+                ids = np.fromiter((k for k, _ in stream[st]), np.int64) + bases[i]
+                cats = np.fromiter((cat_index[c] for _, c in stream[st]), np.int64)
+                rank_stream.setdefault(r, []).append(ids)
+                rank_cat.setdefault(r, []).append(cats)
+    cols = asm.build()
+    ranks = np.asarray(sorted(rank_stream), np.int64)
+    rs_ids = {r: np.concatenate(v_) for r, v_ in rank_stream.items()}
+    rc = {r: np.concatenate(v_) for r, v_ in rank_cat.items()}
+    # the end task of every simulated rank
+    end_of = {}
+    for i, (d, tr) in enumerate(pipes):
+        for st in range(p):
+            end_of[int(grid[st, d, tr])] = int(prev_end[i, st])
+    rank_end = np.asarray([end_of[int(r)] for r in ranks], np.int64)
+    flops_par = replace(par, recompute="none")
+    mflops = iteration_flops(model, flops_par, flash_attention=setup.flash_attention)
+    hflops = iteration_flops(model, par, flash_attention=setup.flash_attention)
+    mem = memory_per_stage(model, par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
+                           dropout=setup.dropout, reserve_bytes=setup.reserve_bytes)
+    return TrainingPlan(columns=cols, setup=setup, world=world, simulated_ranks=ranks, rank_stream=rs_ids,
+                        rank_end=rank_end, ideal_bubble_s=ideal, stream_cat=rc, model_flops=mflops,
+                        hardware_flops=hflops, memory=mem, n_buckets=n_buckets,
+                        stats=dict(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache)))
+
+
+# ----------------------------------------------------------------------------------------------
+# after the simulation
+
+
+def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finish_ps: np.ndarray,
+                       makespan_ps: int, window_ps: int = 0) -> dict[str, Any]:
+    """Iteration time, its breakdown, MFU and memory from an engine result.
+
+    The critical rank is the simulated rank that finishes last. Its stream time splits into busy
+    time by category (compute incl. the optimizer step, exposed TP communication, on-stream
+    pipeline gathers) and waits; a wait is charged to the category of the predecessor that
+    released the task last (pipeline transfers: ``pp_comm``; DP collectives: ``dp_comm``). The
+    pipeline waits up to the ideal bubble of the zero-communication pipeline are the ``bubble``;
+    the rest is exposed ``pp_comm``. Everything is per iteration (mean over ``iterations``).
+    """
+    cols = plan.columns
+    it = plan.setup.iterations
+    start = np.asarray(task_start_ps, np.int64)
+    finish = np.asarray(task_finish_ps, np.int64)
+    fin_end = finish[plan.rank_end]
+    crit = int(plan.simulated_ranks[int(np.argmax(fin_end))])
+    ids = plan.rank_stream[crit]
+    cats = plan.stream_cat[crit]
+    dur = cols["duration_ps"][ids].astype(np.int64)
+    busy = {c: float(dur[cats == i].sum()) for i, c in enumerate(CATEGORIES)}
+    prev_fin = np.concatenate([[0], finish[ids[:-1]]])
+    gaps = np.maximum(0, start[ids] - prev_fin)
+    off, pred = cols["pred_offset"], cols["pred"]
+    categories = cols["categories"]
+    catcol = cols["category"]
+    waits = {"pp_comm": 0.0, "dp_comm": 0.0}
+    stream_set = set(ids.tolist())
+    for k, gap in zip(ids[gaps > 0].tolist(), gaps[gaps > 0].tolist()):
+        ps = pred[off[k]:off[k + 1]]
+        others = [q for q in ps.tolist() if q not in stream_set]
+        if not others:
+            waits["pp_comm"] += gap
+            continue
+        q = max(others, key=lambda x: finish[x])
+        c = categories[catcol[q]]
+        waits["dp_comm" if c == "dp_comm" else "pp_comm"] += gap
+    tail = max(0, int(makespan_ps) - int(finish[ids[-1]]))
+    waits["dp_comm"] += tail
+    p_stage = int(crit // (plan.setup.par.tp * plan.setup.par.dp))
+    ideal = float(plan.ideal_bubble_s[p_stage]) * PS * it
+    bubble = min(waits["pp_comm"], ideal)
+    bd = {"compute": busy["compute"], "tp_comm": busy["tp_comm"],
+          "pp_comm": busy["pp_comm"] + waits["pp_comm"] - bubble, "dp_comm": busy["dp_comm"] + waits["dp_comm"],
+          "bubble": bubble}
+    bd = {k: v / PS / it for k, v in bd.items()}
+    t_iter = makespan_ps / PS / it
+    peak = plan.peak_memory
+    g = plan.setup.gpu
+    return {
+        "iteration_time_s": t_iter,
+        "breakdown": bd,
+        "critical_rank": crit,
+        "mfu": plan.model_flops / (t_iter * plan.world * g.peak_bf16_flops),
+        "hfu": plan.hardware_flops / (t_iter * plan.world * g.peak_bf16_flops),
+        "tflops_per_gpu": plan.hardware_flops / (t_iter * plan.world) / 1e12,
+        "peak_memory_bytes": float(peak.total_bytes),
+        "memory_capacity_bytes": float(peak.capacity_bytes),
+        "peak_memory_stage": int(peak.stage),
+        "memory_per_stage_bytes": [float(mb.total_bytes) for mb in plan.memory],
+        "gpus": plan.world,
+        "simulated_gpus": int(plan.simulated_ranks.size),
+    }
