@@ -264,9 +264,11 @@ def one_of_ranges(*ranges: tuple[int, int]) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def task_graphs(draw: st.DrawFn, n_host: int, max_tasks: int = 6, max_bytes: int = 200_000):
+def task_graphs(draw: st.DrawFn, n_host: int, max_tasks: int = 6, max_bytes: int = 200_000,
+                burst_bytes: int = 400_000):
     """1..max_tasks tasks: flows (1 B .. max_bytes, random start) and delays, some after earlier
-    tasks (local and remote dependencies), destinations biased towards one host (incasts)."""
+    tasks (local and remote dependencies), destinations biased towards one host (incasts). A flow
+    task may be a burst of flows from several sources at once (at most burst_bytes in all)."""
     g = TaskGraphBuilder()
     ids: list[int] = []
     incast_dst = draw(st.integers(0, n_host - 1))
@@ -282,6 +284,7 @@ def task_graphs(draw: st.DrawFn, n_host: int, max_tasks: int = 6, max_bytes: int
                     | one_of_ranges((1, 2_000), (2_000, 30_000), (30_000, max_bytes // 2), (max_bytes // 2, max_bytes)))
         others = [h for h in range(n_host) if h != dst]
         burst = draw(st.sampled_from([1, 1, 2, 4, len(others)]))      # several senders at once
+        size = min(size, max(1, burst_bytes // burst))
         for src in draw(st.permutations(others))[:burst]:
             ids.append(g.flow(src, dst, size, after=after, start_ps=start))
     return g
@@ -317,10 +320,11 @@ def networks(draw: st.DrawFn) -> dict:
 
 
 @st.composite
-def experiments(draw: st.DrawFn, max_tasks: int = 6, max_bytes: int = 200_000) -> Experiment:
+def experiments(draw: st.DrawFn, max_tasks: int = 6, max_bytes: int = 200_000,
+                burst_bytes: int = 400_000) -> Experiment:
     name = draw(st.sampled_from(sorted(TOPOLOGIES)))
     topo = topology(name)
-    g = draw(task_graphs(int(topo.n_host), max_tasks, max_bytes))
+    g = draw(task_graphs(int(topo.n_host), max_tasks, max_bytes, burst_bytes))
     limit = draw(st.sampled_from([10**10] * 4 + [30 * D, 7 * D]))
     return sc.experiment(topo, g, seed=draw(st.integers(0, 2**63 - 1)), time_limit_ps=limit,
                          name=name, **draw(networks()))
@@ -361,8 +365,8 @@ def test_random_batches_match_the_reference(backend, exps) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(experiments(max_tasks=8))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(experiments(max_tasks=8, burst_bytes=1_500_000))
 def test_many_random_experiments_match_the_reference(backend, exp) -> None:
     assert_matches_reference(run1(backend, exp), exp)
 
@@ -516,7 +520,7 @@ def check_invariants(exp: Experiment, r: ExperimentResult) -> None:
         assert r.task_finish_ps[f] - r.task_start_ps[f] < r.flow_fct_ps[k]
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(experiments())
 def test_random_experiments_keep_the_invariants(backend, exp) -> None:
     r = run1(backend, exp)
