@@ -3,7 +3,8 @@
 * ``None`` -> ``sqlite:///mvopt.db`` in the working directory (``optuna-dashboard sqlite:///mvopt.db``).
 * any Optuna RDB URL (``sqlite:///...``, ``postgresql://user:pw@host/db``) -> :class:`RDBStorage` with
   a heartbeat: a trial whose process stopped beating for ``grace`` seconds is failed and retried.
-* anything else is a journal file path -> :class:`JournalStorage` (no heartbeat).
+* a path ending in ``.db``, ``.sqlite`` or ``.sqlite3`` -> that SQLite file;
+* any other path is a journal file -> :class:`JournalStorage` (no heartbeat).
 
 Every trial this package runs records its owner (host, pid, process start time) as a system
 attribute, so trials left RUNNING by a dead process on the same host are found at once on any
@@ -30,6 +31,7 @@ __all__ = ["DEFAULT_STORAGE", "make_storage", "owner_tag", "mark_owner", "recove
            "rdb_engine", "postgres_url", "heartbeat_enabled", "record_heartbeats", "describe_storage", "fail_and_retry"]
 
 DEFAULT_STORAGE = "sqlite:///mvopt.db"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # a plain path with these endings is a SQLite file
 OWNER_ATTR = "mvopt:owner"
 _DEFAULT_HEARTBEAT_S = 10
 
@@ -49,6 +51,8 @@ def make_storage(url: str | None = None, *, heartbeat_s: int | None = _DEFAULT_H
                  grace_s: int | None = None) -> BaseStorage:
     """An Optuna storage for ``url`` (see module docstring); clear errors for missing drivers."""
     url = url or DEFAULT_STORAGE
+    if "://" not in url and url.endswith(SQLITE_SUFFIXES):
+        url = f"sqlite:///{url}"
     if "://" not in url:
         try:
             return JournalStorage(JournalFileBackend(url))

@@ -178,3 +178,9 @@ def test_cmaes_in_the_loop(sqlite_url):
     assert {0, 1, 2, 3} <= generations  # one CMA-ES generation per loop generation (popsize = 6)
     assert any(math.isinf(t.values[0]) for t in study.get_trials())  # kmin > 300: infeasible, ranked last
     assert study.best_value < 1.2e-3
+
+
+def test_plain_db_path_is_sqlite(tmp_path):
+    from optuna.storages import JournalStorage, RDBStorage
+    assert isinstance(make_storage(str(tmp_path / "a.db")), RDBStorage)
+    assert isinstance(make_storage(str(tmp_path / "a.journal")), JournalStorage)
