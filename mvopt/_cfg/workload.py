@@ -77,6 +77,10 @@ class ParallelismConfig(Section):
     recompute: Literal["none", "selective", "full"] = field("none", doc="activation recomputation")
     bucket_mb: float = field(25.0, unit="MB", doc="DP gradient bucket size", check=positive)
     overlap_grad_reduce: bool = field(True, doc="overlap DP gradient collectives with the backward pass")
+    tp_comm_overlap: bool = field(False, doc="sequence-parallel TP all-gathers / reduce-scatters run "
+                                  "inside the adjacent GEMMs (Transformer Engine userbuffers, NeMo "
+                                  "ub_tp_comm_overlap); only the part longer than the GEMM, plus the "
+                                  "GEMM's slowdown, is exposed")
     overlap_param_gather: bool = field(True, doc="distributed optimizer: the parameter all-gather runs "
                                        "beside the forward pass (each model chunk waits for its own "
                                        "parameters); false: after the optimizer step, exposed")

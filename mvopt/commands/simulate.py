@@ -7,6 +7,10 @@ Two input styles (docs/simulate.md):
 * ``mvopt simulate --hpcc-topology topology.txt --hpcc-flows flow.txt [--hpcc-config config.txt]
   --fct-out fct.txt`` — the HPCC ns-3 simulator's files; writes its fct.txt.
 
+A training workload (``workload.kind: training``) also prints its iteration time with the
+breakdown (compute, exposed TP / PP / DP communication, pipeline bubble), MFU and the peak memory
+per GPU of every pipeline stage; ``--json`` puts the same under ``"training"``.
+
 Exit codes: 0 every experiment finished; 1 bad input (one line on stderr); 2 usage error;
 3 an experiment ended ``stuck`` or ``timeout`` (its diagnostic is printed).
 """
@@ -88,8 +92,22 @@ def _fmt_time(ps: float) -> str:
     return f"{ps:.0f} ps"
 
 
+def _print_training(t: dict[str, Any], out) -> None:
+    it = t["iteration_time_s"]
+    print(f"  iteration     {_fmt_time(it * 1e12)}  (MFU {100 * t['mfu']:.1f} %, "
+          f"{t['tflops_per_gpu']:.1f} TFLOP/s per GPU with recomputation)", file=out)
+    for k, v in t["breakdown"].items():
+        print(f"    {k:<12}{_fmt_time(v * 1e12):>14}  {100 * v / it if it else 0:5.1f} %", file=out)
+    mem = ", ".join(f"{b / 2**30:.1f}" for b in t["memory_per_stage_bytes"])
+    print(f"  memory/GPU    peak {t['peak_memory_bytes'] / 2**30:.1f} GiB of {t['memory_capacity_bytes'] / 2**30:.1f} "
+          f"GiB (stage {t['peak_memory_stage']}); per stage: {mem} GiB", file=out)
+    print(f"  GPUs          {t['gpus']} ({t['simulated_gpus']} simulated)", file=out)
+
+
 def _print_text(s: dict[str, Any], out) -> None:
     print(f"experiment {s['name']}: {s['status']}", file=out)
+    if s.get("training"):
+        _print_training(s["training"], out)
     print(f"  makespan      {_fmt_time(s['makespan_ps'])} ({s['makespan_ps']} ps)", file=out)
     print(f"  simulated to  {_fmt_time(s['end_ps'])} in {s['windows']} windows", file=out)
     print(f"  tasks         {s['tasks']} ({s['flows']} flows, {s['flows_completed']} completed)", file=out)
@@ -139,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``mvopt simulate``; returns the exit code (MvoptError propagates: the CLI prints it)."""
     from mvopt.config import load_config
     from mvopt.engine import simulate
-    from mvopt.experiment import build_experiment
+    from mvopt.experiment import build, training_report
 
     hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
     if hpcc and args.scenarios:
@@ -152,9 +170,10 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             _usage_error(args, f"HPCC inputs also need {', '.join(missing)}")
         cfg, topo, flows, flows_path = _hpcc_config(args)
-        experiments = [build_experiment(cfg, topology=topo)]
+        built = [build(cfg, topology=topo)]
     else:
-        experiments = [build_experiment(load_config(p)) for p in args.scenarios]
+        built = [build(load_config(p)) for p in args.scenarios]
+    experiments = [b.experiment for b in built]
 
     t0 = time.perf_counter()
     results = simulate(experiments, backend=args.backend)
@@ -168,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {n} flow lines to {args.fct_out}")
 
     summaries = [summary(r) for r in results]
+    for b, r, s in zip(built, results, summaries):
+        if b.plan is not None and r.status == "done":
+            s["training"] = training_report(b.plan, r)
     if args.json:
         json.dump({"backend": args.backend, "wall_s": wall, "experiments": summaries}, sys.stdout, indent=2)
         print()

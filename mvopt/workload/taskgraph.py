@@ -194,11 +194,21 @@ def stage_costs(setup: TrainingSetup, stage: int) -> StageCosts:
     ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout)
     times = cm.phase_times(ops)
     slow = overlap_slowdown(setup.gpu)
-    extra = 0.0
-    for name in ("qkv", "fc1"):
-        for phase, comm in (("bwd_input", with_dgrad), ("bwd_weight", with_wgrad)):
-            g = sum(cm.op_time_s(o) for o in ops if o.name == name and o.phase == phase)
-            extra += overlapped_time_s(g, comm, slow) - g
+
+    def gemm(name: str, phase: str) -> float:
+        return sum(cm.op_time_s(o) for o in ops if o.name == name and o.phase == phase)
+
+    def hidden(pairs) -> float:
+        """Exposed time of collectives run inside GEMMs: overlapped_time_s(gemm, comm) - gemm."""
+        return sum(overlapped_time_s(gemm(n, ph), c, slow) - gemm(n, ph) for n, ph, c in pairs)
+
+    extra = hidden([(n, ph, c) for n in ("qkv", "fc1")
+                    for ph, c in (("bwd_input", with_dgrad), ("bwd_weight", with_wgrad))])
+    if par.tp_comm_overlap and par.sequence_parallel and t > 1:
+        # userbuffers: forward AG into QKV / FC1, RS out of the projections; backward AG of the
+        # output gradients into the projections' input-gradient GEMMs
+        fwd_comm = hidden([("qkv", "fwd", ag), ("attn_proj", "fwd", rs), ("fc1", "fwd", ag), ("fc2", "fwd", rs)])
+        bwd_exposed = hidden([("attn_proj", "bwd_input", ag), ("fc2", "bwd_input", ag)])
     rec_comm = fwd_comm if par.recompute == "full" else 0.0
     lf_c, lf_t = times.fwd, fwd_comm
     lb_c, lb_t = times.recompute + times.bwd_input + times.bwd_weight, rec_comm + bwd_exposed + extra
