@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -34,7 +34,7 @@ from mvopt.optimize.artifacts import attach_breakdown_plot
 from mvopt.optimize.claims import Claims, make_claims
 from mvopt.optimize.evaluator import Evaluator, check_results
 from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
-from mvopt.optimize.records import Outcome, is_feasible_trial, outcome_from_trial, outcome_of, tell
+from mvopt.optimize.records import Outcome, identity_attrs, is_feasible_trial, outcome_from_trial, outcome_of, tell
 from mvopt.optimize.space import Candidate, SearchSpace
 from mvopt.optimize.proposals import create_running_trial, propose
 from mvopt.optimize.storage import (OWNER_ATTR, fail_and_retry, heartbeat_enabled, mark_owner, owner_tag, rdb_engine,
@@ -74,6 +74,7 @@ class _Asked:
     trial_id: int
     number: int
     cand: Candidate
+    written: dict[str, Any] = field(default_factory=dict)  # user attributes stored at creation
 
 
 class _Heartbeat:
@@ -182,10 +183,12 @@ class GenerationLoop:
             out.append(_Asked(trial._trial_id, trial.number, self.space.candidate(self.space.suggest(trial))))
         if len(out) < n:
             for p in propose(self.study, snapshot, n - len(out), self.space.suggest):
-                t = create_running_trial(self.study, p, {OWNER_ATTR: owner_tag()})
+                cand = self.space.candidate(p.params)
+                attrs = identity_attrs(cand, self.backend)  # a running trial shows what it simulates
+                t = create_running_trial(self.study, p, {OWNER_ATTR: owner_tag()}, attrs)
                 self._own(t._trial_id)
                 record_heartbeats(self.study._storage, [t._trial_id])
-                out.append(_Asked(t._trial_id, t.number, self.space.candidate(p.params)))
+                out.append(_Asked(t._trial_id, t.number, cand, attrs))
         return out
 
     def _improves(self, outcome: Outcome) -> bool:
@@ -198,7 +201,7 @@ class GenerationLoop:
                 attach_breakdown_plot(self.study, a.trial_id, outcome.attrs["breakdown"], self.artifact_dir)
             except OSError as e:  # a full disk must not stop the search
                 _log.warning("trial %d: breakdown plot not stored: %s", a.number, e)
-        tell(self.study, a.trial_id, a.number, outcome, extra)
+        tell(self.study, a.trial_id, a.number, outcome, extra, written=a.written)
         with self._lock:
             self.running.discard(a.trial_id)
         self._update_best(outcome)

@@ -60,11 +60,12 @@ def propose(study: optuna.Study, trials: Sequence[FrozenTrial], n: int,
     return out
 
 
-def create_running_trial(study: optuna.Study, proposal: Proposal, extra_system_attrs: dict[str, Any]) -> FrozenTrial:
+def create_running_trial(study: optuna.Study, proposal: Proposal, extra_system_attrs: dict[str, Any],
+                         user_attrs: dict[str, Any] | None = None) -> FrozenTrial:
     """Create ``proposal`` in the study's storage as a RUNNING trial (one insert); returns it."""
     template = FrozenTrial(number=-1, trial_id=-1, state=TrialState.RUNNING, value=None, values=None,
                            datetime_start=datetime.datetime.now(), datetime_complete=None,
-                           params=proposal.params, distributions=proposal.distributions, user_attrs={},
+                           params=proposal.params, distributions=proposal.distributions, user_attrs=user_attrs or {},
                            system_attrs={**proposal.system_attrs, **extra_system_attrs}, intermediate_values={})
     storage = study._storage
     trial_id = storage.create_new_trial(study._study_id, template_trial=template)
