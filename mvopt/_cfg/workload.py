@@ -75,7 +75,9 @@ class ParallelismConfig(Section):
     sequence_parallel: bool = field(False, doc="Megatron sequence parallelism")
     distributed_optimizer: bool = field(False, doc="shard optimizer state over DP (reduce-scatter + all-gather)")
     recompute: Literal["none", "selective", "full"] = field("none", doc="activation recomputation")
-    bucket_mb: float = field(25.0, unit="MB", doc="DP gradient bucket size", check=positive)
+    bucket_mb: float = field(160.0, unit="MB", doc="DP gradient bucket size (bytes of gradients per "
+                             "collective; 160 MB = Megatron-core's default of 40M fp32 gradients)",
+                             check=positive)
     overlap_grad_reduce: bool = field(True, doc="overlap DP gradient collectives with the backward pass")
     tp_comm_overlap: bool = field(False, doc="sequence-parallel TP all-gathers / reduce-scatters run "
                                   "inside the adjacent GEMMs (Transformer Engine userbuffers, NeMo "

@@ -79,9 +79,7 @@ class Part:
     def freeze(self) -> "FrozenPart":
         n = len(self.kind)
         counts = np.fromiter((len(p) for p in self.preds), np.int64, n)
-        succ = np.repeat(np.arange(n, dtype=np.int64), counts)
         pred = np.fromiter((a for p in self.preds for a in p), np.int64, int(counts.sum()))
-        local = pred >= 0
         cats = sorted(set(self.cat))
         index = {c: i for i, c in enumerate(cats)}
         return FrozenPart(
@@ -90,12 +88,14 @@ class Part:
             dst=np.asarray(self.dst, np.int64), size=np.asarray(self.size, np.int64),
             dur=np.asarray(self.dur, np.int64),
             cat=np.fromiter((index[c] for c in self.cat), np.int64, n), categories=tuple(cats),
-            e_succ=succ[local], e_pred=pred[local], x_succ=succ[~local], x_anchor=-1 - pred[~local])
+            p_count=counts, p_owner=np.repeat(np.arange(n, dtype=np.int64), counts),
+            p_local=np.where(pred >= 0, pred, -1), p_anchor=np.where(pred < 0, -1 - pred, -1))
 
 
 @dataclass(frozen=True)
 class FrozenPart:
-    """Columns of a :class:`Part` (local edges ``e_*``, anchored edges ``x_*``)."""
+    """Columns of a :class:`Part`; predecessors in task order (``p_owner`` nondecreasing), each
+    either local (``p_local``) or an anchor (``p_anchor``), the other -1."""
 
     n_slot: int
     n_anchor: int
@@ -106,14 +106,22 @@ class FrozenPart:
     dur: np.ndarray
     cat: np.ndarray
     categories: tuple[str, ...]
-    e_succ: np.ndarray
-    e_pred: np.ndarray
-    x_succ: np.ndarray
-    x_anchor: np.ndarray
+    p_count: np.ndarray
+    p_owner: np.ndarray
+    p_local: np.ndarray
+    p_anchor: np.ndarray
 
     @property
     def n(self) -> int:
         return int(self.kind.size)
+
+    @property
+    def e_succ(self) -> np.ndarray:
+        return self.p_owner[self.p_local >= 0]
+
+    @property
+    def e_pred(self) -> np.ndarray:
+        return self.p_local[self.p_local >= 0]
 
 
 @dataclass
@@ -147,48 +155,58 @@ class Assembly:
         p.anchors = a
 
     def build(self) -> dict:
-        """The columns of the whole graph (keyword arguments of ``mvopt.engine.TaskGraph``)."""
+        """The columns of the whole graph (keyword arguments of ``mvopt.engine.TaskGraph``).
+
+        Copies are laid out in id order, and each copy's predecessors in task order, so the CSR is
+        the concatenation of every placement's block: no sort. Columns are filled in place."""
+        n = self.n_task
         cats: dict[str, int] = {}
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "src", "dst", "size", "dur", "cat")}
-        succs: list[np.ndarray] = []
+        kind = np.empty(n, np.int8)
+        src = np.empty(n, np.int32)
+        dst = np.empty(n, np.int32)
+        size = np.empty(n, np.int64)
+        dur = np.empty(n, np.int64)
+        cat = np.empty(n, np.int16)
+        counts = np.empty(n, np.int64)
         preds: list[np.ndarray] = []
         for p in self.placed:
             fp, hm, base = p.part, p.hostmap, p.base
-            r = hm.shape[0]
-            if r == 0 or fp.n == 0:
+            r, k = hm.shape[0], fp.n
+            if r == 0 or k == 0:
                 continue
-            remap = np.asarray([cats.setdefault(c, len(cats)) for c in fp.categories], np.int64)
-            cols["kind"].append(np.tile(fp.kind, r))
-            cols["src"].append(hm[:, fp.src].ravel())
-            cols["dst"].append(hm[:, fp.dst].ravel())
-            cols["size"].append(np.tile(fp.size, r))
-            cols["dur"].append(np.tile(fp.dur, r))
-            cols["cat"].append(np.tile(remap[fp.cat], r))
-            if fp.e_succ.size:
-                succs.append((base[:, None] + fp.e_succ[None, :]).ravel())
-                preds.append((base[:, None] + fp.e_pred[None, :]).ravel())
-            if fp.x_succ.size:
+            lo = int(base[0])
+            sl = slice(lo, lo + r * k)
+            remap = np.asarray([cats.setdefault(c, len(cats)) for c in fp.categories], np.int16)
+            kind[sl].reshape(r, k)[:] = fp.kind
+            src[sl].reshape(r, k)[:] = np.take(hm, fp.src, axis=1)
+            dst[sl].reshape(r, k)[:] = np.take(hm, fp.dst, axis=1)
+            size[sl].reshape(r, k)[:] = fp.size
+            dur[sl].reshape(r, k)[:] = fp.dur
+            cat[sl].reshape(r, k)[:] = remap[fp.cat]
+            cnt = counts[sl].reshape(r, k)
+            cnt[:] = fp.p_count
+            if fp.p_owner.size == 0:
+                continue
+            anchored = fp.p_anchor >= 0
+            block = np.empty((r, fp.p_owner.size), np.int64)
+            loc = ~anchored
+            block[:, loc] = base[:, None] + fp.p_local[loc][None, :]
+            if anchored.any():
                 if p.anchors is None:
                     raise ValueError("a placed part with anchored edges has no anchors")
-                pr = p.anchors[:, fp.x_anchor]
-                sc = np.broadcast_to(base[:, None] + fp.x_succ[None, :], pr.shape)
-                keep = pr >= 0
-                succs.append(sc[keep])
-                preds.append(pr[keep])
-        n = self.n_task
-
-        def cat(key: str, dtype) -> np.ndarray:
-            return np.concatenate(cols[key]).astype(dtype, copy=False) if cols[key] else np.zeros(0, dtype)
-
-        succ = np.concatenate(succs) if succs else np.zeros(0, np.int64)
-        pred = np.concatenate(preds) if preds else np.zeros(0, np.int64)
-        order = np.argsort(succ, kind="stable")
+                block[:, anchored] = np.take(p.anchors, fp.p_anchor[anchored], axis=1)
+                keep = block >= 0
+                if not keep.all():
+                    drop_r, drop_e = np.nonzero(~keep)
+                    cnt -= np.bincount(drop_r * k + fp.p_owner[drop_e], minlength=r * k).reshape(r, k)
+                    preds.append(block[keep].astype(np.int32))
+                    continue
+            preds.append(block.ravel().astype(np.int32))
         offset = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(succ, minlength=n), out=offset[1:])
-        return dict(kind=cat("kind", np.int8), src=cat("src", np.int32), dst=cat("dst", np.int32),
-                    size_bytes=cat("size", np.int64), duration_ps=cat("dur", np.int64),
-                    start_ps=np.zeros(n, np.int64), pred_offset=offset, pred=pred[order].astype(np.int32),
-                    category=cat("cat", np.int16),
+        np.cumsum(counts, out=offset[1:])
+        pred = np.concatenate(preds) if preds else np.zeros(0, np.int32)
+        return dict(kind=kind, src=src, dst=dst, size_bytes=size, duration_ps=dur,
+                    start_ps=np.zeros(n, np.int64), pred_offset=offset, pred=pred, category=cat,
                     categories=tuple(sorted(cats, key=cats.get)))
 
 

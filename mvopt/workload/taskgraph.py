@@ -248,13 +248,20 @@ class TrainingPlan:
     simulated_ranks: np.ndarray          # ranks present in the graph
     rank_stream: dict[int, np.ndarray]   # rank -> global ids of its stream tasks, in order (all iterations)
     rank_end: np.ndarray                 # [len(simulated_ranks)] global id of each rank's last task
-    ideal_bubble_s: np.ndarray           # [pp] per iteration, zero-communication pipeline
+    ideal_source: tuple                  # (pipeline part, stream, pp): for ideal_bubble_s
     stream_cat: dict[int, np.ndarray]    # rank -> category name index of each stream task
     model_flops: float                   # per iteration, all GPUs, without recomputation
     hardware_flops: float                # per iteration, with recomputation
     memory: list                         # MemoryBreakdown per stage
     n_buckets: int = 0
     stats: dict = field(default_factory=dict)
+
+    @property
+    def ideal_bubble_s(self) -> np.ndarray:
+        """[pp] per-iteration bubble of the zero-communication pipeline (computed on first use)."""
+        if "_ideal" not in self.stats:
+            self.stats["_ideal"] = ideal_pipeline(*self.ideal_source)
+        return self.stats["_ideal"]
 
     @property
     def peak_memory(self):
@@ -392,12 +399,13 @@ class _PipeBuilder:
 
 
 def _bucket_sizes(total_bytes: float, bucket_bytes: float) -> list[int]:
-    total = int(round(total_bytes))
+    """``ceil(total / bucket)`` buckets of one equal size (the total rounded up by < one byte per
+    bucket), so that every bucket of a chunk shares one collective template."""
+    total = int(math.ceil(total_bytes))
     if total <= 0:
         return []
     n = max(1, math.ceil(total / bucket_bytes))
-    q, r = divmod(total, n)
-    return [q + 1 if i < r else q for i in range(n)]
+    return [-(-total // n)] * n
 
 
 def ideal_pipeline(part, stream: list[list[tuple[int, str]]], p: int) -> np.ndarray:
@@ -445,241 +453,236 @@ def build_training(setup: TrainingSetup) -> TrainingPlan:
     gps = setup.gpus_per_server
     gpu_host = np.asarray(setup.gpu_host, np.int64)
     check_layout(model, par, gpus_per_server=gps)
-    lay = Layout(par, gps)
-    world = lay.world_size
+    world = Layout(par, gps).world_size
     if world > gpu_host.size:
         raise ConfigError("parallelism", f"tp * pp * dp = {world} GPUs but the cluster has {gpu_host.size}",
                           world)
     p, v, D, T = par.pp, par.virtual_stages, par.dp, par.tp
-    m = num_microbatches(par)
     grid = np.arange(world, dtype=np.int64).reshape(p, D, T)          # [pp, dp, tp] -> rank
     server = grid // gps
     kept = (grid % gps == 0) if setup.rail_sample else np.ones_like(grid, bool)
-    # pipelines (d, t) kept entirely or not at all
-    pk = kept.all(axis=0)
+    pk = kept.all(axis=0)                                              # pipelines (d, t) kept whole
     if (kept.any(axis=0) & ~pk).any():
         raise ConfigError("workload.rail_sample", "needs every pipeline to stay on one local GPU index "
                           "(tp * dp a multiple of gpus_per_server, or pp = 1)", True)
     pipes = np.argwhere(pk)                                            # rows (d, t)
-    if pipes.size == 0:
-        raise ConfigError("workload.rail_sample", "leaves no GPU to simulate", True)
+    n_pipe = len(pipes)
     gbytes = PRECISIONS[setup.precision].grad
     pbytes = PRECISIONS[setup.precision].param
     costs = [stage_costs(setup, st) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm
     dist = par.distributed_optimizer and has_dp
     ag_overlap = dist and par.overlap_param_gather
-    bucket_bytes = par.bucket_mb * 1e6
-    buckets = [[_bucket_sizes(c * gbytes, bucket_bytes if par.overlap_grad_reduce else math.inf)
-                for c in costs[st].chunk_params] for st in range(p)] if has_dp else \
-        [[[] for _ in range(v)] for _ in range(p)]
-    ag_buckets = [[_bucket_sizes(c * pbytes, bucket_bytes) for c in costs[st].chunk_params]
-                  for st in range(p)] if dist else [[[] for _ in range(v)] for _ in range(p)]
+    rs_op = "reduce_scatter" if dist else "all_reduce"
+    cap = par.bucket_mb * 1e6
+    empty = [[[] for _ in range(v)] for _ in range(p)]
+    buckets = [[_bucket_sizes(c * gbytes, cap if par.overlap_grad_reduce else math.inf)
+                for c in costs[st].chunk_params] for st in range(p)] if has_dp else empty
+    ag_buckets = [[_bucket_sizes(c * pbytes, cap) for c in costs[st].chunk_params] for st in range(p)] \
+        if dist else empty
 
-    # --- DP group shapes (per stage; the same for every tp position)
-    def group(st: int, tr: int):
-        ranks = grid[st, :, tr]
-        return ranks, gpu_host[ranks], server[st, :, tr], kept[st, :, tr]
+    # --- DP groups: one per (stage, tp position with kept pipelines); members = dp index
+    tps = sorted({int(tr) for _, tr in pipes})
+    G = len(tps)
+    pipe_of = np.full((D, T), -1, np.int64)
+    pipe_of[pipes[:, 0], pipes[:, 1]] = np.arange(n_pipe)
+    shape_cache: dict[tuple, tuple] = {}
+
+    def gshape(st: int, tr: int):
+        servers = tuple(int(x) for x in server[st, :, tr] - server[st, 0, tr])
+        kp = tuple(bool(x) for x in kept[st, :, tr])
+        key = (servers, kp)
+        if key not in shape_cache:
+            order, by = group_shape(list(servers))
+            shape_cache[key] = (key, len(order), len(by[0]), len({len(x) for x in by}) == 1)
+        return shape_cache[key]
+
+    est_cache: dict[tuple, float] = {}
 
     def est(op: str, nbytes: float, st: int) -> float:
         """Closed-form time of one DP collective (for the overlap slowdown only)."""
-        if setup.ideal_comm or not has_dp:
+        if not has_dp:
             return 0.0
-        _, hosts, servers, _ = group(st, 0)
-        order, by = group_shape(servers.tolist())
-        k, g = len(order), len(by[0])
+        key = (op, nbytes, gshape(st, tps[0])[0])
+        if key not in est_cache:
+            est_cache[key] = _est(op, nbytes, st)
+        return est_cache[key]
+
+    def _est(op: str, nbytes: float, st: int) -> float:
+        _, k, g, _ = gshape(st, tps[0])
         t = 0.0
         if g > 1:
-            t += setup.intra_time("reduce_scatter" if op != "all_gather" else "all_gather", nbytes, g)
+            t += setup.intra_time("all_gather" if op == "all_gather" else "reduce_scatter", nbytes, g)
             if op == "all_reduce":
                 t += setup.intra_time("all_gather", nbytes, g)
         if k > 1:
             t += ring_time_estimate(op, k, nbytes / g, setup.nic_bytes_per_s, setup.step_latency_s)
         return t
 
-    rs_op = "reduce_scatter" if dist else "all_reduce"
     bucket_est = [[[est(rs_op, b, st) for b in buckets[st][c]] for c in range(v)] for st in range(p)]
     ag_est = [sum(est("all_gather", b, st) for c in range(v) for b in ag_buckets[st][c]) for st in range(p)]
-    emb_bytes = 0
-    if model.tied_embeddings and p > 1 and not setup.ideal_comm:
-        emb_bytes = int(model.padded_vocab(T) * model.hidden / T * gbytes)
+    emb_bytes = int(model.padded_vocab(T) * model.hidden / T * gbytes) \
+        if (model.tied_embeddings and p > 1 and not setup.ideal_comm) else 0
 
-    # --- pipeline signatures
-    pairs = [(st, st + 1) for st in range(p - 1)] + ([(p - 1, 0)] if p > 1 else []) + ([(0, p - 1)] if p > 1 else [])
-    sig_rows = []
-    for d, tr in pipes:
-        sv = server[:, d, tr]
-        sig_rows.append(tuple(bool(sv[a] == sv[b]) for a, b in pairs))
-    asm = Assembly()
-    pipe_parts: dict[tuple, tuple] = {}
-    for sig in sorted(set(sig_rows)):
+    # --- pipelines: one part per signature (which transfers stay inside a server)
+    pairs = [(st, st + 1) for st in range(p - 1)] + ([(p - 1, 0), (0, p - 1)] if p > 1 else [])
+    sv = server[:, pipes[:, 0], pipes[:, 1]]                          # [p, n_pipe]
+    sig_rows = [tuple(bool(sv[a, i] == sv[b, i]) for a, b in pairs) for i in range(n_pipe)]
+    sigs = sorted(set(sig_rows))
+    sig_of = np.asarray([sigs.index(x) for x in sig_rows], np.int64)
+    pipe_parts = []
+    for sig in sigs:
         same = {pr: f for pr, f in zip(pairs, sig)}
         same.update({(b, a): f for (a, b), f in zip(pairs, sig)})
-        pb = _PipeBuilder(setup, costs, same, buckets, bucket_est, ag_est, has_dp,
-                          ag_overlap, emb_bytes)
+        pb = _PipeBuilder(setup, costs, same, buckets, bucket_est, ag_est, has_dp, ag_overlap, emb_bytes)
         frozen, stream, launches, steps = pb.build()
-        pipe_parts[sig] = (frozen, stream, launches, steps)
-    sig_of = np.asarray([sorted(set(sig_rows)).index(sg) for sg in sig_rows])
-    sigs = sorted(set(sig_rows))
-    first_sig = pipe_parts[sigs[0]]
-    ideal = ideal_pipeline(first_sig[0], first_sig[1], p)
+        local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
+        cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
+        pipe_parts.append(dict(part=frozen, stream=stream, launches=launches, steps=np.asarray(steps, np.int64),
+                               local=local, cats=cats, last=np.asarray([x[-2] if len(x) > 1 else x[-1]
+                                                                        for x in local], np.int64)))
 
-    # --- DP bucket parts, cached by (group signature, op, bytes)
+    # --- the DP chain of every stage: collectives in communicator order, per group member
+    chain: list[list[tuple]] = []        # per stage: (op, size, launch kind, chunk, bucket)
+    for st in range(p):
+        ch = []
+        if ag_overlap:
+            ch += [("all_gather", sz, "prev_end", c, b) for c in range(v) for b, sz in enumerate(ag_buckets[st][c])]
+        kind = "seg" if par.overlap_grad_reduce else "last"
+        ch += [(rs_op, sz, kind, c, b) for c in reversed(range(v)) for b, sz in enumerate(buckets[st][c])]
+        if dist and not ag_overlap:
+            ch += [("all_gather", sz, "step", c, b) for c in range(v) for b, sz in enumerate(ag_buckets[st][c])]
+        chain.append(ch if has_dp else [])
+    K = max((len(c) for c in chain), default=0)
     dp_cache: dict[tuple, tuple] = {}
 
-    def dp_part(st: int, op: str, nbytes: int):
-        _, hosts, servers, kp = group(st, 0)
-        order, by = group_shape(servers.tolist())
-        key = (tuple(tuple(x) for x in by), tuple(kp.tolist()), op, nbytes)
+    def dp_part(key: tuple, st: int, tr: int, op: str, nbytes: int):
         if key not in dp_cache:
             part = Part(D, 2 * D)
             after = {i: [Part.anchor(i), Part.anchor(D + i)] for i in range(D)}
             done = add_group_collective(
-                part, op, list(range(D)), servers.tolist(), nbytes, intra=setup.intra_time,
+                part, op, list(range(D)), [int(x) for x in server[st, :, tr]], nbytes, intra=setup.intra_time,
                 algorithm=setup.collective.algorithm, channels=setup.collective.channels,
                 chunk_bytes=setup.collective.chunk_bytes, chunk_gap_ps=setup.chunk_gap_ps,
                 hierarchical=setup.collective.hierarchical, after=after, category="dp_comm",
-                kept=kp.tolist(), nic_bytes_per_s=setup.nic_bytes_per_s, step_latency_s=setup.step_latency_s,
-                where="collective")
+                kept=[bool(x) for x in kept[st, :, tr]], nic_bytes_per_s=setup.nic_bytes_per_s,
+                step_latency_s=setup.step_latency_s, where="collective")
             ends = np.full(D, -1, np.int64)
             for i, ids in done.items():
-                if len(ids) != 1:
-                    ends[i] = part.delay(i, 0, after=ids if ids else [Part.anchor(i), Part.anchor(D + i)],
-                                         category="dp_comm")
-                else:
-                    ends[i] = ids[0]
+                ends[i] = ids[0] if len(ids) == 1 else part.delay(
+                    i, 0, after=ids or [Part.anchor(i), Part.anchor(D + i)], category="dp_comm")
             dp_cache[key] = (part.freeze(), ends)
         return dp_cache[key]
 
-    # groups: one per (stage, tp position) that has kept members; members = dp index
-    tps = sorted({int(tr) for _, tr in pipes})
-    n_pipe = len(pipes)
-    pipe_index = {(int(d), int(tr)): i for i, (d, tr) in enumerate(pipes)}
+    # rows of every DP placement, grouped by template: (stage, group, chain index)
+    rows_by_key: dict[tuple, list[tuple[int, int, int]]] = {}
+    for st in range(p):
+        for g, tr in enumerate(tps):
+            shape_key = gshape(st, tr)[0]
+            for k, (op, sz, *_rest) in enumerate(chain[st]):
+                key = (shape_key, op, sz)
+                dp_part(key, st, tr, op, sz)
+                rows_by_key.setdefault(key, []).append((st, g, k))
+    row_arrays = {key: np.asarray(rows, np.int64).reshape(-1, 3) for key, rows in rows_by_key.items()}
+    hosts_sgd = gpu_host[grid[:, :, tps]].transpose(0, 2, 1) if G else np.zeros((p, 0, D), np.int64)  # [p, G, D]
+    member_pipe = pipe_of[:, tps].T if G else np.zeros((0, D), np.int64)                       # [G, D]
+    kept_gd = member_pipe >= 0
+
+    asm = Assembly()
     rank_stream: dict[int, list[np.ndarray]] = {}
     rank_cat: dict[int, list[np.ndarray]] = {}
-    cat_index = {c: i for i, c in enumerate(CATEGORIES)}
-    prev_end = np.full((n_pipe, p), -1, np.int64)        # previous iteration's end per (pipe, stage)
-    prev_comm = np.full((len(tps), p, D), -1, np.int64)  # last DP task per member (comm stream order)
+    prev_end = np.full((n_pipe, p), -1, np.int64)
+    prev_comm = np.full((p, G, D), -1, np.int64)
     n_buckets = 0
-    for it in range(setup.iterations):
-        # place pipelines
-        bases = np.zeros(n_pipe, np.int64)
+    for _it in range(setup.iterations):
+        pbase = np.zeros(n_pipe, np.int64)
         handles = []
-        for si, sig in enumerate(sigs):
-            fr, stream, launches, steps = pipe_parts[sig]
+        for si, pp_ in enumerate(pipe_parts):
             rows = np.nonzero(sig_of == si)[0]
-            hm = np.stack([gpu_host[grid[:, pipes[r][0], pipes[r][1]]] for r in rows]) if rows.size else \
-                np.zeros((0, p), np.int64)
-            h, base = asm.place(fr, hm)
-            bases[rows] = base
+            hm = gpu_host[grid[:, pipes[rows, 0], pipes[rows, 1]]].T
+            h, base = asm.place(pp_["part"], hm)
+            pbase[rows] = base
             handles.append((h, rows))
+        # local ids (within its pipeline part) of each pipe's exports
+        steps_g = np.stack([pipe_parts[sig_of[i]]["steps"] for i in range(n_pipe)]) + pbase[:, None] \
+            if n_pipe else np.zeros((0, p), np.int64)
+        last_g = np.stack([pipe_parts[sig_of[i]]["last"] for i in range(n_pipe)]) + pbase[:, None] \
+            if n_pipe else np.zeros((0, p), np.int64)
+        # DP placements (pass 1: ids)
+        done_tab = np.full((p, G, max(K, 1), D), -1, np.int64)
+        placed = []
+        for key, ra in row_arrays.items():
+            fr, ends = dp_cache[key]
+            h, base = asm.place(fr, hosts_sgd[ra[:, 0], ra[:, 1]])
+            done_tab[ra[:, 0], ra[:, 1], ra[:, 2]] = np.where(ends[None, :] >= 0, base[:, None] + ends[None, :], -1)
+            placed.append((h, ra))
+            n_buckets += len(ra)
+        # launch ids [p, G, K, D]
+        launch = np.full((p, G, max(K, 1), D), -1, np.int64)
+        for st in range(p):
+            for k, (op, sz, kind, c, b) in enumerate(chain[st]):
+                mp = member_pipe                                       # [G, D]
+                safe = np.maximum(mp, 0)
+                if kind == "prev_end":
+                    ids = prev_end[safe, st]
+                elif kind == "step":
+                    ids = steps_g[safe, st]
+                elif kind == "last":
+                    ids = last_g[safe, st]
+                else:
+                    loc = np.asarray([pipe_parts[sig_of[i]]["launches"][st][c][b] for i in range(n_pipe)], np.int64)
+                    ids = (pbase + loc)[safe]
+                launch[st, :, k] = np.where(kept_gd, ids, -1)
+        # pass 2: anchors (launch, previous collective on the member's communicator)
+        prev_tab = np.concatenate([prev_comm[:, :, None, :], done_tab[:, :, :-1, :]], axis=2)
+        for h, ra in placed:
+            asm.set_anchors(h, np.concatenate([launch[ra[:, 0], ra[:, 1], ra[:, 2]],
+                                               prev_tab[ra[:, 0], ra[:, 1], ra[:, 2]]], axis=1))
+        # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration
         anchors = np.full((n_pipe, p + p * v + p), -1, np.int64)
         anchors[:, p + p * v:] = prev_end
-
-        def pipe_export(rows_local: Callable[[tuple], int], d: int, tr: int) -> int:
-            i = pipe_index[(d, tr)]
-            return int(bases[i] + rows_local(pipe_parts[sigs[sig_of[i]]]))
-
-        # DP collectives per stage and tp position
-        comm_end = prev_comm.copy()
-        for gi, tr in enumerate(tps):
-            for st in range(p):
-                members = [d for d in range(D) if pk[d, tr]]
-                if not has_dp or not members:
-                    continue
-                mem = np.asarray(members)
-                pidx = np.asarray([pipe_index[(d, tr)] for d in members])
-                sigrows = [pipe_parts[sigs[sig_of[i]]] for i in pidx]
-
-                def place_chain(op: str, sizes: list[int], launch_ids: list[np.ndarray]) -> list[np.ndarray]:
-                    """Chain of bucket collectives; launch_ids[b] = [len(members)] global ids."""
-                    nonlocal n_buckets
-                    ends_out = []
-                    for b, nbytes in enumerate(sizes):
-                        fr, ends = dp_part(st, op, nbytes)
-                        hm = np.zeros((1, D), np.int64)
-                        hm[0, :] = gpu_host[grid[st, :, tr]]
-                        h, base = asm.place(fr, hm)
-                        anc = np.full((1, 2 * D), -1, np.int64)
-                        anc[0, mem] = launch_ids[b]
-                        anc[0, D + mem] = comm_end[gi, st, mem]
-                        asm.set_anchors(h, anc)
-                        g_end = np.where(ends >= 0, base[0] + ends, -1)
-                        comm_end[gi, st, mem] = g_end[mem]
-                        ends_out.append(g_end[mem].copy())
-                        n_buckets += 1
-                    return ends_out
-
-                if ag_overlap:
-                    for ch in range(v):
-                        sizes = ag_buckets[st][ch]
-                        launch = [prev_end[pidx, st]] * len(sizes)
-                        e = place_chain("all_gather", sizes, launch)
-                        if e:
-                            anchors[pidx, p + st * v + ch] = e[-1]
-                for ch in reversed(range(v)):
-                    sizes = buckets[st][ch]
-                    launch = [np.asarray([bases[i] + sr[2][st][ch][b] for i, sr in zip(pidx, sigrows)])
-                              for b in range(len(sizes))]
-                    place_chain(rs_op, sizes, launch)
-                anchors[pidx, st] = comm_end[gi, st, mem]
+        gi = np.searchsorted(tps, pipes[:, 1]) if G else np.zeros(n_pipe, np.int64)
+        di = pipes[:, 0]
+        ends_now = steps_g.copy()
+        for st in range(p):
+            ks = [k for k, e in enumerate(chain[st]) if e[0] == rs_op]
+            if ks:
+                anchors[:, st] = done_tab[st, gi, ks[-1], di]
+            for c in range(v):
+                kc = [k for k, e in enumerate(chain[st]) if e[2] == "prev_end" and e[3] == c]
+                if kc:
+                    anchors[:, p + st * v + c] = done_tab[st, gi, kc[-1], di]
+            ka = [k for k, e in enumerate(chain[st]) if e[2] == "step"]
+            if ka:
+                ends_now[:, st] = done_tab[st, gi, ka[-1], di]
         for h, rows in handles:
             asm.set_anchors(h, anchors[rows])
-        # iteration end per (pipe, stage): the step, or the exposed parameter all-gather after it
-        ends = np.zeros((n_pipe, p), np.int64)
-        for i in range(n_pipe):
-            steps = pipe_parts[sigs[sig_of[i]]][3]
-            ends[i] = bases[i] + np.asarray(steps)
-        if dist and not ag_overlap:
-            for gi, tr in enumerate(tps):
-                for st in range(p):
-                    members = [d for d in range(D) if pk[d, tr]]
-                    if not members:
-                        continue
-                    mem = np.asarray(members)
-                    pidx = np.asarray([pipe_index[(d, tr)] for d in members])
-                    for ch in range(v):
-                        for nbytes in ag_buckets[st][ch]:
-                            fr, e = dp_part(st, "all_gather", nbytes)
-                            hm = gpu_host[grid[st, :, tr]][None, :]
-                            h, base = asm.place(fr, hm)
-                            anc = np.full((1, 2 * D), -1, np.int64)
-                            anc[0, mem] = ends[pidx, st]
-                            anc[0, D + mem] = comm_end[gi, st, mem]
-                            asm.set_anchors(h, anc)
-                            comm_end[gi, st, mem] = np.where(e >= 0, base[0] + e, -1)[mem]
-                            n_buckets += 1
-                    ends[pidx, st] = comm_end[gi, st, mem]
-        prev_end = ends
-        prev_comm = comm_end
-        # per-rank stream ids
+        prev_end = ends_now
+        if K:
+            last_k = np.asarray([len(c) - 1 for c in chain])
+            prev_comm = done_tab[np.arange(p), :, last_k, :] if (last_k >= 0).all() else prev_comm
         for i, (d, tr) in enumerate(pipes):
-            stream = pipe_parts[sigs[sig_of[i]]][1]
+            pp_ = pipe_parts[sig_of[i]]
             for st in range(p):
                 r = int(grid[st, d, tr])
-                ids = np.fromiter((k for k, _ in stream[st]), np.int64) + bases[i]
-                cats = np.fromiter((cat_index[c] for _, c in stream[st]), np.int64)
-                rank_stream.setdefault(r, []).append(ids)
-                rank_cat.setdefault(r, []).append(cats)
+                rank_stream.setdefault(r, []).append(pp_["local"][st] + pbase[i])
+                rank_cat.setdefault(r, []).append(pp_["cats"][st])
     cols = asm.build()
     ranks = np.asarray(sorted(rank_stream), np.int64)
-    rs_ids = {r: np.concatenate(v_) for r, v_ in rank_stream.items()}
-    rc = {r: np.concatenate(v_) for r, v_ in rank_cat.items()}
-    # the end task of every simulated rank
-    end_of = {}
-    for i, (d, tr) in enumerate(pipes):
-        for st in range(p):
-            end_of[int(grid[st, d, tr])] = int(prev_end[i, st])
-    rank_end = np.asarray([end_of[int(r)] for r in ranks], np.int64)
+    end_of = {int(grid[st, d, tr]): int(prev_end[i, st]) for i, (d, tr) in enumerate(pipes) for st in range(p)}
     flops_par = replace(par, recompute="none")
-    mflops = iteration_flops(model, flops_par, flash_attention=setup.flash_attention)
-    hflops = iteration_flops(model, par, flash_attention=setup.flash_attention)
     mem = memory_per_stage(model, par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
                            dropout=setup.dropout, reserve_bytes=setup.reserve_bytes)
-    return TrainingPlan(columns=cols, setup=setup, world=world, simulated_ranks=ranks, rank_stream=rs_ids,
-                        rank_end=rank_end, ideal_bubble_s=ideal, stream_cat=rc, model_flops=mflops,
-                        hardware_flops=hflops, memory=mem, n_buckets=n_buckets,
-                        stats=dict(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache)))
+    return TrainingPlan(
+        columns=cols, setup=setup, world=world, simulated_ranks=ranks,
+        rank_stream={r: np.concatenate(x) for r, x in rank_stream.items()},
+        rank_end=np.asarray([end_of[int(r)] for r in ranks], np.int64),
+        ideal_source=(pipe_parts[0]["part"], pipe_parts[0]["stream"], p),
+        stream_cat={r: np.concatenate(x) for r, x in rank_cat.items()},
+        model_flops=iteration_flops(model, flops_par, flash_attention=setup.flash_attention),
+        hardware_flops=iteration_flops(model, par, flash_attention=setup.flash_attention), memory=mem,
+        n_buckets=n_buckets,
+        stats=dict(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache)))
 
 
 # ----------------------------------------------------------------------------------------------
