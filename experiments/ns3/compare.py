@@ -85,14 +85,13 @@ def exact_scenarios(scale: float) -> list[Scenario]:
     return out
 
 
-# the contended scenarios: DCTCP on both sides; headers sized as ns-3 TCP without options
-# (PPP 2 + IPv4 20 + TCP 20 = 42 B; a pure ACK is 42 B), PFC off (ns-3 has none)
-K_KB = 100.0
+# the contended scenarios: DCTCP on both sides with mvopt's defaults (ECN step at K = kmin = kmax,
+# g = 1/16); headers sized as ns-3 TCP without options (PPP 2 + IPv4 20 + TCP 20 = 42 B; a pure
+# ACK is 42 B); PFC off (ns-3 has none)
 
 
 def net_dctcp() -> dict:
     return {"cc": "dctcp", "lb": "ecmp", "payload_bytes": 1000, "header_bytes": 42, "ack_bytes": 42,
-            "ecn": {"enabled": True, "kmin_kb": K_KB, "kmax_kb": K_KB, "pmax": 1.0},
             "pfc": {"enabled": False}}
 
 
@@ -124,14 +123,19 @@ def contended_scenarios(scale: float, seed: int = 1) -> list[Scenario]:
 # ------------------------------------------------------------------------------------ ns-3 side
 
 
-def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = ()) -> None:
+def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), stock: int = 0) -> None:
     topo, net, g, p = exp.topology, exp.network, exp.tasks, exp.params
-    lines = [f"mode {mode}", f"seed {exp.seed}", f"window_ps {p.window_ps}",
+    lines = [f"mode {mode}", f"seed {exp.seed}", f"window_ps {p.window_ps}", f"stop_ps {exp.time_limit_ps}",
              f"net {net.payload_bytes} {net.header_bytes} {net.ack_bytes}"]
     if mode == "tcp":
-        k = int(round(net.ecn.kmin_kb * 1000))
-        buffer = int(round((net.buffer_mb or 32) * 1e6))
-        lines.append(f"tcp {k} {net.dctcp.g} {net.rto_us} {buffer} {WARMUP_PS}")
+        kmin, kmax = int(p.port_kmin.max()), int(p.port_kmax.max())
+        assert kmin == kmax and (p.port_kmin == kmin).all(), "ns-3 side: one step threshold for every port"
+        k = kmin
+        buffer = int(p.sw_buffer.max())       # per port in ns-3 (mvopt: shared per switch)
+        lines.append(f"tcp {k} {net.dctcp.g} {net.rto_us} {buffer} {WARMUP_PS} {stock}")
+        for t in np.flatnonzero(g.kind == FLOW):
+            # mvopt's window in segments: ns-3's initial cwnd and ssthresh (no slow start)
+            lines.append(f"iw {t} {max(1, -(-int(p.flow_win_bytes[t]) // net.payload_bytes))}")
     lines.append(f"nodes {topo.n_host} {topo.n_node}")
     for q in range(topo.n_port):
         lines.append(f"port {q} {topo.port_node[q]} {topo.port_peer_node[q]} {topo.port_peer_port[q]} "
@@ -158,16 +162,17 @@ class Ns3Result:
     fct_end: np.ndarray
     counters: dict
     qtrace: dict
+    qmax: dict
     wall_s: float
     events: int
 
 
 def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = None,
-            keep: str | None = None) -> Ns3Result:
+            keep: str | None = None, stock: int = 0) -> Ns3Result:
     binary = binary or ns3build.build()
     with tempfile.TemporaryDirectory(prefix="mvopt_ns3_") as tmp:
         path = Path(tmp) / "scenario.txt"
-        write_scenario(path, exp, mode, traced)
+        write_scenario(path, exp, mode, traced, stock)
         if keep:
             Path(keep).write_text(path.read_text())
         r = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
@@ -175,7 +180,7 @@ def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = 
         raise RuntimeError(f"mvopt_ns3 failed ({r.returncode}):\n{r.stderr[-3000:]}")
     n = exp.tasks.n
     start, finish, fct_end = (np.full(n, -1, np.int64) for _ in range(3))
-    counters, qtrace, wall, events = {}, {}, 0.0, 0
+    counters, qtrace, qmax, wall, events = {}, {}, {}, 0.0, 0
     for line in r.stdout.splitlines():
         f = line.split()
         if not f:
@@ -187,9 +192,11 @@ def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = 
             counters[f[1]] = int(f[2])
         elif f[0] == "qtrace":
             qtrace.setdefault(int(f[1]), []).append((int(f[2]), int(f[3])))
+        elif f[0] == "qmax":
+            qmax[int(f[1])] = int(f[2])
         elif f[0] == "done":
             wall, events = float(f[1]), int(f[2])
-    return Ns3Result(start, finish, fct_end, counters, qtrace, wall, events)
+    return Ns3Result(start, finish, fct_end, counters, qtrace, qmax, wall, events)
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -214,25 +221,34 @@ def compare_exact(sc: Scenario, binary: Path) -> dict:
     d_fin = np.abs(res.task_finish_ps - ns.finish)
     d_fct = np.abs(mv_fct_end - ns.fct_end[flows])
     exact = int(((d_fin[flows] == 0) & (d_fct == 0) & (d_start[flows] == 0)).sum())
+    ns_q = np.zeros(exp.topology.n_port, np.int64)
+    for port, b in ns.qmax.items():
+        ns_q[port] = b
+    switch = exp.topology.port_node >= exp.topology.n_host
+    mv_q = np.where(switch, res.port_max_queue_bytes, 0)
     return {
         "scenario": sc.name, "note": sc.note, "flows": len(flows),
         "mv_makespan": int(res.makespan_ps), "ns_makespan": int(ns.finish.max()),
         "mv_end": int(mv_fct_end.max()), "ns_end": int(ns.fct_end[flows].max()),
         "max_d_start": int(d_start.max()), "max_d_finish": int(d_fin.max()), "max_d_fct": int(d_fct.max()),
         "exact": exact, "mv_wall": mv_wall, "ns_wall": ns.wall_s, "ns_events": ns.events,
-        "ok": exact == len(flows),
+        "q_equal": int((mv_q == ns_q)[switch].sum()), "q_ports": int(switch.sum()),
+        "mv_maxq": int(mv_q.max()), "ns_maxq": int(ns_q.max()),
+        "ok": exact == len(flows) and bool((mv_q == ns_q).all()),
     }
 
 
 def exact_table(rows: list[dict]) -> str:
     out = ["| scenario | flows | last byte delivered, mvopt (us) | ns-3 (us) | last ACK, mvopt (us) | ns-3 (us) "
-           "| max abs diff start / delivery / last ACK (ps) | flows identical | wall mvopt / ns-3 (s) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| max abs diff start / delivery / last ACK (ps) | flows identical "
+           "| largest switch queue, mvopt / ns-3 (B) | switch ports with equal max queue | wall mvopt / ns-3 (s) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['scenario']} ({r['note']}) | {r['flows']} | {fmt_us(r['mv_makespan'])} | "
                    f"{fmt_us(r['ns_makespan'])} | {fmt_us(r['mv_end'])} | {fmt_us(r['ns_end'])} | "
                    f"{r['max_d_start']} / {r['max_d_finish']} / {r['max_d_fct']} | "
-                   f"{r['exact']}/{r['flows']} | {r['mv_wall']:.1f} / {r['ns_wall']:.1f} |")
+                   f"{r['exact']}/{r['flows']} | {r['mv_maxq']:,} / {r['ns_maxq']:,} | "
+                   f"{r['q_equal']}/{r['q_ports']} | {r['mv_wall']:.1f} / {r['ns_wall']:.1f} |")
     return "\n".join(out)
 
 
@@ -240,50 +256,161 @@ def percentiles(x: np.ndarray) -> dict:
     return {q: float(np.percentile(x, q)) for q in (50, 95, 99)} | {"max": float(x.max())}
 
 
+# ns-3 variants of the contended scenarios: STOCK bits of mvopt_ns3 (1: initial window 10 and slow
+# start instead of mvopt's window; 2: ACKs share the FIFO / RED queue with data)
+VARIANTS = {0: "ns-3, matched", 1: "+ slow start (IW 10)", 2: "+ ACKs in the data FIFO", 3: "ns-3 stock"}
+SAMPLE_PS = 1_000_000       # queue samples every 1 us (both simulators)
+
+
+def mvopt_queue_trace(exp, port: int, res) -> np.ndarray:
+    """mvopt's data-queue length at ``port`` sampled every 1 us, from the reference simulator
+    (docs/engine.md, event by event; its results are checked identical to the engine's)."""
+    from mvopt.engine.reference import ReferenceSimulator
+
+    class Traced(ReferenceSimulator):
+        def __init__(self, e) -> None:
+            super().__init__(e)
+            self.trace = [(0, 0)]
+
+        def _switch_dequeue(self, sw, q):
+            pkt = super()._switch_dequeue(sw, q)
+            if q.id == port:
+                self.trace.append((self.now, q.data_bytes))
+            return pkt
+
+        def _arrival(self, q, pkt) -> None:
+            watched = self.ports[port]
+            before = watched.data_bytes
+            super()._arrival(q, pkt)
+            if watched.data_bytes != before:
+                self.trace.append((self.now, watched.data_bytes))
+
+    sim = Traced(exp)
+    ref = sim.run()
+    assert ref.same_as(res), "reference and engine disagree"
+    tr = np.asarray(sim.trace, np.int64)
+    grid = np.arange(0, int(res.end_ps) + SAMPLE_PS, SAMPLE_PS)
+    i = np.searchsorted(tr[:, 0], grid, side="right") - 1
+    return np.stack([grid, tr[i, 1]], axis=1)
+
+
+def queue_stats(trace: np.ndarray, k: int) -> dict:
+    if len(trace) == 0:
+        return {"peak": 0, "peak_at": 0, "above_k_us": 0}
+    j = int(np.argmax(trace[:, 1]))
+    return {"peak": int(trace[j, 1]), "peak_at": int(trace[j, 0]),
+            "above_k_us": int((trace[:, 1] > k).sum() * SAMPLE_PS // 10**6)}
+
+
+def lone_flows(exp) -> np.ndarray:
+    """Flows whose ECMP path (mvopt's hash, which mvopt_ns3 uses too) shares no link direction
+    with another flow's data."""
+    from mvopt.engine.params import TAG_ECMP, hash64
+    topo, g = exp.topology, exp.tasks
+    users: dict[int, list[int]] = {}
+    flows = np.flatnonzero(g.kind == FLOW)
+    for f in flows:
+        port = int(topo.node_port_offset[g.src[f]])
+        node = int(topo.port_peer_node[port])
+        users.setdefault(port, []).append(int(f))
+        while node != g.dst[f]:
+            nh = topo.next_hop_ports(node, int(g.dst[f]))
+            port = int(nh[hash64(exp.seed, TAG_ECMP, node, int(f)) % len(nh)])
+            users.setdefault(port, []).append(int(f))
+            node = int(topo.port_peer_node[port])
+    shared = {f for u in users.values() if len(u) > 1 for f in u}
+    return np.array([f for f in flows if f not in shared], np.int64)
+
+
 def compare_tcp(sc: Scenario, binary: Path) -> dict:
+    """mvopt vs ns-3 with matched settings and with ns-3's stock TCP settings put back."""
     exp = build_experiment(load_config(sc.config))
     topo = exp.topology
-    g = exp.tasks
-    # the bottleneck: the egress towards the most loaded destination host
-    dsts = np.bincount(g.dst[g.kind == FLOW], minlength=topo.n_host)
-    hot = int(np.argmax(dsts))
-    hot_port = int(topo.port_peer_port[topo.host_port(hot)])     # the switch port into `hot`
+    k = int(exp.params.port_kmin.max())
     t0 = time.perf_counter()
     res, = simulate([exp])
     mv_wall = time.perf_counter() - t0
-    ns = run_ns3(exp, "tcp", traced=(hot_port,), binary=binary)
+    assert res.status == "done", res.diagnostic
+    switch_ports = np.flatnonzero(topo.port_node >= topo.n_host)
+    hot = int(switch_ports[np.argmax(res.port_max_queue_bytes[switch_ports])])  # mvopt's bottleneck
     flows = res.flow_ids
+    lone = lone_flows(exp)
+    pos = {int(f): i for i, f in enumerate(flows)}
+    mv_trace = mvopt_queue_trace(exp, hot, res)
     mv_fct = res.flow_fct_ps.astype(float)
-    ns_fct = (ns.fct_end[flows] - ns.start[flows]).astype(float)
-    mv_done = res.task_finish_ps[flows].astype(float)
-    ns_done = ns.finish[flows].astype(float)
-    q = ns.qtrace.get(hot_port, [])
-    return {
-        "scenario": sc.name, "note": sc.note, "flows": len(flows), "status": res.status,
-        "mv_total": float(mv_done.max()), "ns_total": float(ns_done.max()),
-        "mv_fct": percentiles(mv_fct), "ns_fct": percentiles(ns_fct),
-        "mv_marks": int(res.counters["ecn_marks"]), "ns_marks": ns.counters.get("ecn_marks", 0),
-        "mv_drops": int(res.counters["data_packets_dropped"]), "ns_drops": ns.counters.get("queue_disc_drops", 0),
-        "mv_maxq": int(res.port_max_queue_bytes[hot_port]), "ns_maxq": max((b for _, b in q), default=0),
-        "ns_meanq": float(np.mean([b for _, b in q])) if q else 0.0,
-        "mv_data_pkts": int(res.counters["data_packets_sent"]),
-        "mv_wall": mv_wall, "ns_wall": ns.wall_s,
-    }
+    row = {"scenario": sc.name, "note": sc.note, "flows": len(flows), "hot_port": hot, "k": k,
+           "lone": len(lone),
+           "hot_link": f"switch {topo.port_node[hot]} -> node {topo.port_peer_node[hot]}",
+           "runs": {"mvopt": {"total": float(res.task_finish_ps[flows].max()), "fct": percentiles(mv_fct),
+                              "lone_fct": float(mv_fct[[pos[f] for f in lone]].mean()) if len(lone) else 0.0,
+                              "marks": int(res.counters["ecn_marks"]),
+                              "drops": int(res.counters["data_packets_dropped"]),
+                              "max_q": int(res.port_max_queue_bytes[switch_ports].max()),
+                              "trace": mv_trace, **queue_stats(mv_trace, k), "wall": mv_wall}}}
+    for stock, label in VARIANTS.items():
+        ns = run_ns3(exp, "tcp", traced=(hot,), binary=binary, stock=stock)
+        assert (ns.fct_end[flows] >= 0).all(), f"{sc.name} ({label}): ns-3 flows unfinished"
+        fct = (ns.fct_end[flows] - ns.start[flows]).astype(float)
+        trace = np.asarray(ns.qtrace.get(hot, []), np.int64).reshape(-1, 2)
+        row["runs"][label] = {
+            "total": float(ns.finish[flows].max()), "fct": percentiles(fct),
+            "lone_fct": float(fct[[pos[f] for f in lone]].mean()) if len(lone) else 0.0,
+            "marks": ns.counters.get("ecn_marks", 0), "drops": ns.counters.get("queue_disc_drops", 0),
+            "max_q": max(ns.qmax.values(), default=0), "ack_band": ns.counters.get("ack_band_packets", 0),
+            "trace": trace, **queue_stats(trace, k), "wall": ns.wall_s}
+    return row
 
 
 def tcp_table(rows: list[dict]) -> str:
-    out = ["| scenario | metric | mvopt (RDMA DCTCP) | ns-3 (TCP DCTCP) | ns-3 / mvopt - 1 |",
-           "|---|---|---:|---:|---:|"]
+    labels = ["mvopt"] + list(VARIANTS.values())
+    head = "| scenario | metric | mvopt (RDMA DCTCP) | " + " | ".join(f"{v} | diff" for v in VARIANTS.values()) + " |"
+    out = [head, "|---|---|" + "---:|" * (1 + 2 * len(VARIANTS))]
     for r in rows:
-        items = [("total completion (us)", r["mv_total"], r["ns_total"])]
-        for k in (50, 95, 99, "max"):
-            items.append((f"FCT p{k} (us)" if k != "max" else "FCT max (us)", r["mv_fct"][k], r["ns_fct"][k]))
-        for i, (m, a, b) in enumerate(items):
-            name = f"{r['scenario']} ({r['note']})" if i == 0 else ""
-            out.append(f"| {name} | {m} | {fmt_us(a)} | {fmt_us(b)} | {100 * (b / a - 1):+.1f} % |")
-        out.append(f"| | ECN marks (packets) | {r['mv_marks']:,} | {r['ns_marks']:,} | |")
-        out.append(f"| | drops | {r['mv_drops']} | {r['ns_drops']} | |")
-        out.append(f"| | bottleneck queue max (KB) | {r['mv_maxq'] / 1e3:,.1f} | {r['ns_maxq'] / 1e3:,.1f} | |")
+        runs = r["runs"]
+        metrics = [("total completion (us)", lambda x: x["total"], True),
+                   ("FCT p50 (us)", lambda x: x["fct"][50], True),
+                   ("FCT p95 (us)", lambda x: x["fct"][95], True),
+                   ("FCT p99 (us)", lambda x: x["fct"][99], True),
+                   ("FCT max (us)", lambda x: x["fct"]["max"], True)]
+        if r["lone"]:
+            metrics.append((f"mean FCT of the {r['lone']} flows sharing no link (us)", lambda x: x["lone_fct"], True))
+        metrics += [("ECN marks (packets)", lambda x: x["marks"], False),
+                    ("drops (packets)", lambda x: x["drops"], False),
+                    (f"bottleneck ({r['hot_link']}): peak queue (KB)", lambda x: x["peak"] / 1e3, False),
+                    ("bottleneck: time of the peak (us)", lambda x: x["peak_at"] / 1e6, False),
+                    (f"bottleneck: time with queue > K = {r['k'] / 1e3:g} KB (us)", lambda x: x["above_k_us"], False),
+                    ("max queue, any switch port (KB)", lambda x: x["max_q"] / 1e3, False)]
+        for i, (name, get, rel) in enumerate(metrics):
+            cells = []
+            base = get(runs["mvopt"])
+            for lab in labels:
+                v = get(runs[lab])
+                if rel:
+                    cells.append(fmt_us(v))
+                    if lab != "mvopt":
+                        cells.append(f"{100 * (v / base - 1):+.1f} %" if base else "")
+                else:
+                    cells.append(f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:,.1f}")
+                    if lab != "mvopt":
+                        cells.append("")
+            title = f"{r['scenario']} ({r['note']})" if i == 0 else ""
+            out.append(f"| {title} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def trace_table(rows: list[dict], points_us=(5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 800, 1100)) -> str:
+    """The bottleneck queue (KB) over time in every run: the evidence behind the differences."""
+    labels = ["mvopt"] + list(VARIANTS.values())
+    out = ["| scenario | t (us) | " + " | ".join(labels) + " |", "|---|---:|" + "---:|" * len(labels)]
+    for r in rows:
+        end = max(run["trace"][-1, 0] if len(run["trace"]) else 0 for run in r["runs"].values()) / 1e6
+        for i, t in enumerate(p for p in points_us if p <= end):
+            cells = []
+            for lab in labels:
+                tr = r["runs"][lab]["trace"]
+                j = np.searchsorted(tr[:, 0], t * 10**6, side="right") - 1 if len(tr) else -1
+                cells.append(f"{tr[j, 1] / 1e3:,.0f}" if j >= 0 else "0")
+            out.append(f"| {r['scenario'] if i == 0 else ''} | {t} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -320,8 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         for sc in contended_scenarios(args.scale):
             rows.append(compare_tcp(sc, binary))
             print(f"  {sc.name}: done", flush=True)
-        sections.append(("contended", tcp_table(rows)))
+        sections.append(("contended", tcp_table(rows) + "\n\n" + CONTENDED_TRACE_TEXT + "\n\n" + trace_table(rows)))
         print("\nContended (DCTCP): mvopt vs ns-3\n" + tcp_table(rows) + "\n", flush=True)
+        print("Bottleneck queue (KB) over time\n" + trace_table(rows) + "\n", flush=True)
     if args.write_docs:
         write_docs(sections, args)
     return 0 if ok else 1
@@ -356,6 +484,7 @@ EXACT_TEXT = (
     "their active flows round robin. Compared: every flow's start, last-byte delivery and the "
     "sender's receipt of the last ACK.")
 CONTENDED_TEXT = "(see experiments/ns3/README.md)"
+CONTENDED_TRACE_TEXT = "Queue at mvopt's bottleneck port over time (KB), sampled every 1 us in both simulators:"
 
 
 if __name__ == "__main__":

@@ -27,24 +27,32 @@
 //   The traffic-control layer is bypassed (no queue disc is installed: addresses are assigned by
 //   hand, not by Ipv4AddressHelper, which would install one).
 //
-// * tcp: the same topology, routes and tasks with ns-3's TCP (TcpDctcp, ECN) between hosts and
-//   RED queue discs marking ECN on switch ports: the contended scenarios, where the models
-//   differ by design. Flows are connected during a warm-up before their start (no handshake in
-//   the measured time).
+// * tcp: the same topology, routes and tasks with ns-3's TCP (TcpDctcp, ECN, no timestamps,
+//   an ACK per segment) between hosts and RED queue discs marking ECN at a step threshold K on
+//   switch ports: the contended scenarios, where the models differ by design. Flows connect
+//   during a warm-up before their start (no handshake in the measured time). By default the
+//   settings mvopt shares are matched: a flow starts with cwnd = ssthresh = mvopt's window
+//   (base-RTT x line rate, no slow start), and pure ACKs (receiver sockets, IP TOS 0x10) go
+//   first at every egress (PrioQueueDisc: a FIFO band for ACKs, a RED band for data; hosts: two
+//   FIFOs). STOCK bits put ns-3's defaults back: 1 = initial window 10 and slow start, 2 = one
+//   FIFO (RED on switches) for ACKs and data.
 //
 // Scenario file (whitespace separated, one record per line):
-//   mode exact|tcp            seed S            window_ps W
+//   mode exact|tcp            seed S            window_ps W            stop_ps LIMIT
 //   net PAYLOAD HEADER ACK    (bytes; wire size of a data packet = PAYLOAD + HEADER)
-//   tcp K_BYTES G MIN_RTO_US QUEUE_BYTES WARMUP_PS      (tcp mode only)
+//   tcp K_BYTES G MIN_RTO_US QUEUE_BYTES WARMUP_PS STOCK      (tcp mode only; STOCK: bits above)
+//   iw TASK SEGMENTS          (tcp mode: initial cwnd = ssthresh, unless STOCK bit 1)
 //   nodes N_HOST N_NODE
 //   port ID OWNER PEER_NODE PEER_PORT RATE_BPS DELAY_PS        (every port, in id order)
 //   route SWITCH DST_HOST COUNT PORT...                          (next-hop ports, global ids)
 //   task ID KIND(0 flow,1 delay) SRC DST BYTES DURATION_PS START_PS NPRED PRED...
-//   trace PORT                (tcp mode: sample this port's queue-disc backlog)
+//   trace PORT                (tcp mode: print this port's data-queue samples, every 1 us)
 // Output (stdout):
 //   task ID START_PS FINISH_PS FCT_END_PS     (FCT end: the sender's receipt of the last ACK)
 //   counter NAME VALUE
-//   qtrace PORT TIME_PS BYTES
+//   qtrace PORT TIME_PS BYTES                 (traced ports)
+//   qmax PORT BYTES           (largest data queue of a switch port; exact: wire bytes queued
+//                             behind the packet in transmission, as mvopt counts; tcp: sampled)
 //   done WALL_S EVENTS
 
 #include "ns3/applications-module.h"
@@ -122,12 +130,15 @@ struct Scenario
     std::string mode = "exact";
     uint64_t seed = 1;
     int64_t window = 0;
+    int64_t stop = 0; // simulated-time limit (0: none)
     uint32_t payload = 1000, header = 48, ack = 60;
     int64_t tcpK = 0;
     double tcpG = 1.0 / 16;
     double minRtoUs = 1000;
     int64_t queueBytes = 32 << 20;
     int64_t warmup = 0;
+    int stock = 0;
+    std::map<int, uint32_t> iw; // task -> initial window (segments)
     int nHost = 0, nNode = 0;
     std::vector<PortRec> ports;
     std::vector<int64_t> nodePortOffset;
@@ -158,10 +169,19 @@ ReadScenario(const std::string& path)
             ls >> s.seed;
         else if (key == "window_ps")
             ls >> s.window;
+        else if (key == "stop_ps")
+            ls >> s.stop;
         else if (key == "net")
             ls >> s.payload >> s.header >> s.ack;
         else if (key == "tcp")
-            ls >> s.tcpK >> s.tcpG >> s.minRtoUs >> s.queueBytes >> s.warmup;
+            ls >> s.tcpK >> s.tcpG >> s.minRtoUs >> s.queueBytes >> s.warmup >> s.stock;
+        else if (key == "iw")
+        {
+            int t;
+            uint32_t w;
+            ls >> t >> w;
+            s.iw[t] = w;
+        }
         else if (key == "nodes")
             ls >> s.nHost >> s.nNode;
         else if (key == "port")
@@ -421,8 +441,11 @@ class MvPrioDevice : public PointToPointNetDevice
         else
         {
             m_data.push_back({p, dest, proto});
-            m_dataBytes += p->GetSize();
-            m_maxDataBytes = std::max(m_maxDataBytes, m_dataBytes);
+            if (!m_host) // switch data queue, in wire bytes (+2: the PPP header is added later)
+            {
+                m_dataBytes += p->GetSize() + 2;
+                m_maxDataBytes = std::max(m_maxDataBytes, m_dataBytes);
+            }
         }
         Wake();
         return true;
@@ -607,8 +630,8 @@ MvPrioDevice::Kick()
         return;
     Item it = q->front();
     q->pop_front();
-    if (q == &m_data)
-        m_dataBytes -= it.p->GetSize();
+    if (q == &m_data && !m_host)
+        m_dataBytes -= it.p->GetSize() + 2;
     m_busy = true;
     bool ok = PointToPointNetDevice::Send(it.p, it.dest, it.proto);
     NS_ABORT_MSG_IF(!ok, "device refused a packet");
@@ -648,7 +671,8 @@ struct TcpFlow
 };
 
 std::vector<TcpFlow> tcpFlows;
-uint64_t ecnMarks = 0;
+std::vector<Ptr<QueueDisc>> dataQd; // per port: the queue disc holding data (RED on switches)
+std::vector<uint32_t> qMax;        // per port: largest sampled data backlog (bytes)
 
 void
 TcpTrySend(int id)
@@ -697,16 +721,31 @@ TcpOnAck(int id, SequenceNumber32, SequenceNumber32 now)
         S.tasks[id].tFctEnd = Simulator::Now().GetPicoSeconds();
 }
 
-void
-SampleQueue(Ptr<QueueDisc> qd, int port, int64_t period)
+bool
+FlowsPending()
 {
-    printf("qtrace %d %" PRId64 " %u\n", port, Simulator::Now().GetPicoSeconds(), qd->GetNBytes());
-    bool busy = false;
     for (const auto& t : S.tasks)
         if (t.kind == 0 && t.tFctEnd < 0)
-            busy = true;
-    if (busy)
-        Simulator::Schedule(PicoSeconds(period), &SampleQueue, qd, port, period);
+            return true;
+    return false;
+}
+
+// every `period`: the data backlog of every switch port (max kept), printed for traced ports
+void
+SampleQueues(int64_t period)
+{
+    int64_t now = Simulator::Now().GetPicoSeconds() - S.warmup;
+    for (size_t p = 0; p < dataQd.size(); p++)
+    {
+        if (!dataQd[p])
+            continue;
+        uint32_t b = dataQd[p]->GetNBytes();
+        qMax[p] = std::max(qMax[p], b);
+        if (std::find(S.traced.begin(), S.traced.end(), (int)p) != S.traced.end())
+            printf("qtrace %zu %" PRId64 " %u\n", p, now, b);
+    }
+    if (FlowsPending())
+        Simulator::Schedule(PicoSeconds(period), &SampleQueues, period);
 }
 
 } // namespace
@@ -773,6 +812,13 @@ main(int argc, char** argv)
         // tcp mode: a one-packet device queue, so that the backlog sits in the queue disc
         q->SetMaxSize(QueueSize(exact ? "100p" : "1p"));
         d->SetQueue(q);
+        if (!exact)
+        {
+            // flow control between queue disc and device queue (as PointToPointHelper does)
+            Ptr<NetDeviceQueueInterface> ndqi = CreateObject<NetDeviceQueueInterface>();
+            ndqi->GetTxQueue(0)->ConnectQueueTraces(q);
+            d->AggregateObject(ndqi);
+        }
         N.nodes[r.owner]->AddDevice(d);
         N.portDev[p] = d;
     }
@@ -791,24 +837,60 @@ main(int argc, char** argv)
         N.portAddr[p] = Ipv4Address(base + 1);
         N.portAddr[r.peerPort] = Ipv4Address(base + 2);
     }
-    // tcp mode: queue discs before the addresses (ns-3's order); RED with ECN on switch ports,
-    // a large FIFO on host NICs
+    // tcp mode: queue discs before the addresses (ns-3's order). Switch ports: RED marking ECN
+    // at the step threshold K (instantaneous queue: QW 1; not gentle; MaxTh just above MinTh;
+    // thresholds and limit in packets of payload + header bytes). Host NICs: FIFO.
+    // Unless stock, both under a PrioQueueDisc whose band 0 (a FIFO) takes priority-6 packets,
+    // the receivers' pure ACKs, so that ACKs go first as in mvopt.
     std::vector<Ptr<QueueDisc>> portQd(nPort);
     if (!exact)
     {
-        TrafficControlHelper red, fifo;
-        red.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize",
-                             QueueSizeValue(QueueSize(QueueSizeUnit::BYTES, S.queueBytes)),
-                             "MinTh", DoubleValue(double(S.tcpK) / (S.payload + S.header)),
-                             "MaxTh", DoubleValue(double(S.tcpK) / (S.payload + S.header) + 1e-3),
-                             "LinkBandwidth", DataRateValue(DataRate(S.ports[0].rate)),
-                             "LinkDelay", TimeValue(PicoSeconds(S.ports[0].delay)));
-        fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", QueueSizeValue(QueueSize("1000000p")));
+        double kPkts = double(S.tcpK) / (S.payload + S.header);
+        uint32_t limit = (uint32_t)(S.queueBytes / (S.payload + S.header));
+        QueueSizeValue big(QueueSize("1000000p"));
+        auto redArgs = [&](TrafficControlHelper& h, uint16_t handle, uint16_t cls, bool root) {
+            auto args = std::make_tuple(
+                "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, limit)),
+                "MinTh", DoubleValue(kPkts), "MaxTh", DoubleValue(kPkts + 1e-3),
+                "Gentle", BooleanValue(false),
+                "LinkBandwidth", DataRateValue(DataRate(S.ports[0].rate)),
+                "LinkDelay", TimeValue(PicoSeconds(S.ports[0].delay)));
+            std::apply([&](auto&&... a) {
+                if (root)
+                    h.SetRootQueueDisc("ns3::RedQueueDisc", a...);
+                else
+                    h.AddChildQueueDisc(handle, cls, "ns3::RedQueueDisc", a...);
+            }, args);
+        };
+        TrafficControlHelper sw, host;
+        if (S.stock & 2)
+        {
+            redArgs(sw, 0, 0, true);
+            host.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", big);
+        }
+        else
+        {
+            for (TrafficControlHelper* h : {&sw, &host})
+            {
+                uint16_t handle = h->SetRootQueueDisc(
+                    "ns3::PrioQueueDisc", "Priomap", StringValue("1 1 1 1 1 1 0 1 1 1 1 1 1 1 1 1"));
+                auto cls = h->AddQueueDiscClasses(handle, 2, "ns3::QueueDiscClass");
+                h->AddChildQueueDisc(handle, cls[0], "ns3::FifoQueueDisc", "MaxSize", big);
+                if (h == &sw)
+                    redArgs(*h, handle, cls[1], false);
+                else
+                    h->AddChildQueueDisc(handle, cls[1], "ns3::FifoQueueDisc", "MaxSize", big);
+            }
+        }
+        dataQd.resize(nPort);
+        qMax.assign(nPort, 0);
         for (int p = 0; p < nPort; p++)
         {
             NetDeviceContainer c(N.portDev[p]);
-            QueueDiscContainer qc = (S.ports[p].owner < S.nHost ? fifo : red).Install(c);
-            portQd[p] = qc.Get(0);
+            bool isHost = S.ports[p].owner < S.nHost;
+            portQd[p] = (isHost ? host : sw).Install(c).Get(0);
+            if (!isHost)
+                dataQd[p] = (S.stock & 2) ? portQd[p] : portQd[p]->GetQueueDiscClass(1)->GetQueueDisc();
         }
     }
     for (int v = 0; v < S.nNode; v++)
@@ -872,8 +954,22 @@ main(int argc, char** argv)
             f.rx->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
                                     MakeCallback(+[](int id, Ptr<Socket> s, const Address&) {
                                         s->SetRecvCallback(MakeCallback(&TcpOnRecv).Bind(id));
+                                        if (!(S.stock & 2))
+                                        {
+                                            // its pure ACKs go to band 0: priority 6 at the
+                                            // host, IP TOS 0x10 (low delay) -> priority 6 where
+                                            // switches forward (Ipv4L3Protocol::IpForward)
+                                            s->SetIpTos(0x10);
+                                            s->SetPriority(6);
+                                        }
                                     }).Bind(id));
             f.tx = Socket::CreateSocket(N.nodes[t.src], TcpSocketFactory::GetTypeId());
+            if (!(S.stock & 1))
+            {
+                uint32_t w = S.iw.at(t.id);
+                f.tx->SetAttribute("InitialCwnd", UintegerValue(w));
+                f.tx->SetAttribute("InitialSlowStartThreshold", UintegerValue(w * S.payload));
+            }
             NS_ABORT_IF(f.tx->Bind(InetSocketAddress(sa, port)) < 0);
             f.tx->SetSendCallback(MakeCallback(+[](int id, Ptr<Socket>, uint32_t) { TcpTrySend(id); }).Bind(id));
             f.tx->TraceConnectWithoutContext("HighestRxAck", MakeCallback(&TcpOnAck).Bind(id));
@@ -894,16 +990,11 @@ main(int argc, char** argv)
     }
     if (!exact)
     {
-        for (int p : S.traced)
-            Simulator::Schedule(PicoSeconds(t0), &SampleQueue, portQd[p], p, (int64_t)1000000);
-        for (int p = 0; p < nPort; p++)
-        {
-            if (S.ports[p].owner >= S.nHost)
-                portQd[p]->TraceConnectWithoutContext(
-                    "Mark", MakeCallback(+[](Ptr<const QueueDiscItem>, const char*) { ecnMarks++; }));
-        }
+        Simulator::Schedule(PicoSeconds(t0), &SampleQueues, (int64_t)1000000);
     }
 
+    if (S.stop > 0)
+        Simulator::Stop(PicoSeconds(t0 + S.stop));
     Simulator::Run();
     uint64_t events = Simulator::GetEventCount();
     Simulator::Destroy();
@@ -916,18 +1007,31 @@ main(int argc, char** argv)
     }
     if (exact)
     {
-        uint64_t maxq = 0;
         for (int p = 0; p < nPort; p++)
-            maxq = std::max(maxq, DynamicCast<MvPrioDevice>(N.portDev[p])->m_maxDataBytes);
-        printf("counter max_switch_data_queue_bytes %" PRIu64 "\n", maxq);
+        {
+            uint64_t m = DynamicCast<MvPrioDevice>(N.portDev[p])->m_maxDataBytes;
+            if (m > 0)
+                printf("qmax %d %" PRIu64 "\n", p, m);
+        }
     }
     else
     {
-        uint64_t drops = 0;
+        uint64_t drops = 0, marks = 0, ackBand = 0;
         for (int p = 0; p < nPort; p++)
+        {
             drops += portQd[p]->GetStats().nTotalDroppedPackets;
-        printf("counter ecn_marks %" PRIu64 "\n", ecnMarks);
+            if (dataQd[p])
+            {
+                marks += dataQd[p]->GetStats().nTotalMarkedPackets;
+                if (qMax[p] > 0)
+                    printf("qmax %d %u\n", p, qMax[p]);
+            }
+            if (!(S.stock & 2))
+                ackBand += portQd[p]->GetQueueDiscClass(0)->GetQueueDisc()->GetStats().nTotalReceivedPackets;
+        }
+        printf("counter ecn_marks %" PRIu64 "\n", marks);
         printf("counter queue_disc_drops %" PRIu64 "\n", drops);
+        printf("counter ack_band_packets %" PRIu64 "\n", ackBand);
     }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     printf("done %.3f %" PRIu64 "\n", wall, events);
