@@ -34,6 +34,9 @@ class DcqcnConfig(Section):
     rate_on_first_cnp: float = field(1.0, doc="fraction of the rate kept at the first CNP",
                                      check=in_range(0.0, 1.0))
     min_rate_mbps: float = field(1000.0, unit="Mb/s", doc="minimum sending rate", check=positive)
+    clamp_target_rate: bool = field(
+        False, doc="at a rate decrease, also set the target rate to the current rate even right after "
+        "another decrease (ns-3's CLAMP_TARGET_RATE; off = only once some increase step has run)")
 
     PROFILES = {
         "reference": {"g": 1 / 256, "alpha_interval_us": 1.0, "decrease_interval_us": 4.0, "rp_timer_us": 300.0},

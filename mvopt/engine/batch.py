@@ -24,7 +24,7 @@ STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error"}
 
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
-      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage")
+      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp")
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 
@@ -49,7 +49,7 @@ def _exp_ints(exp: Experiment, p: ResolvedParams) -> list[int]:
          "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
-         "hpcc_stage": p.hpcc_max_stage}
+         "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp)}
     return [int(v[k]) for k in EI] + [0] * (schema.NEXP_I - len(EI))
 
 

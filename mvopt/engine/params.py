@@ -112,6 +112,7 @@ class ResolvedParams:
     dcqcn_rhai: float
     dcqcn_first: float
     dcqcn_min: float
+    dcqcn_clamp: bool
     hpcc_eta: float
     hpcc_max_stage: int
     hpcc_wai: float
@@ -235,7 +236,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
         dcqcn_f=d.fast_recovery_steps,
         dcqcn_rai=(d.rate_ai_mbps if d.rate_ai_mbps is not None else 5 * bw_nic / 25) * 1e6,
         dcqcn_rhai=(d.rate_hai_mbps if d.rate_hai_mbps is not None else 50 * bw_nic / 25) * 1e6,
-        dcqcn_first=d.rate_on_first_cnp, dcqcn_min=d.min_rate_mbps * 1e6,
+        dcqcn_first=d.rate_on_first_cnp, dcqcn_min=d.min_rate_mbps * 1e6, dcqcn_clamp=d.clamp_target_rate,
         hpcc_eta=net.hpcc.eta, hpcc_max_stage=net.hpcc.max_stage,
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
         hpcc_min=net.hpcc.min_rate_mbps * 1e6,

@@ -378,7 +378,8 @@ class Dcqcn(CongestionControl):
             self.arm(T_ALPHA, now + p.dcqcn_alpha_ps)
         elif kind == T_DECREASE:
             if self.cnp_decrease:
-                self.target = flow.rate
+                if p.dcqcn_clamp or self.stage != 0:   # ns-3's EcnClampTgtRate
+                    self.target = flow.rate
                 flow.rate = max(p.dcqcn_min, flow.rate * (1 - self.alpha / 2))
                 self.stage = 0
                 self.cnp_decrease = False

@@ -21,7 +21,7 @@ NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
 NCCD = 8           # double-valued congestion-control state per flow
 NCCI = 32          # integer congestion-control state per flow (incl. HPCC's last INT per hop)
 NEXP_D = 16        # double parameters per experiment
-NEXP_I = 16        # integer parameters per experiment
+NEXP_I = 24        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.

@@ -59,7 +59,9 @@ MV_DEV void dcqcn_timers(Ctx* c, int64_t e, int64_t f, int64_t t) {
   }
   if (*CI(c, f, CI_DEC_T) == t) {
     if (*fl & CF_CNP_DEC) {
-      *CD(c, f, CD_RT) = c->f_rate[f];
+      // the target follows the rate unless this decrease directly follows another one (ns-3's
+      // EcnClampTgtRate off): then the target stays where the last increase left it
+      if (EI(c, e, EI_DCQCN_CLAMP) || *CI(c, f, CI_STAGE) != 0) *CD(c, f, CD_RT) = c->f_rate[f];
       c->f_rate[f] = mv_fmax(ED(c, e, ED_DCQCN_MIN), c->f_rate[f] * (1.0 - *CD(c, f, CD_ALPHA) / 2.0));
       *CI(c, f, CI_STAGE) = 0;
       *fl &= ~(int64_t)CF_CNP_DEC;
