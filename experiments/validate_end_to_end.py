@@ -78,7 +78,7 @@ class Case:
     notes: str
 
 
-def row_cases(run, payload: int) -> list[Case]:
+def row_cases(run, payload: int, delay_ns: float = 1000.0) -> list[Case]:
     servers = run.gpus // 8
     per_leaf = min(servers, 32)
     nemo = run.name.startswith("dgxc-")
@@ -91,9 +91,9 @@ def row_cases(run, payload: int) -> list[Case]:
         "name": run.name,
         "cluster": {"topology": "leaf_spine", "leaves": servers // per_leaf, "hosts_per_leaf": per_leaf,
                     "gpus_per_server": 8, "nics_per_server": 1, "gpu": run.gpu.name,
-                    "link_gbps": [LINK_GBPS[run.gpu.name]] * 2, "link_delay_ns": [1000.0, 1000.0]},
+                    "link_gbps": [LINK_GBPS[run.gpu.name]] * 2, "link_delay_ns": [delay_ns, delay_ns]},
         "network": {"cc": "none", "payload_bytes": payload,
-                    "pfc": {"headroom_bdp": headroom_bdp(payload, LINK_GBPS[run.gpu.name], 1000.0)}},
+                    "pfc": {"headroom_bdp": headroom_bdp(payload, LINK_GBPS[run.gpu.name], delay_ns)}},
         "workload": {"kind": "training", "model": zoo_name(run.model), "flash_attention": run.flash_attention,
                      "rail_sample": True},
         "parallelism": par,
@@ -115,12 +115,14 @@ def simulate_case(case: Case, backend: str) -> dict:
     t0 = time.perf_counter()
     b = build(case.cfg)
     t1 = time.perf_counter()
+    c1 = time.process_time()
     r, = simulate([b.experiment], backend=backend)
     t2 = time.perf_counter()
+    cpu = time.process_time() - c1
     if r.status != "done":
         return {"status": r.status, "diagnostic": r.diagnostic, "build_s": t1 - t0, "sim_s": t2 - t1}
     rep = training_report(b.plan, r)
-    rep.update(status="done", build_s=t1 - t0, sim_s=t2 - t1, tasks=b.experiment.tasks.n,
+    rep.update(status="done", build_s=t1 - t0, sim_s=t2 - t1, sim_cpu_s=cpu, tasks=b.experiment.tasks.n,
                packets=int(r.counters["data_packets_sent"]), windows=int(r.windows))
     return rep
 
