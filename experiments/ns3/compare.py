@@ -123,7 +123,8 @@ def contended_scenarios(scale: float, seed: int = 1) -> list[Scenario]:
 # ------------------------------------------------------------------------------------ ns-3 side
 
 
-def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), stock: int = 0) -> None:
+def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), stock: int = 0,
+                   data_first: bool = False) -> None:
     topo, net, g, p = exp.topology, exp.network, exp.tasks, exp.params
     lines = [f"mode {mode}", f"seed {exp.seed}", f"window_ps {p.window_ps}", f"stop_ps {exp.time_limit_ps}",
              f"net {net.payload_bytes} {net.header_bytes} {net.ack_bytes}"]
@@ -136,6 +137,8 @@ def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), sto
         for t in np.flatnonzero(g.kind == FLOW):
             # mvopt's window in segments: ns-3's initial cwnd and ssthresh (no slow start)
             lines.append(f"iw {t} {max(1, -(-int(p.flow_win_bytes[t]) // net.payload_bytes))}")
+    if data_first:
+        lines.append("data_first 1")
     lines.append(f"nodes {topo.n_host} {topo.n_node}")
     for q in range(topo.n_port):
         lines.append(f"port {q} {topo.port_node[q]} {topo.port_peer_node[q]} {topo.port_peer_port[q]} "
@@ -168,11 +171,11 @@ class Ns3Result:
 
 
 def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = None,
-            keep: str | None = None, stock: int = 0) -> Ns3Result:
+            keep: str | None = None, stock: int = 0, data_first: bool = False) -> Ns3Result:
     binary = binary or ns3build.build()
     with tempfile.TemporaryDirectory(prefix="mvopt_ns3_") as tmp:
         path = Path(tmp) / "scenario.txt"
-        write_scenario(path, exp, mode, traced, stock)
+        write_scenario(path, exp, mode, traced, stock, data_first)
         if keep:
             Path(keep).write_text(path.read_text())
         r = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
@@ -206,7 +209,7 @@ def fmt_us(ps: float) -> str:
     return f"{ps / 1e6:,.3f}"
 
 
-def compare_exact(sc: Scenario, binary: Path) -> dict:
+def compare_exact(sc: Scenario, binary: Path, data_first: bool = False) -> dict:
     exp = build_experiment(load_config(sc.config))
     t0 = time.perf_counter()
     res, = simulate([exp])
@@ -214,7 +217,7 @@ def compare_exact(sc: Scenario, binary: Path) -> dict:
     assert res.status == "done", res.diagnostic
     c = res.counters
     assert c["data_packets_dropped"] == 0 and c["pfc_pauses"] == 0, "exact scenarios must not congest"
-    ns = run_ns3(exp, "exact", binary=binary)
+    ns = run_ns3(exp, "exact", binary=binary, data_first=data_first)
     flows = res.flow_ids
     mv_fct_end = res.task_start_ps[flows] + res.flow_fct_ps
     d_start = np.abs(res.task_start_ps - ns.start)
@@ -262,15 +265,39 @@ VARIANTS = {0: "ns-3, matched", 1: "+ slow start (IW 10)", 2: "+ ACKs in the dat
 SAMPLE_PS = 1_000_000       # queue samples every 1 us (both simulators)
 
 
-def mvopt_queue_trace(exp, port: int, res) -> np.ndarray:
-    """mvopt's data-queue length at ``port`` sampled every 1 us, from the reference simulator
-    (docs/engine.md, event by event; its results are checked identical to the engine's)."""
+WHAT_IF = "mvopt model, ECN at enqueue (what-if)"
+
+
+def mvopt_queue_trace(exp, port: int, res, enqueue_marking: bool = False):
+    """mvopt's data-queue length at ``port`` sampled every 1 us, and the run's result, from the
+    reference simulator (docs/engine.md event by event; without ``enqueue_marking`` its results
+    are checked identical to the engine's). ``enqueue_marking``: a what-if that is *not* an mvopt
+    option, ECN step-marked on the queue an arriving data packet finds (as ns-3's RED) instead of
+    on the bytes left behind at dequeue."""
     from mvopt.engine.reference import ReferenceSimulator
+    p = exp.params
+    if enqueue_marking:
+        assert (p.port_kmin == p.port_kmax).all(), "the what-if implements step marking only"
 
     class Traced(ReferenceSimulator):
         def __init__(self, e) -> None:
             super().__init__(e)
             self.trace = [(0, 0)]
+            if enqueue_marking:
+                for q in self.ports:
+                    if q.node >= self.n_host:
+                        q.push_data = self._marking_push(q, q.push_data)
+
+        def _marking_push(self, q, push):
+            def marked(pkt) -> None:
+                if q.data_bytes > int(p.port_kmax[q.id]) and not pkt.ce:
+                    pkt.ce = True
+                    self.counters["ecn_marks"] += 1
+                push(pkt)
+            return marked
+
+        def _ecn_mark(self, q) -> bool:
+            return False if enqueue_marking else super()._ecn_mark(q)
 
         def _switch_dequeue(self, sw, q):
             pkt = super()._switch_dequeue(sw, q)
@@ -287,11 +314,13 @@ def mvopt_queue_trace(exp, port: int, res) -> np.ndarray:
 
     sim = Traced(exp)
     ref = sim.run()
-    assert ref.same_as(res), "reference and engine disagree"
+    assert ref.status == "done", ref.diagnostic
+    if not enqueue_marking:
+        assert ref.same_as(res), "reference and engine disagree"
     tr = np.asarray(sim.trace, np.int64)
-    grid = np.arange(0, int(res.end_ps) + SAMPLE_PS, SAMPLE_PS)
+    grid = np.arange(0, int(ref.end_ps) + SAMPLE_PS, SAMPLE_PS)
     i = np.searchsorted(tr[:, 0], grid, side="right") - 1
-    return np.stack([grid, tr[i, 1]], axis=1)
+    return np.stack([grid, tr[i, 1]], axis=1), ref
 
 
 def queue_stats(trace: np.ndarray, k: int) -> dict:
@@ -336,7 +365,7 @@ def compare_tcp(sc: Scenario, binary: Path) -> dict:
     flows = res.flow_ids
     lone = lone_flows(exp)
     pos = {int(f): i for i, f in enumerate(flows)}
-    mv_trace = mvopt_queue_trace(exp, hot, res)
+    mv_trace, _ = mvopt_queue_trace(exp, hot, res)
     mv_fct = res.flow_fct_ps.astype(float)
     row = {"scenario": sc.name, "note": sc.note, "flows": len(flows), "hot_port": hot, "k": k,
            "lone": len(lone),
@@ -347,6 +376,13 @@ def compare_tcp(sc: Scenario, binary: Path) -> dict:
                               "drops": int(res.counters["data_packets_dropped"]),
                               "max_q": int(res.port_max_queue_bytes[switch_ports].max()),
                               "trace": mv_trace, **queue_stats(mv_trace, k), "wall": mv_wall}}}
+    wi_trace, wi = mvopt_queue_trace(exp, hot, res, enqueue_marking=True)
+    wi_fct = wi.flow_fct_ps.astype(float)
+    row["runs"][WHAT_IF] = {"total": float(wi.task_finish_ps[flows].max()), "fct": percentiles(wi_fct),
+                            "lone_fct": float(wi_fct[[pos[f] for f in lone]].mean()) if len(lone) else 0.0,
+                            "marks": int(wi.counters["ecn_marks"]), "drops": int(wi.counters["data_packets_dropped"]),
+                            "max_q": int(wi.port_max_queue_bytes[switch_ports].max()),
+                            "trace": wi_trace, **queue_stats(wi_trace, k)}
     for stock, label in VARIANTS.items():
         ns = run_ns3(exp, "tcp", traced=(hot,), binary=binary, stock=stock)
         assert (ns.fct_end[flows] >= 0).all(), f"{sc.name} ({label}): ns-3 flows unfinished"
@@ -362,9 +398,9 @@ def compare_tcp(sc: Scenario, binary: Path) -> dict:
 
 
 def tcp_table(rows: list[dict]) -> str:
-    labels = ["mvopt"] + list(VARIANTS.values())
-    head = "| scenario | metric | mvopt (RDMA DCTCP) | " + " | ".join(f"{v} | diff" for v in VARIANTS.values()) + " |"
-    out = [head, "|---|---|" + "---:|" * (1 + 2 * len(VARIANTS))]
+    labels = ["mvopt"] + list(VARIANTS.values()) + [WHAT_IF]
+    head = ("| scenario | metric | mvopt (RDMA DCTCP) | " + " | ".join(f"{v} | diff" for v in labels[1:]) + " |")
+    out = [head, "|---|---|" + "---:|" * (2 * len(labels) - 1)]
     for r in rows:
         runs = r["runs"]
         metrics = [("total completion (us)", lambda x: x["total"], True),
@@ -400,7 +436,7 @@ def tcp_table(rows: list[dict]) -> str:
 
 def trace_table(rows: list[dict], points_us=(5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 800, 1100)) -> str:
     """The bottleneck queue (KB) over time in every run: the evidence behind the differences."""
-    labels = ["mvopt"] + list(VARIANTS.values())
+    labels = ["mvopt"] + list(VARIANTS.values()) + [WHAT_IF]
     out = ["| scenario | t (us) | " + " | ".join(labels) + " |", "|---|---:|" + "---:|" * len(labels)]
     for r in rows:
         end = max(run["trace"][-1, 0] if len(run["trace"]) else 0 for run in r["runs"].values()) / 1e6
@@ -440,16 +476,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {sc.name}: {r['exact']}/{r['flows']} flows identical "
                   f"(max diff {r['max_d_finish']} ps delivery, {r['max_d_fct']} ps last ACK)", flush=True)
             ok &= r["ok"]
-        sections.append(("exact", exact_table(rows)))
-        print("\nLine rate (cc none): mvopt vs ns-3, every flow compared\n" + exact_table(rows) + "\n", flush=True)
+        # negative control: ns-3 deliberately serving data before ACKs must disagree
+        ring = next(sc for sc in exact_scenarios(args.scale) if sc.name.startswith("ring"))
+        neg = compare_exact(ring, binary, data_first=True)
+        control = (f"Negative control (shows that the comparison can fail): with ns-3 serving data before ACKs "
+                   f"(not the model), {neg['flows'] - neg['exact']} of the {neg['flows']} flows of the "
+                   f"{ring.name} differ, by up to {neg['max_d_finish'] / 1e6:.3f} us in delivery and "
+                   f"{neg['max_d_fct'] / 1e6:.3f} us in the last ACK.")
+        ok &= not neg["ok"]
+        sections.append(("exact", exact_table(rows) + "\n\n" + control))
+        print("\nLine rate (cc none): mvopt vs ns-3, every flow compared\n" + exact_table(rows) + "\n\n" + control
+              + "\n", flush=True)
     if args.only in (None, "contended"):
         rows = []
         for sc in contended_scenarios(args.scale):
             rows.append(compare_tcp(sc, binary))
             print(f"  {sc.name}: done", flush=True)
-        sections.append(("contended", tcp_table(rows) + "\n\n" + CONTENDED_TRACE_TEXT + "\n\n" + trace_table(rows)))
+        sections.append(("contended", tcp_table(rows) + "\n\n" + contended_notes(rows) + "\n\n"
+                          + CONTENDED_TRACE_TEXT + "\n\n" + trace_table(rows)))
         print("\nContended (DCTCP): mvopt vs ns-3\n" + tcp_table(rows) + "\n", flush=True)
         print("Bottleneck queue (KB) over time\n" + trace_table(rows) + "\n", flush=True)
+        print(contended_notes(rows) + "\n", flush=True)
     if args.write_docs:
         write_docs(sections, args)
     return 0 if ok else 1
@@ -477,14 +524,104 @@ def write_docs(sections, args) -> None:
 
 
 EXACT_TEXT = (
-    "ns-3 side: PointToPoint links (store-and-forward, serialization at picosecond resolution), "
-    "IPv4 + UDP, one datagram per packet sized so that its wire bytes (PPP 2 + IPv4 20 + UDP 8 + "
-    "18 B app header + payload) are mvopt's 1000 + 48 B, a 60 B ACK datagram per in-order packet, "
-    "per-flow ECMP with mvopt's hash, strict priority for ACKs at every egress, hosts serving "
-    "their active flows round robin. Compared: every flow's start, last-byte delivery and the "
-    "sender's receipt of the last ACK.")
-CONTENDED_TEXT = "(see experiments/ns3/README.md)"
-CONTENDED_TRACE_TEXT = "Queue at mvopt's bottleneck port over time (KB), sampled every 1 us in both simulators:"
+    "Settings: `cc: none`, ECMP, 1000 B payload + 48 B header, 60 B ACKs, 100 Gb/s and 1 us links. "
+    "ns-3 side: PointToPoint links (store-and-forward; serialization exact at picosecond "
+    "resolution), IPv4 + UDP, one datagram per packet sized so that its wire bytes (PPP 2 + IPv4 20 "
+    "+ UDP 8 + 18 B app header + payload) are mvopt's, a 60 B ACK datagram per in-order packet, "
+    "per-flow ECMP with mvopt's hash (the flow recovered from the UDP ports), strict priority for "
+    "ACKs at every egress decided when the port frees (after every arrival at that instant), hosts "
+    "serving their active flows round robin, and the task-dependency rule of docs/engine.md. "
+    "Compared: every flow's start, last-byte delivery and the sender's receipt of the last ACK, and "
+    "every switch port's largest data queue. In the ring, every host's NIC and the switch port into "
+    "it carry data and ACKs at once, so the ACK priority and the instant of each decision matter.")
+CONTENDED_TEXT = """\
+mvopt runs its rate-based DCTCP (as RDMA NICs do it; docs/engine.md) with its defaults (ECN step
+at K = kmin = kmax, g = 1/16); ns-3 runs TCP with `TcpDctcp` (same g, α = 1 at start, an ACK per
+segment, no timestamps, 1000 B segments so that packets are 1042 B on the wire in both, 42 B
+ACKs), RED switch queues marking ECN at the same step K, no PFC (off in mvopt too). Connections
+open during a 50 us warm-up and exchange one byte, so that the sender knows the receiver's
+scaled window (a SYN's window is not scaled: the first flight would stop at 64 KB); handshakes
+are not measured. The models differ by design in:
+
+1. *transport*: mvopt starts a flow at line rate with a window of one base-RTT bandwidth-delay
+   product (BDP), paces it, and cuts the *rate* by α/2 on an ECN echo once per window; TCP is
+   ACK-clocked and cuts the *window*; stock ns-3 TCP also starts with 10 segments and slow start;
+2. *marking point*: mvopt marks at dequeue on the bytes left behind; ns-3's RED marks at enqueue
+   on the queue found by the arriving packet, so a mark reaches the sender one queueing delay
+   later (25 us at K = 300 KB and 100 Gb/s), and the count is of arrivals, not departures;
+3. *ACK priority*: mvopt serves ACKs first at every egress; stock ns-3 queues them FIFO with
+   data, at switches and at host NICs.
+
+The *matched* column gives ns-3 mvopt's settings where the models have a common knob (initial
+cwnd = ssthresh = mvopt's window; receivers' ACKs marked IP TOS 0x10 and served from a
+strict-priority band of a `PrioQueueDisc`); the next two columns put back one ns-3 default each,
+the last one both. What remains in the matched column is the transport law and the marking
+point; the last column, mvopt's model (its reference simulator) with ECN marked at enqueue, a
+what-if that is not an mvopt option, measures the share of the marking point."""
+CONTENDED_TRACE_TEXT = ("Queue at mvopt's bottleneck port over time (KB), sampled every 1 us in both simulators "
+                        "(mvopt's from the reference simulator, whose results are checked identical to the "
+                        "engine's):")
+
+
+def contended_notes(rows: list[dict]) -> str:
+    """What the contended table shows, with its numbers: every difference over 10 % explained."""
+    from mvopt.engine.params import ser_ps
+    per_us = 10**6 / ser_ps(1042, 100 * 10**9)       # departures per us at 100 Gb/s
+    time_keys = [("total", None), ("fct", 50), ("fct", 95), ("fct", 99), ("fct", "max")]
+
+    def worst(a: dict, b: dict) -> float:
+        vals = [(b[k] if q is None else b[k][q]) / (a[k] if q is None else a[k][q]) - 1 for k, q in time_keys]
+        return 100 * max(vals, key=abs)
+
+    out = ["What the numbers show:", ""]
+    for r in rows:
+        runs = r["runs"]
+        mv, nm = runs["mvopt"], runs[VARIANTS[0]]
+        ss, ff, st = runs[VARIANTS[1]], runs[VARIANTS[2]], runs[VARIANTS[3]]
+        line = (f"- **{r['scenario']}**: with matched settings every time metric is within "
+                f"{abs(worst(mv, nm)):.1f} % of mvopt (largest: {worst(mv, nm):+.1f} %).")
+        wi = runs[WHAT_IF]
+        if r["lone"] == 0:   # incast
+            line += (
+                f" The bottleneck ({r['hot_link']}) is busy from the first round trip to the end in every "
+                f"run, so total completion is set by the bytes, whatever the congestion control (stock "
+                f"ns-3: {worst(mv, st):+.1f} % at worst). The queue traces coincide while the initial windows "
+                f"drain into the bottleneck (first ~30 us); ns-3's then keeps growing for longer (peak "
+                f"{nm['peak'] / 1e3:,.0f} KB at {nm['peak_at'] / 1e6:.0f} us vs {mv['peak'] / 1e3:,.0f} KB at "
+                f"{mv['peak_at'] / 1e6:.0f} us) and stays above K longer ({nm['above_k_us']} vs "
+                f"{mv['above_k_us']} us), hence more marks ({nm['marks']:,} vs {mv['marks']:,}). Part of this "
+                f"is the marking point: a packet marked on arrival carries the signal only after waiting out "
+                f"the queue. mvopt's own model with the marking moved to enqueue (the what-if column: the "
+                f"reference simulator with that one change) goes {wi['peak'] / 1e3:,.0f} KB high, "
+                f"{wi['above_k_us']} us above K, with {wi['marks']:,} marks: it covers "
+                f"{100 * (wi['above_k_us'] - mv['above_k_us']) / max(nm['above_k_us'] - mv['above_k_us'], 1):.0f} % "
+                f"of the gap in time above K and "
+                f"{100 * (wi['peak'] - mv['peak']) / max(nm['peak'] - mv['peak'], 1):.0f} % of the gap in peak "
+                f"queue. The rest is the transport law (an ACK-clocked TCP window against a paced rate with "
+                f"a window; one segment per round trip of additive increase against R_AI; alpha = 0.94 "
+                f"after the warm-up byte against 1), which the harness does not separate further. What is "
+                f"counted differs too: mvopt marks departures, {mv['marks'] / max(mv['above_k_us'], 1):.1f} "
+                f"per us above K (the line rate is {per_us:.1f} packets per us); ns-3 marks arrivals, "
+                f"{nm['marks'] / max(nm['above_k_us'], 1):.1f} per us (while the queue grows, several input "
+                f"links feed it). With slow start, senders ramp up over several round trips, so the queue "
+                f"peaks lower ({ss['peak'] / 1e3:,.0f} KB) with fewer marks ({ss['marks']:,}).")
+            if nm["fct"] == ff["fct"]:
+                line += " ACK priority changes nothing here (identical columns): no port carries both ACKs and data."
+        else:                # permutation
+            line += (
+                f" ECMP collisions put two flows on some links. mvopt's window bounds each shared queue at "
+                f"about one BDP ({mv['max_q'] / 1e3:,.0f} KB < K = {r['k'] / 1e3:g} KB): no marks at all, as "
+                f"in ns-3 matched ({nm['marks']:,} marks, {nm['max_q'] / 1e3:,.0f} KB). Slow start (IW 10) "
+                f"costs {worst(mv, ss):+.1f} %: windows double each round trip until the shared queues "
+                f"overshoot K ({ss['max_q'] / 1e3:,.0f} KB, {ss['marks']:,} marks, {ss['above_k_us']} us above "
+                f"K at the bottleneck), then DCTCP, starting from α = 1, halves them and the links idle. ACKs "
+                f"in the data FIFO cost the {r['lone']} flows that share no link "
+                f"{100 * (ff['lone_fct'] / mv['lone_fct'] - 1):+.1f} % (mean FCT): every host both sends "
+                f"and receives, and the ACKs it returns wait behind its own outgoing data in its NIC queue, "
+                f"which slows the other flow's ACK clock. Stock ns-3 has both: "
+                f"{worst(mv, st):+.1f} %.")
+        out.append(line)
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

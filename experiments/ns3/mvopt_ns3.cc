@@ -30,7 +30,8 @@
 // * tcp: the same topology, routes and tasks with ns-3's TCP (TcpDctcp, ECN, no timestamps,
 //   an ACK per segment) between hosts and RED queue discs marking ECN at a step threshold K on
 //   switch ports: the contended scenarios, where the models differ by design. Flows connect
-//   during a warm-up before their start (no handshake in the measured time). By default the
+//   during a warm-up before their start, and exchange one byte so that the sender learns the
+//   receiver's scaled window (no handshake in the measured time). By default the
 //   settings mvopt shares are matched: a flow starts with cwnd = ssthresh = mvopt's window
 //   (base-RTT x line rate, no slow start), and pure ACKs (receiver sockets, IP TOS 0x10) go
 //   first at every egress (PrioQueueDisc: a FIFO band for ACKs, a RED band for data; hosts: two
@@ -46,6 +47,7 @@
 //   port ID OWNER PEER_NODE PEER_PORT RATE_BPS DELAY_PS        (every port, in id order)
 //   route SWITCH DST_HOST COUNT PORT...                          (next-hop ports, global ids)
 //   task ID KIND(0 flow,1 delay) SRC DST BYTES DURATION_PS START_PS NPRED PRED...
+//   data_first 1              (exact mode, negative control: data before ACKs, not the model)
 //   trace PORT                (tcp mode: print this port's data-queue samples, every 1 us)
 // Output (stdout):
 //   task ID START_PS FINISH_PS FCT_END_PS     (FCT end: the sender's receipt of the last ACK)
@@ -131,6 +133,7 @@ struct Scenario
     uint64_t seed = 1;
     int64_t window = 0;
     int64_t stop = 0; // simulated-time limit (0: none)
+    int dataFirst = 0; // exact mode, negative control: serve data before ACKs (not the model)
     uint32_t payload = 1000, header = 48, ack = 60;
     int64_t tcpK = 0;
     double tcpG = 1.0 / 16;
@@ -171,6 +174,8 @@ ReadScenario(const std::string& path)
             ls >> s.window;
         else if (key == "stop_ps")
             ls >> s.stop;
+        else if (key == "data_first")
+            ls >> s.dataFirst;
         else if (key == "net")
             ls >> s.payload >> s.header >> s.ack;
         else if (key == "tcp")
@@ -620,12 +625,14 @@ void
 MvPrioDevice::Kick()
 {
     // m_kickPending stays set while deciding: the Send() below must not schedule another kick
-    if (!m_busy && m_ctrl.empty() && m_data.empty() && m_host)
+    if (!m_busy && m_data.empty() && (m_ctrl.empty() || S.dataFirst) && m_host)
         m_host->SendNextData(); // goes down UDP/IPv4 into Send(): lands in m_data
     m_kickPending = false;
     if (m_busy)
         return;
-    std::deque<Item>* q = !m_ctrl.empty() ? &m_ctrl : (!m_data.empty() ? &m_data : nullptr);
+    std::deque<Item>* first = S.dataFirst ? &m_data : &m_ctrl;
+    std::deque<Item>* second = S.dataFirst ? &m_ctrl : &m_data;
+    std::deque<Item>* q = !first->empty() ? first : (!second->empty() ? second : nullptr);
     if (!q)
         return;
     Item it = q->front();
@@ -667,7 +674,7 @@ struct TcpFlow
     Ptr<Socket> tx, rx;
     int64_t received = 0;
     uint64_t toSend = 0;
-    bool started = false;
+    bool started = false, helloAcked = false;
 };
 
 std::vector<TcpFlow> tcpFlows;
@@ -695,6 +702,7 @@ void
 TcpFlowStart(int id)
 {
     TcpFlow& f = tcpFlows[id];
+    NS_ABORT_MSG_IF(!f.helloAcked, "flow " << id << " not connected by the end of the warm-up");
     f.started = true;
     f.toSend = S.tasks[id].bytes;
     TcpTrySend(id);
@@ -709,15 +717,17 @@ TcpOnRecv(int id, Ptr<Socket> sock)
     {
         f.received += p->GetSize();
     }
-    if (f.received == S.tasks[id].bytes && S.tasks[id].tFinish < 0)
+    if (f.received == S.tasks[id].bytes + 1 && S.tasks[id].tFinish < 0) // + the warm-up byte
         TaskFinished(id);
 }
 
 void
 TcpOnAck(int id, SequenceNumber32, SequenceNumber32 now)
 {
-    // data starts at sequence 1 (after the SYN)
-    if (now.GetValue() >= S.tasks[id].bytes + 1 && S.tasks[id].tFctEnd < 0 && tcpFlows[id].started)
+    // sequence 1 is the warm-up byte (after the SYN), the flow's data starts at 2
+    if (now.GetValue() >= 2)
+        tcpFlows[id].helloAcked = true;
+    if (now.GetValue() >= S.tasks[id].bytes + 2 && S.tasks[id].tFctEnd < 0 && tcpFlows[id].started)
         S.tasks[id].tFctEnd = Simulator::Now().GetPicoSeconds();
 }
 
@@ -973,7 +983,13 @@ main(int argc, char** argv)
             NS_ABORT_IF(f.tx->Bind(InetSocketAddress(sa, port)) < 0);
             f.tx->SetSendCallback(MakeCallback(+[](int id, Ptr<Socket>, uint32_t) { TcpTrySend(id); }).Bind(id));
             f.tx->TraceConnectWithoutContext("HighestRxAck", MakeCallback(&TcpOnAck).Bind(id));
-            // connect during the warm-up: the handshake is not part of the measured flow
+            // connect during the warm-up: the handshake is not part of the measured flow. Once
+            // connected, send one byte: its ACK tells the sender the receiver's scaled window (a
+            // SYN's window is never scaled: without this the first flight stops at 64 KB)
+            f.tx->SetConnectCallback(
+                MakeCallback(+[](int id, Ptr<Socket> s) { s->Send(Create<Packet>(1)); }).Bind(id),
+                MakeCallback(+[](int id, Ptr<Socket>) { NS_ABORT_MSG("flow " << id << " failed to connect"); })
+                    .Bind(id));
             Simulator::Schedule(PicoSeconds(0), [id, da, port]() {
                 tcpFlows[id].tx->Connect(InetSocketAddress(da, port));
             });
