@@ -365,7 +365,10 @@ def test_random_batches_match_the_reference(backend, exps) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.xfail(strict=True, reason="reported engine bugs, minimal cases below: delay ready times are "
+                   "no events (test_a_delay_start_is_an_event_for_idle_skipping), control vs data at a "
+                   "resumed port (test_control_before_data_when_a_resumed_port_starts)")
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(experiments(max_tasks=8, burst_bytes=1_500_000))
 def test_many_random_experiments_match_the_reference(backend, exp) -> None:
     assert_matches_reference(run1(backend, exp), exp)
@@ -443,6 +446,25 @@ def test_control_before_data_when_a_resumed_port_starts(backend) -> None:
     g.flow(0, 3, 25_185)
     exp = sc.experiment(topology("leaf_spine"), g, cc="none", buffer_mb=0.1, payload_bytes=256)
     assert_matches_reference(run1(backend, exp), exp)   # engine: flow 1 finishes 8.66368 us, ref 8.61984
+
+
+@pytest.mark.xfail(strict=True, reason="reported engine bug: a delay task's ready time is no event in "
+                   "the engine (it is queued at its finish), so idle skipping jumps past it and the window "
+                   "sequence differs from the reference's (different windows, and counters at a time limit)")
+def test_a_delay_start_is_an_event_for_idle_skipping(backend) -> None:
+    """docs/engine.md: T <- max(T + W, earliest pending event), task events being 'ready / delay
+    finished'. Here the reference's windows start at 0 and at 1 us (the delay becomes ready) and
+    the second one, within the 1 us limit, carries the flow's packet over the switch; the engine
+    skips to the packet's arrival at 1.00392 us, past the limit: 1 window and 1 hop instead of 2."""
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 1)
+    g.delay(0, D, start_ps=D)
+    exp = sc.experiment(compiled(sc.line(1)), g, cc="none", time_limit_ps=D)
+    r = run1(backend, exp)
+    ref = simulate_reference(exp)
+    assert (r.status, ref.status) == ("timeout", "timeout")
+    assert r.windows == ref.windows == 2                 # engine: 1
+    assert_matches_reference(r, exp, ref)                # engine: packet_hops 1 vs 2
 
 
 def ring_deadlock() -> Experiment:
