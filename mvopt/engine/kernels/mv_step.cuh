@@ -87,6 +87,8 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       if (cached) ta_p[ia - lo] = ring_head_t(c, q, par);
     } else {
       a = id;
+      // the start may have been moved up to `now`, when more may be queued: decide what goes then
+      what_d = switch_port_class(c, id, td);
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
         c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;

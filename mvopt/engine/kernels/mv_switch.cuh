@@ -108,6 +108,15 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   return out;
 }
 
+// What port p sends if it starts at t: the highest-priority class available by then (a PFC
+// frame, then control, then data).
+MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
+  if (c->port_in_paused[p] != c->port_pfc_sent[p] && c->port_pfc_ps[p] <= t) return 2;
+  int32_t hc = c->port_qh[p * 2 + Q_CTL];
+  if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
+  return Q_DATA;
+}
+
 // Earliest time port p can start a transmission (MV_INF if it has nothing to send), and what.
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   int64_t avail = MV_INF;
@@ -119,12 +128,7 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   if (h >= 0 && !c->port_paused[p] && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
   if (avail >= MV_INF) return MV_INF;
   int64_t t = mv_max(avail, c->port_free_ps[p]);
-  // at the start time, the highest priority class that is available then goes first
-  if (c->port_in_paused[p] != c->port_pfc_sent[p] && c->port_pfc_ps[p] <= t) *what = 2;
-  else {
-    int32_t hc = c->port_qh[p * 2 + Q_CTL];
-    if (hc >= 0 && c->pkt[hc].t <= t) *what = Q_CTL;
-  }
+  *what = switch_port_class(c, p, t);
   return t;
 }
 
