@@ -365,9 +365,8 @@ def test_random_batches_match_the_reference(backend, exps) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="reported engine bugs, minimal cases below: delay ready times are "
-                   "no events (test_a_delay_start_is_an_event_for_idle_skipping), control vs data at a "
-                   "resumed port (test_control_before_data_when_a_resumed_port_starts)")
+@pytest.mark.xfail(strict=True, reason="reported engine bug, minimal case below: delay ready times are "
+                   "no events (test_a_delay_start_is_an_event_for_idle_skipping)")
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(experiments(max_tasks=8, burst_bytes=1_500_000))
 def test_many_random_experiments_match_the_reference(backend, exp) -> None:
@@ -406,8 +405,9 @@ def test_stand_in_topologies_compile_faithfully() -> None:
 
 
 # Minimal cases of the disagreements these tests found. Fixed in the engine since (72b6eaa,
-# 6e843f9) and kept as regression tests: delay durations, end_ps on timeout and when stuck. Open
-# (strict xfail, reported): delay ready times and idle skipping, control vs data at a resumed port.
+# 6e843f9, f46e1eb) and kept as regression tests: delay durations, end_ps on timeout and when
+# stuck, control vs data at a resumed port. Open (strict xfail, reported): delay ready times and
+# idle skipping.
 
 def test_delay_after_a_predecessor_lasts_its_duration(backend) -> None:
     g = TaskGraphBuilder()
@@ -429,14 +429,12 @@ def test_timeout_end_is_the_time_limit(backend) -> None:
     assert r.end_ps == 5 * D                         # engine before 72b6eaa: 0
 
 
-@pytest.mark.xfail(strict=True, reason="reported engine bug: switch_window clamps a port's next "
-                   "transmission time up to `now` but keeps the class chosen for the earlier time, so a "
-                   "paused port resumed at t sends data before a control packet that arrived at t")
 def test_control_before_data_when_a_resumed_port_starts(backend) -> None:
     """Spine 10 (leaf-spine, 0.1 MB buffers, PFC) has data of flow 1 queued for leaf 6 and
     paused. At 6.1488 us a RESUME from leaf 6 and an ACK of flow 4 (for the same egress) arrive
     together: the reference sends the ACK first (PFC > control > data at the start time), the
-    engine the data packet; flow 1 then finishes 43.84 ns late, with 2 extra PAUSE/RESUME pairs.
+    engine before f46e1eb the data packet (it kept the class chosen for the port's earlier free
+    time); flow 1 then finished 43.84 ns late, with 2 extra PAUSE/RESUME pairs.
     (Found by test_many_random_experiments_match_the_reference; the delay task only gives the
     flows ids 1..4, which the ECMP hashes use.)"""
     g = TaskGraphBuilder()
@@ -446,7 +444,7 @@ def test_control_before_data_when_a_resumed_port_starts(backend) -> None:
     g.flow(4, 0, 495)
     g.flow(0, 3, 25_185)
     exp = sc.experiment(topology("leaf_spine"), g, cc="none", buffer_mb=0.1, payload_bytes=256)
-    assert_matches_reference(run1(backend, exp), exp)   # engine: flow 1 finishes 8.66368 us, ref 8.61984
+    assert_matches_reference(run1(backend, exp), exp)   # was: flow 1 at 8.66368 us, ref 8.61984
 
 
 @pytest.mark.xfail(strict=True, reason="reported engine bug: a delay task's ready time is no event in "
