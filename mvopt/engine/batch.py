@@ -178,16 +178,15 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         free = (np.diff(g.pred_offset) == 0)
         start_ps = np.full(nt, -1, np.int64)
         start_ps[free] = g.start_ps[free]
-        ev_t = np.where(g.kind == DELAY, g.start_ps + g.duration_ps, g.start_ps)
         heap_n = np.zeros(nn, np.int64)
         ids = np.nonzero(free)[0]
-        order = np.lexsort((ids, ev_t[ids], src[ids]))   # by node, then (time, task): sorted = heap
+        order = np.lexsort((ids, g.start_ps[ids], src[ids]))   # by node, then (time, task): sorted = heap
         ids = ids[order]
         for node in np.unique(src[ids]):
             sel = ids[src[ids] == node]
             lo = int(heap_lo[node]) - heap_base
-            heap_t[lo:lo + sel.size] = ev_t[sel]
-            heap_task[lo:lo + sel.size] = sel + task_base
+            heap_t[lo:lo + sel.size] = g.start_ps[sel]
+            heap_task[lo:lo + sel.size] = 2 * (sel + task_base)      # start events (kind 0)
             heap_n[node] = sel.size
         add("heap_t", heap_t); add("heap_task", heap_task); add("act_flow", np.zeros(heap_t.size, np.int64))
         add("node_heap_n", heap_n)

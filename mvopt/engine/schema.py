@@ -175,7 +175,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("pkt", "pkt", "n_slot", "state: packet slots: port rings, then node pools"),
     _c("pkt_int", "int", "n_int", "state: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
-    _c("heap_task", "i32", "n_heap", "state [host]: task-event heap tasks"),
+    _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (task ids), in activation order"),
 )
 

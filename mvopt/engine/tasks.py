@@ -74,11 +74,21 @@ class TaskGraph:
             raise ConfigError(f"{where}.tasks", "predecessor ids must be task ids", int(self.pred.max()))
         order = topological_order(self)
         if order is None:
-            raise ConfigError(f"{where}.tasks", "dependencies must not form a cycle", show_value=False)
+            done = np.zeros(n, bool)
+            done[_kahn(self)] = True
+            t = int(np.nonzero(~done)[0][0])
+            raise ConfigError(f"{where}.tasks[{t}].after", "must not form a dependency cycle (this task "
+                              "depends on itself through its predecessors)", [int(x) for x in self.preds_of(t)])
 
 
 def topological_order(g: TaskGraph) -> np.ndarray | None:
     """Kahn's algorithm over the CSR; None when there is a cycle."""
+    out = _kahn(g)
+    return out if len(out) == g.n else None
+
+
+def _kahn(g: TaskGraph) -> np.ndarray:
+    """The tasks Kahn's algorithm can order (all of them unless there is a cycle)."""
     n = g.n
     indeg = np.diff(g.pred_offset).astype(np.int64)
     succ_count = np.bincount(g.pred, minlength=n) if g.pred.size else np.zeros(n, np.int64)
@@ -96,7 +106,7 @@ def topological_order(g: TaskGraph) -> np.ndarray | None:
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(int(s))
-    return np.asarray(out, dtype=np.int64) if len(out) == n else None
+    return np.asarray(out, dtype=np.int64)
 
 
 class TaskGraphBuilder:

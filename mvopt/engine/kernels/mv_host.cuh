@@ -86,11 +86,14 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
   return notify;
 }
 
-// Task event at the top of the heap: a flow activates, or a delay task finishes.
+// Task event at the top of the heap: a task starts (a flow activates, a delay task begins), or
+// a delay task finishes.
 MV_DEV int64_t host_task_event(Ctx* c, int64_t e, int64_t v, int64_t t) {
-  int32_t k = c->heap_task[c->node_heap_lo[v]];
+  int32_t key = c->heap_task[c->node_heap_lo[v]];
+  int32_t k = key >> 1;
   heap_pop(c, v);
-  if (c->task_kind[k] != 0) return task_finished(c, v, k, t);
+  if (key & 1) return task_finished(c, v, k, t);
+  if (c->task_kind[k] != 0) { heap_push(c, v, t + c->task_dur_ps[k], 2 * k + 1); return MV_INF; }
   host_insert_active(c, v, k);
   c->f_next_tx[k] = t;
   c->f_progress_ps[k] = t;

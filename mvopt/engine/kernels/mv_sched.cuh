@@ -3,7 +3,9 @@
 // heap orders its task events by (time, task id).
 #pragma once
 
-// ---- heap of (time, task) per host, in heap_t/heap_task[node_heap_lo ...] ------------------
+// ---- heap of task events per host, in heap_t/heap_task[node_heap_lo ...] -------------------
+// An entry is (time, key) with key = 2 * task + kind (0: the task starts, 1: a delay task
+// finishes), ordered by time, then task, then kind (as the reference orders task events).
 MV_DEV bool heap_less(const Ctx* c, int64_t a, int64_t b) {
   return c->heap_t[a] < c->heap_t[b] || (c->heap_t[a] == c->heap_t[b] && c->heap_task[a] < c->heap_task[b]);
 }
@@ -45,9 +47,8 @@ MV_DEV void heap_pop(Ctx* c, int64_t v) {
 MV_DEV void task_try_ready(Ctx* c, int64_t v, int32_t k) {
   if (c->task_local_left[k] != 0 || c->task_remote_ps[k] < 0 || c->task_start_ps[k] >= 0) return;
   int64_t ready = mv_max(c->task_min_ps[k], mv_max(c->task_ready_max[k], c->task_remote_ps[k]));
-  c->task_start_ps[k] = ready;   // marks the task as scheduled
-  // the event: a flow activates at `ready`; a delay task finishes at `ready + duration`
-  heap_push(c, v, c->task_kind[k] != 0 ? ready + c->task_dur_ps[k] : ready, k);
+  c->task_start_ps[k] = ready;   // marks the task as scheduled; its start event fires at `ready`
+  heap_push(c, v, ready, 2 * k);
 }
 
 // Task k finished at node v at time t: record it and release the successors that start here.
