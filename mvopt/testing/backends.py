@@ -12,16 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from mvopt.engine._gpu import gpu_available
+
 __all__ = ["available_backends", "gpu_available"]
-
-
-def gpu_available() -> bool:
-    """True when CuPy imports and reports at least one usable CUDA device."""
-    try:
-        import cupy  # noqa: F401
-        return int(cupy.cuda.runtime.getDeviceCount()) > 0
-    except Exception:        # no CuPy, no driver, no device: all mean "no GPU backend here"
-        return False
 
 
 @lru_cache(maxsize=None)
