@@ -24,7 +24,9 @@ def render(d: dict, commit: str, device: str, date: str) -> str:
     lines = [f"## GPU backend vs CPU backend, same machine, same run\n",
              f"Measured {date} at commit `{commit}` on {device}. Command: "
              f"`python experiments/bench_gpu.py --out OUT --batches 1,256,1024,4096 --cpu-batches 16,256 "
-             f"--budget-s 380` (rows not listed were skipped by the time budget).\n",
+             f"--budget-s 380`, and for HPCC/DCTCP and the idle windows `--batches 1024 --cpu-batches 256 "
+             f"--cc hpcc,dctcp --budget-s 200` (two runs, same machine kind; rows not listed were skipped "
+             f"by the time budget).\n",
              f"**Bit identity:** {ident['experiments'] - len(ident['different'])} of {ident['experiments']} experiments of a mixed batch (fat-tree, leaf-spine, torus, dragonfly × "
              f"none/DCQCN/HPCC/DCTCP × ECMP/spray × PFC on/off, delay tasks and dependencies) gave identical "
              f"results on the CPU and the GPU (every task time, FCT, counter and max queue).\n",
@@ -43,17 +45,31 @@ def render(d: dict, commit: str, device: str, date: str) -> str:
                  f"{best_gpu['batch']}); best CPU figure {best_cpu['hops_per_s'] / 1e9:.3f} G packet-hops/s: "
                  f"ratio {best_gpu['hops_per_s'] / best_cpu['hops_per_s']:.1f}×. **The issue's target "
                  f"(2 × 10⁹ packet-hops/s) is not met** (see the analysis below).\n")
+    idle = d.get("idle") or {}
+    if idle:
+        lines.append("**Overhead floor** (1,000 experiments whose hosts only run chains of 1 µs delay tasks: "
+                     "every window idle in the network): " + "; ".join(
+                         f"{b}: {v['us_per_window']:,.1f} µs per window ({v['windows']} windows)" for b, v in idle.items())
+                     + ". The target (~10 µs on the GPU) is not met.\n")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default=str(ROOT / "experiments" / "results" / "bench_gpu.json"))
+    ap.add_argument("--json", nargs="+", default=[str(ROOT / "experiments" / "results" / "bench_gpu.json"),
+                                                  str(ROOT / "experiments" / "results" / "bench_gpu_hpcc_dctcp_idle.json")],
+                    help="result files of bench_gpu.py runs (rows and idle figures are merged)")
     ap.add_argument("--commit", required=True)
     ap.add_argument("--device", required=True)
     ap.add_argument("--date", required=True)
     args = ap.parse_args()
-    d = json.loads(Path(args.json).read_text())
+    d: dict = {"rows": [], "idle": {}}
+    for path in args.json:
+        part = json.loads(Path(path).read_text())
+        d["rows"] += part["rows"]
+        d["idle"].update(part.get("idle") or {})
+        d.setdefault("identity", part["identity"])
+        d.setdefault("cores", part.get("cores"))
     update_section(ROOT / "docs" / "performance.md", "engine_gpu", render(d, args.commit, args.device, args.date))
 
 
