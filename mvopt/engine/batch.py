@@ -269,6 +269,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
+            port_tx_bytes=c["port_wire_bytes"][p0:p1].copy(),
             diagnostic=diag))
     return out
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ExperimentResult", "COUNTERS"]
+__all__ = ["ExperimentResult", "COUNTERS", "port_utilisation"]
 
 # Counters every backend reports (int64 each), in this order.
 COUNTERS = (
@@ -49,6 +49,7 @@ class ExperimentResult:
     counters: dict[str, int]
     port_max_queue_bytes: np.ndarray
     windows: int
+    port_tx_bytes: np.ndarray = None  # type: ignore[assignment]  # every byte each port sent (incl. ACK, PFC)
     diagnostic: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -74,3 +75,9 @@ class ExperimentResult:
                 and np.array_equal(self.flow_fct_ps, other.flow_fct_ps)
                 and self.counters == other.counters
                 and np.array_equal(self.port_max_queue_bytes, other.port_max_queue_bytes))
+
+
+def port_utilisation(result: ExperimentResult, topology) -> np.ndarray:
+    """Average utilisation of every link direction over the experiment: bytes x 8 / (rate x end)."""
+    end = max(result.end_ps, 1)
+    return result.port_tx_bytes * 8 * 10**12 / (np.asarray(topology.port_rate_bps, float) * end)

@@ -124,7 +124,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_in_paused", "i8", "n_port", "state [node]: we asked the peer to pause"),
     _c("port_pfc_sent", "i8", "n_port", "state [node]: pause state last signalled to the peer"),
     _c("port_pfc_ps", "i64", "n_port", "state [node]: when the pending PFC frame was requested"),
-    _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes transmitted (INT)"),
+    _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes dequeued for transmission (INT; no PFC frames)"),
+    _c("port_wire_bytes", "i64", "n_port", "state [node]: every byte put on the wire (link utilisation)"),
     _c("port_deq", "i64", "n_port", "state [node]: data packets dequeued (ECN hash counter)"),
     # ---- tasks (flows are tasks) -------------------------------------------------------------
     _c("task_kind", "i8", "n_task", "0 flow, 1 delay"),

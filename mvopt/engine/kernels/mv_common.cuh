@@ -122,6 +122,7 @@ MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const
   if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
   c->port_tail[p * 2 + par] = tail + 1;
   c->port_free_ps[p] = end;
+  c->port_wire_bytes[p] += pk->bytes;
   ctr_add(c, v, C_HOPS, 1);
   return end;
 }
