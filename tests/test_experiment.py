@@ -66,10 +66,13 @@ def test_hpcc_flows_kind_relative_to_config_file(tmp_path):
     assert exp.tasks.size_bytes.tolist() == [5000] and exp.tasks.start_ps.tolist() == [2_000_000]
 
 
-@pytest.mark.parametrize("kind, extra", [("training", {"model": "gpt3-1.3b"}), ("astra", {"file": "w.txt"})])
-def test_unsupported_kinds(kind, extra):
+@pytest.mark.parametrize("kind, extra, message", [
+    ("training", {"model": "no-such-model"}, "workload.model: must be a model of the zoo"),
+    ("astra", {"file": "/nonexistent/w.txt"}, "/nonexistent/w.txt: cannot be read"),
+])
+def test_training_and_astra_inputs_are_checked(kind, extra, message):
     cfg = load_config({"cluster": FAT_TREE, "workload": {"kind": kind, **extra}})
-    with pytest.raises(MvoptError, match="not yet supported"):
+    with pytest.raises(MvoptError, match=message):
         build_experiment(cfg)
 
 
