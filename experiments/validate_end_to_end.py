@@ -16,12 +16,15 @@ Each row becomes an experiment configuration (``workload.kind: training``):
   group run identical schedules, every pipeline transfer and every (hierarchical) DP collective
   of a GPU stays on its rail, and the rails of a rail-optimised fabric share no link;
 * **network**: InfiniBand is lossless with credit-based flow control and no ECN congestion
-  control by default: ``cc: none`` with PFC; packets of ``--payload`` bytes (default 64 KiB: a
-  simulation granularity that adds 3 store-and-forward hops of 2.6 us (HDR) to each flow, against
-  flows of 6-380 MB; ``--payload 4096`` runs IB's MTU);
+  control by default: ``cc: none`` with PFC (headroom raised to 4 packets per port so that PFC
+  stays lossless with large packets); packets of ``--payload`` bytes (default 64 KiB: a
+  simulation granularity that adds up to 4 store-and-forward hops of 2.6 us (HDR) to each flow,
+  against flows of 6-400 MB; ``--payload 4096`` runs IB's MTU, ~16x more packets);
 * **workload**: the model and layout of the row with the settings published.py fills in (see
   its ``assumptions``), plus what the rows' software did: Megatron SC21/Korthikanti all-reduce the
-  gradients after the pipeline flush (``overlap_grad_reduce: false``); the NeMo rows run the
+  gradients after the pipeline flush (``overlap_grad_reduce: false``); the SC21 runs trained in
+  fp16 (Megatron-LM 2021, ``--fp16``), whose local DDP all-reduces fp16 gradients
+  (``precision: mixed_adam``, 2 B per gradient); the NeMo rows run the
   launcher's gpt3/175b.yaml: distributed optimizer with 100 MB buckets and overlapped gradient
   and parameter synchronisation, ``ub_tp_comm_overlap`` (``tp_comm_overlap: true``), fused
   attention.
@@ -78,24 +81,29 @@ class Case:
     notes: str
 
 
-def row_cases(run, payload: int, delay_ns: float = 1000.0) -> list[Case]:
+def row_cases(run, payload: int, delay_ns: float = 1000.0, spines: str = "single") -> list[Case]:
     servers = run.gpus // 8
     per_leaf = min(servers, 32)
+    rate = LINK_GBPS[run.gpu.name]
+    # one spine carrying a leaf's whole uplink bandwidth (ideal load balancing, InfiniBand adaptive
+    # routing), or one spine per leaf downlink with per-flow ECMP hashing
+    up = rate * per_leaf if spines == "single" else rate
     nemo = run.name.startswith("dgxc-")
     par = {f: getattr(run.parallel, f) for f in run.parallel.__dataclass_fields__}
     if nemo:
         par.update(bucket_mb=100.0, overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=True)
     else:
         par.update(overlap_grad_reduce=False)
+    precision = "mixed_adam" if run.name.startswith("megatron-sc21") else "bf16_fp32_grad"
     base = {
         "name": run.name,
         "cluster": {"topology": "leaf_spine", "leaves": servers // per_leaf, "hosts_per_leaf": per_leaf,
                     "gpus_per_server": 8, "nics_per_server": 1, "gpu": run.gpu.name,
-                    "link_gbps": [LINK_GBPS[run.gpu.name]] * 2, "link_delay_ns": [delay_ns, delay_ns]},
+                    "link_gbps": [rate, up], "link_delay_ns": [delay_ns, delay_ns]},
         "network": {"cc": "none", "payload_bytes": payload,
                     "pfc": {"headroom_bdp": headroom_bdp(payload, LINK_GBPS[run.gpu.name], delay_ns)}},
         "workload": {"kind": "training", "model": zoo_name(run.model), "flash_attention": run.flash_attention,
-                     "rail_sample": True},
+                     "rail_sample": True, "precision": precision},
         "parallelism": par,
         "simulation": {"time_limit_ms": 20_000.0 * max(run.t_iter_s, 1.0)},
     }
@@ -131,11 +139,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--payload", type=int, default=65536, help="packet payload bytes (default 65536)")
+    ap.add_argument("--spines", choices=("single", "ecmp"), default="single",
+                    help="spine layer: one spine with the leaf's whole uplink bandwidth (default; ideal load "
+                         "balancing as InfiniBand adaptive routing), or one spine per leaf port with ECMP")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     wanted = {r for r in args.rows.split(",") if r}
-    cases = [c for run in published_runs() if not wanted or run.name in wanted for c in row_cases(run, args.payload)]
+    cases = [c for run in published_runs() if not wanted or run.name in wanted for c in row_cases(run, args.payload, spines=args.spines)]
     results = []
     t_all = time.perf_counter()
     for c in cases:

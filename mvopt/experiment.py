@@ -137,7 +137,13 @@ def training_setup(cfg: ExperimentConfig, topo):
         gpus_per_server=int(topo.gpus_per_server), gpu_host=np.asarray(topo.gpu_host), collective=cfg.collective,
         precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout, reserve_bytes=reserve,
         iterations=w.iterations, rail_sample=w.rail_sample, nic_bytes_per_s=_nic_bytes_per_s(topo),
-        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo))
+        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg))
+
+
+def _wire_factor(cfg: ExperimentConfig) -> float:
+    """Wire bytes per payload byte of the network's packets."""
+    net = cfg.network
+    return (net.payload_bytes + net.header_bytes) / net.payload_bytes
 
 
 def _collective_graph(cfg: ExperimentConfig, topo):
@@ -191,7 +197,8 @@ def _astra_graph(cfg: ExperimentConfig, topo):
     astra_graph(b, w, gpu_host=np.asarray(topo.gpu_host), gpus_per_server=int(topo.gpus_per_server),
                 intra=_intra_fn(cfg, get_gpu(cfg.cluster.gpu)), iterations=cfg.workload.iterations,
                 collective=cfg.collective, nic_bytes_per_s=_nic_bytes_per_s(topo),
-                step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), file=path)
+                step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo),
+                wire_factor=_wire_factor(cfg), file=path)
     return b.build()
 
 

@@ -55,19 +55,47 @@ def group_shape(servers: Sequence[int]) -> tuple[list[int], list[list[int]]]:
     return order, [members[s] for s in order]
 
 
+class _Fifo:
+    """Builder proxy: the flows of one collective on a connection (src, dst) leave in order. A
+    flow waits for a zero-dependency-cost *gate* of the previous flow on its connection: a delay
+    on the sender, released with that flow, lasting its serialization at line rate (``wire``
+    seconds per byte). This stands for NCCL's in-order connection (step s+1 is sent after step
+    s); without it, a rank that receives several steps in a burst sends them all at once, they
+    share the NIC and finish together, and the burst propagates around the ring."""
+
+    def __init__(self, builder, wire_s_per_byte: float):
+        self.b, self.wire = builder, wire_s_per_byte
+        self.gate: dict[tuple[int, int], int] = {}
+
+    def flow(self, src: int, dst: int, size_bytes: int, *, after=(), start_ps: int = 0, category: str = "flow") -> int:
+        deps = list(after)
+        g = self.gate.get((src, dst))
+        if g is not None:
+            deps.append(g)
+        self.gate[(src, dst)] = self.b.delay(src, _ps(size_bytes * self.wire), after=deps, category=category)
+        return self.b.flow(src, dst, size_bytes, after=deps, category=category)
+
+    def delay(self, node: int, duration_ps: int, *, after=(), start_ps: int = 0, category: str = "delay") -> int:
+        return self.b.delay(node, duration_ps, after=after, category=category)
+
+
 def add_network_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, algorithm: str = "ring",
                            channels: int = 1, chunk_bytes: int | None = None, chunk_gap_ps: int = 0,
                            after: Mapping[int, Sequence[int]] | None = None, category: str | None = None,
                            nic_bytes_per_s: float = 12.5e9, step_latency_s: float = 5e-6,
-                           where: str = "collective") -> dict[int, list[int]]:
+                           fifo_wire_factor: float | None = None, where: str = "collective") -> dict[int, list[int]]:
     """Ring or double-binary-tree collective over distinct ``hosts`` (``algorithm`` ring, tree or
-    auto; see :func:`mvopt.comm.tree.choose_algorithm`). Returns completion tasks per host."""
+    auto; see :func:`mvopt.comm.tree.choose_algorithm`). Returns completion tasks per host.
+
+    ``fifo_wire_factor`` (wire bytes per payload byte, e.g. (payload + header) / payload) turns on
+    in-order connections (:class:`_Fifo`) at ``nic_bytes_per_s``."""
     algo = choose_algorithm(algorithm, op, len(hosts), size_bytes, nic_bytes_per_s, step_latency_s)
     kw = dict(channels=channels, chunk_bytes=chunk_bytes, chunk_gap_ps=chunk_gap_ps, after=after,
               category=category, where=where)
+    b = builder if fifo_wire_factor is None else _Fifo(builder, fifo_wire_factor / nic_bytes_per_s)
     if algo == "tree":
-        return add_tree_collective(builder, op, hosts, size_bytes, **kw)
-    return add_collective(builder, op, hosts, size_bytes, **kw)
+        return add_tree_collective(b, op, hosts, size_bytes, **kw)
+    return add_collective(b, op, hosts, size_bytes, **kw)
 
 
 class _MixedRing:
@@ -92,7 +120,8 @@ def add_group_collective(builder, op: str, hosts: Sequence[int], servers: Sequen
                          chunk_bytes: int | None = None, chunk_gap_ps: int = 0, hierarchical: bool | None = None,
                          after: Mapping[int, Sequence[int]] | None = None, category: str | None = None,
                          kept: Sequence[bool] | None = None, nic_bytes_per_s: float = 12.5e9,
-                         step_latency_s: float = 5e-6, where: str = "collective") -> dict[int, list[int]]:
+                         step_latency_s: float = 5e-6, fifo_wire_factor: float | None = None,
+                         where: str = "collective") -> dict[int, list[int]]:
     """Append one collective over members ``i`` (on host ``hosts[i]`` of server ``servers[i]``).
 
     ``after`` and the result are keyed by member index (members may share a host). Returns, per
@@ -113,7 +142,7 @@ def add_group_collective(builder, op: str, hosts: Sequence[int], servers: Sequen
     counts = {len(m) for m in by_server}
     net_kw = dict(algorithm=algorithm, channels=channels, chunk_bytes=chunk_bytes, chunk_gap_ps=chunk_gap_ps,
                   category=category, nic_bytes_per_s=nic_bytes_per_s, step_latency_s=step_latency_s,
-                  where=where)
+                  fifo_wire_factor=fifo_wire_factor, where=where)
 
     def network(op_: str, idx: list[int], nbytes: int, deps: Mapping[int, Sequence[int]]) -> dict[int, list[int]]:
         flags = {kept[i] for i in idx}

@@ -203,7 +203,7 @@ def groups(w: AstraWorkload, n: int, file: str = "<workload>") -> tuple[list[lis
 def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_server: int,
                 intra: Callable[[str, float, int], float], iterations: int = 1, collective=None,
                 nic_bytes_per_s: float = 12.5e9, step_latency_s: float = 5e-6, chunk_gap_ps: int = 0,
-                file: str = "<workload>") -> dict:
+                wire_factor: float | None = None, file: str = "<workload>") -> dict:
     """Append the workload's iterations to ``builder`` (hosts = NICs); returns per-GPU stream
     end task ids and counts. ``collective`` is a CollectiveConfig (algorithm, channels, ...)."""
     from mvopt.comm.hierarchical import add_group_collective
@@ -219,7 +219,8 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
     if collective is not None:
         ckw = dict(algorithm=collective.algorithm, channels=collective.channels, chunk_bytes=collective.chunk_bytes,
                    hierarchical=collective.hierarchical)
-    ckw.update(nic_bytes_per_s=nic_bytes_per_s, step_latency_s=step_latency_s, chunk_gap_ps=chunk_gap_ps)
+    ckw.update(nic_bytes_per_s=nic_bytes_per_s, step_latency_s=step_latency_s, chunk_gap_ps=chunk_gap_ps,
+               fifo_wire_factor=wire_factor)
 
     def ps(ns: float) -> int:
         return int(round(ns * 1000))

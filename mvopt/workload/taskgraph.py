@@ -92,6 +92,7 @@ class TrainingSetup:
     nic_bytes_per_s: float = 12.5e9             # for closed-form estimates only
     step_latency_s: float = 5e-6                # for closed-form estimates only
     chunk_gap_ps: int = 0
+    wire_factor: float = 1.0                    # wire bytes per payload byte (in-order connections)
     ideal_comm: bool = False                    # every transfer and collective takes zero time
 
     def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
@@ -383,7 +384,8 @@ class _PipeBuilder:
             done = add_group_collective(
                 part, "all_reduce", [0, p - 1], [0, 0 if self.same[(0, p - 1)] else 1], self.emb_bytes,
                 intra=s.intra_time, algorithm="ring", channels=1, after={0: before_step[0], 1: before_step[p - 1]},
-                category="dp_comm", nic_bytes_per_s=s.nic_bytes_per_s, step_latency_s=s.step_latency_s)
+                category="dp_comm", nic_bytes_per_s=s.nic_bytes_per_s, step_latency_s=s.step_latency_s,
+                fifo_wire_factor=s.wire_factor)
             for i, st in ((0, 0), (1, p - 1)):
                 before_step[st] = before_step[st] + done[i]
         steps = []
@@ -566,7 +568,7 @@ def build_training(setup: TrainingSetup) -> TrainingPlan:
                 chunk_bytes=setup.collective.chunk_bytes, chunk_gap_ps=setup.chunk_gap_ps,
                 hierarchical=setup.collective.hierarchical, after=after, category="dp_comm",
                 kept=[bool(x) for x in kept[st, :, tr]], nic_bytes_per_s=setup.nic_bytes_per_s,
-                step_latency_s=setup.step_latency_s, where="collective")
+                step_latency_s=setup.step_latency_s, fifo_wire_factor=setup.wire_factor, where="collective")
             ends = np.full(D, -1, np.int64)
             for i, ids in done.items():
                 ends[i] = ids[0] if len(ids) == 1 else part.delay(

@@ -140,10 +140,11 @@ def test_one_pipeline_transfer_by_hand():
     act = 2 * 2048 * h
     flow = act / 25e9 * 4144 / 4096 + 2 * 1e-6 + 4144 / 25e9   # 2 hops, first packet stored once
     # embedding-gradient all-reduce between the two stages (2-rank ring, S/2 per step): stage 1
-    # finished first and already sent its first piece; after B0, stage 0 sends its two pieces
-    # (both ready: they share its link), then receives stage 1's second one.
+    # finished first and already sent its first piece; after B0, stage 0 sends its first piece,
+    # then (in order on the connection) its second while stage 1 sends its second back; each
+    # link then also carries the ACKs of the opposite flow.
     emb = int(get_model("megatron-1.7b").padded_vocab(1) * h * 4)
-    emb_ar = 3 * emb / 2 / 25e9 * 4144 / 4096 + 2 * (2 * 1e-6 + 4144 / 25e9)
+    emb_ar = emb / 2 / 25e9 * (4144 + 4144 + 60) / 4096 + 2 * (2 * 1e-6 + 4144 / 25e9)
     expect = (c0.f_compute[0] + flow + c1.f_compute[0] + c1.b_compute[0] + flow + c0.b_compute[0]
               + emb_ar + c0.step)
     assert rep["iteration_time_s"] == pytest.approx(expect, rel=2e-3)
@@ -199,7 +200,9 @@ def test_iterations_repeat_the_iteration():
     par = {"tp": 8, "pp": 2, "dp": 2, "global_batch": 4, "bucket_mb": 400}
     _, _, one = _run(_cfg(par, rail_sample=True))
     _, _, two = _run(_cfg(par, rail_sample=True, iterations=2))
-    assert two["iteration_time_s"] == pytest.approx(one["iteration_time_s"], rel=0.02)
+    # the second iteration starts each stage when its own step ends (not all at 0): close, not equal
+    assert two["iteration_time_s"] == pytest.approx(one["iteration_time_s"], rel=0.05)
+    assert two["iteration_time_s"] >= one["iteration_time_s"] * (1 - 1e-9)
 
 
 def test_memory_infeasible_is_rejected_before_simulation():
