@@ -11,7 +11,11 @@ Each row becomes an experiment configuration (``workload.kind: training``):
 * **cluster**: the row's servers (8 GPUs each) on one *rail plane* of its rail-optimised
   InfiniBand fabric: a non-blocking leaf-spine, 32 servers per leaf (fewer when the job is
   smaller), one NIC per server standing for NIC 0 of every server (HDR 200 Gb/s on DGX A100 /
-  Selene, NDR 400 Gb/s on DGX H100), 1 us per link; ``workload.rail_sample: true`` simulates
+  Selene, NDR 400 Gb/s on DGX H100), 1 us per link. The spine layer is one spine per plane whose
+  links carry a leaf's whole uplink bandwidth: InfiniBand's routing (deterministic per-destination
+  tables, adaptive routing on NDR) spreads a leaf's traffic over its uplinks, which per-flow ECMP
+  hashing over 32 spines does not (``--spines ecmp`` runs that variant: hash collisions slow the
+  pipeline transfers that cross leaves). ``workload.rail_sample: true`` simulates
   the GPUs of local index 0 only. This is exact by symmetry for these layouts: the TP ranks of a
   group run identical schedules, every pipeline transfer and every (hierarchical) DP collective
   of a GPU stays on its rail, and the rails of a rail-optimised fabric share no link;
