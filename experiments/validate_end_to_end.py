@@ -11,7 +11,10 @@ Each row becomes an experiment configuration (``workload.kind: training``):
 * **cluster**: the row's servers (8 GPUs each) on one *rail plane* of its rail-optimised
   InfiniBand fabric: a non-blocking leaf-spine, 32 servers per leaf (fewer when the job is
   smaller), one NIC per server standing for NIC 0 of every server (HDR 200 Gb/s on DGX A100 /
-  Selene, NDR 400 Gb/s on DGX H100), 1 us per link. The spine layer is one spine per plane whose
+  Selene, NDR 400 Gb/s on DGX H100), 2 us per link (NIC, switch and cable latency, generous; the
+  engine's window is the smallest link delay, so this also sets how many windows an active
+  network costs: on ``dgxc-gpt3-175b-bf16-128`` 1 us and 5 us per link differ by 0.1 % in
+  iteration time and 2x in run time). The spine layer is one spine per plane whose
   links carry a leaf's whole uplink bandwidth: InfiniBand's routing (deterministic per-destination
   tables, adaptive routing on NDR) spreads a leaf's traffic over its uplinks, which per-flow ECMP
   hashing over 32 spines does not (``--spines ecmp`` runs that variant: hash collisions slow the
@@ -85,7 +88,10 @@ class Case:
     notes: str
 
 
-def row_cases(run, payload: int, delay_ns: float = 1000.0, spines: str = "single") -> list[Case]:
+DELAY_NS = 2000.0
+
+
+def row_cases(run, payload: int, delay_ns: float = DELAY_NS, spines: str = "single") -> list[Case]:
     servers = run.gpus // 8
     per_leaf = min(servers, 32)
     rate = LINK_GBPS[run.gpu.name]
@@ -143,6 +149,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--payload", type=int, default=65536, help="packet payload bytes (default 65536)")
+    ap.add_argument("--link-delay-ns", type=float, default=DELAY_NS,
+                    help=f"propagation + forwarding delay of every link (default {DELAY_NS:g} ns)")
     ap.add_argument("--spines", choices=("single", "ecmp"), default="single",
                     help="spine layer: one spine with the leaf's whole uplink bandwidth (default; ideal load "
                          "balancing as InfiniBand adaptive routing), or one spine per leaf port with ECMP")
@@ -150,7 +158,7 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     wanted = {r for r in args.rows.split(",") if r}
-    cases = [c for run in published_runs() if not wanted or run.name in wanted for c in row_cases(run, args.payload, spines=args.spines)]
+    cases = [c for run in published_runs() if not wanted or run.name in wanted for c in row_cases(run, args.payload, args.link_delay_ns, args.spines)]
     results = []
     t_all = time.perf_counter()
     for c in cases:
@@ -173,6 +181,8 @@ def main() -> None:
 
 def report(results, args, wall: float) -> str:
     cmd = "python experiments/validate_end_to_end.py" + (f" --payload {args.payload}" if args.payload != 65536 else "") \
+        + (f" --link-delay-ns {args.link_delay_ns:g}" if args.link_delay_ns != DELAY_NS else "") \
+        + (f" --spines {args.spines}" if args.spines != "single" else "") \
         + (f" --backend {args.backend}" if args.backend != "cpu" else "")
     lines = ["| row | GPUs | layout (tp/pp/v/dp, mbs, gbs) | recompute | measured (s) | simulated (s) | error | "
              "compute | TP | PP | DP | bubble (s) | MFU | peak mem (GiB) | role |",
@@ -200,11 +210,24 @@ def report(results, args, wall: float) -> str:
         ok = med <= 0.05 and worst <= 0.10
         summary = (f"Validation rows ({len(errs)} measured times): median |error| **{100 * med:.1f} %**, worst "
                    f"**{100 * worst:.1f} %** (targets 5 % / 10 %: {'met' if ok else 'NOT met'}).")
+    notes = (
+        "Notes. *Calibration*: the compute model's two efficiency fractions were fitted on both times of "
+        "`korthikanti-22b` (docs/training-model.md); its task graph uses the same terms, so it reproduces "
+        "them. *Largest error*, `megatron-sc21-t1-7.5b`: TP 4 without sequence parallelism does 6 "
+        "unoverlapped 16.8 MB all-reduces per layer and micro-batch (full recomputation); the intra-server "
+        "model derives 4-GPU times from the 8-GPU curve at equal bus bytes, keeping the latency of the 8-GPU "
+        "ring's 14 steps where a 4-GPU ring has 6, which overestimates them (`tp_comm` 0.59 s). *Assumptions*: "
+        "the SC21 rows all-reduce fp16 gradients (Megatron-LM 2021, `--fp16`); with fp32 gradients their "
+        "`dp_comm` doubles. The NeMo rows follow the launcher's `gpt3/175b.yaml` (distributed optimizer with "
+        "fp32 gradient reduce-scatter and bf16 parameter all-gather, 100 MB buckets, overlapped; "
+        "`ub_tp_comm_overlap`). Micro-batch 1 where a row has none. *Network*: one rail plane simulated "
+        "(`rail_sample`), ideal spine load balancing (`--spines ecmp` for per-flow hashing), 64 KiB packets "
+        "(`--payload 4096` for InfiniBand's MTU), 2 us links.\n")
     return (f"## End-to-end iteration time\n\n{provenance(cmd)}\n\n"
             f"Every `end_to_end` row of `published.yaml`, simulated at packet level (see the script's docstring "
             f"for the cluster, network and workload settings; wall time of the whole run {wall:.0f} s). "
             f"Breakdown columns are seconds per iteration on the critical GPU (they sum to the simulated time).\n\n"
-            + "\n".join(lines) + "\n\n" + summary + "\n")
+            + "\n".join(lines) + "\n\n" + summary + "\n\n" + notes)
 
 
 if __name__ == "__main__":
