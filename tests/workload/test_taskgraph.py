@@ -224,3 +224,27 @@ def test_evaluate_reports_breakdown_mfu_and_memory():
 def test_invalid_layout_is_infeasible():
     ev, = evaluate([_cfg({"tp": 8, "pp": 5, "dp": 1, "global_batch": 4})])
     assert not ev.feasible and "layers" in ev.reason
+
+
+def test_simulate_command_prints_training_report(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from mvopt.__main__ import main
+
+    cfg = {"name": "tiny", "cluster": {"topology": "rail_optimized", "servers": 4, "servers_per_group": 4,
+                                       "gpus_per_server": 8, "gpu": "A100", "link_gbps": [200, 200]},
+           "network": {"cc": "none", "payload_bytes": 16384},
+           "workload": {"kind": "training", "model": "megatron-1.7b", "rail_sample": True},
+           "parallelism": {"tp": 8, "pp": 2, "dp": 2, "global_batch": 4},
+           "simulation": {"time_limit_ms": 100_000}}
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    assert main(["simulate", str(f)]) in (0, None)
+    out = capsys.readouterr().out
+    assert "iteration" in out and "MFU" in out and "bubble" in out and "memory/GPU" in out
+    assert main(["simulate", str(f), "--json"]) in (0, None)
+    t = json.loads(capsys.readouterr().out)["experiments"][0]["training"]
+    assert t["gpus"] == 32 and t["simulated_gpus"] == 4
+    assert sum(t["breakdown"].values()) == pytest.approx(t["iteration_time_s"], rel=1e-6)
