@@ -76,6 +76,16 @@ def _chunks(nbytes: int, chunk_bytes: int | None) -> list[int]:
     return [chunk_bytes] * full + ([last] if last else [])
 
 
+def checked_ranks(hosts: Sequence[int], channels: int, where: str) -> list[int]:
+    """The participating hosts as ints, after checking they are distinct and channels >= 1."""
+    hosts = [int(h) for h in hosts]
+    if len(set(hosts)) != len(hosts):
+        raise ConfigError(f"{where}.hosts", "must not list a host twice", hosts)
+    if channels < 1:
+        raise ConfigError(f"{where}.channels", "must be >= 1", channels)
+    return hosts
+
+
 def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, channels: int = 1,
                    chunk_bytes: int | None = None, chunk_gap_ps: int = 0,
                    after: Mapping[int, Sequence[int]] | None = None, category: str | None = None,
@@ -89,14 +99,10 @@ def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, c
     tasks depending on them there start without notification delay. Invalid arguments raise
     ConfigError with paths under ``where``.
     """
-    hosts = [int(h) for h in hosts]
-    n = len(hosts)
     if op not in OPS:
         raise ConfigError(f"{where}.op", f"must be one of {', '.join(OPS)}", op)
-    if len(set(hosts)) != n:
-        raise ConfigError(f"{where}.hosts", "must not list a host twice", hosts)
-    if channels < 1:
-        raise ConfigError(f"{where}.channels", "must be >= 1", channels)
+    hosts = checked_ranks(hosts, channels, where)
+    n = len(hosts)
     if n < 2:
         return {h: [] for h in hosts}
     if size_bytes < n * channels:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from mvopt.comm.collectives import add_collective, split_bytes
+from mvopt.comm.collectives import add_collective, checked_ranks, split_bytes
 from mvopt.errors import ConfigError
 
 __all__ = ["btree", "dtree", "add_tree_all_reduce", "add_tree_collective", "choose_algorithm",
@@ -96,12 +96,8 @@ def add_tree_all_reduce(builder, hosts: Sequence[int], size_bytes: int, *, chann
     """Append the flows of a double-binary-tree all-reduce of ``size_bytes`` per rank over
     ``hosts`` (in rank order) to ``builder``; returns, per host, the tasks whose completion means
     the all-reduce is complete there (they finish on that host)."""
-    hosts = [int(h) for h in hosts]
+    hosts = checked_ranks(hosts, channels, where)
     n = len(hosts)
-    if len(set(hosts)) != n:
-        raise ConfigError(f"{where}.hosts", "must not list a host twice", hosts)
-    if channels < 1:
-        raise ConfigError(f"{where}.channels", "must be >= 1", channels)
     if n < 2:
         return {h: [] for h in hosts}
     if size_bytes < 2 * channels:
