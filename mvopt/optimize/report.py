@@ -57,8 +57,8 @@ def importances(study: optuna.Study) -> dict[str, float]:
     if len(feasible) < 4:
         return {}
     copy = optuna.create_study(directions=study.directions)
-    copy.add_trials(_within_observed_ranges(feasible))
     try:
+        copy.add_trials(_within_observed_ranges(feasible))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return dict(optuna.importance.get_param_importances(copy, target=lambda t: t.values[0]))
@@ -84,7 +84,10 @@ def _within_observed_ranges(trials: list[optuna.trial.FrozenTrial]) -> list[optu
         dists = {}
         for name, d in t.distributions.items():
             if name in lo and lo[name] < hi[name]:
-                d = type(d)(lo[name], hi[name], log=d.log, step=d.step)
+                # a stepped float range is kept whole: optuna re-rounds its high end in floating
+                # point, which could exclude an observed value (integers are exact)
+                if not (isinstance(d, FloatDistribution) and d.step is not None):
+                    d = type(d)(lo[name], hi[name], log=d.log, step=d.step)
             elif name in lo:
                 continue  # one value only: no importance to speak of
             dists[name] = d
