@@ -62,6 +62,7 @@ def timed(backend: str, exps: list[Experiment]):
     t1 = time.perf_counter()
     iters = be.run(batch)
     t2 = time.perf_counter()
+    timed.last = dict(getattr(be, "last_timing", {}))   # GPU: upload / kernel / download seconds
     return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes
 
 
@@ -107,7 +108,7 @@ def main() -> None:
                        "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes,
                        "hops_per_s": hops / tr, "windows_per_s": wins / tr,
                        "experiments_per_hour": b / (tr + tb) * 3600,
-                       "same_as_first": all(r.same_as(res[0]) for r in res)}
+                       "same_as_first": all(r.same_as(res[0]) for r in res), **timed.last}
                 report["rows"].append(row)
                 print(f"{backend} {cc} B={b}: run {tr:.2f}s build {tb:.2f}s {hops / tr / 1e9:.3f} Ghops/s "
                       f"{wins / tr:,.0f} windows/s {row['experiments_per_hour']:,.0f} exp/h "
@@ -125,7 +126,7 @@ def main() -> None:
     for backend in ("gpu", "cpu"):
         res, tb, tr, _ = timed(backend, idle)
         w = res[0].windows
-        report["idle"][backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6}
+        report["idle"][backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6, **timed.last}
         print(f"idle {backend}: {w} windows of 1000 idle experiments, {tr / w * 1e6:.1f} us per window", flush=True)
     (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import Batch
+from mvopt.engine.batch import Batch, scratch_arrays
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
 
-__all__ = ["CpuBackend", "cache_dir"]
+__all__ = ["CpuBackend", "build_ctx", "cache_dir"]
 
 NODES_PER_THREAD = 512   # below this much work per thread, OpenMP's barriers cost more than they save
 _FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
@@ -52,6 +52,17 @@ def _openmp_works(cxx: str) -> bool:
 
 class _Ctx(ctypes.Structure):
     _fields_ = [(s, ctypes.c_int64) for s in schema.SCALARS] + [(c.name, ctypes.c_void_p) for c in schema.COLUMNS]
+
+
+def build_ctx(counts: dict[str, int], pointers: dict[str, int]) -> _Ctx:
+    """The `struct Ctx` the kernels see: the batch's counts and one address per column (host
+    addresses for the CPU backend, device addresses for the GPU backend)."""
+    ctx = _Ctx()
+    for s in schema.SCALARS:
+        setattr(ctx, s, int(counts[s]))
+    for col in schema.COLUMNS:
+        setattr(ctx, col.name, int(pointers[col.name]))
+    return ctx
 
 
 class CpuBackend:
@@ -102,13 +113,13 @@ class CpuBackend:
 
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20) -> int:
         """Simulate the batch in place until every experiment ended; returns iterations run."""
-        ctx = _Ctx()
-        for s in schema.SCALARS:
-            setattr(ctx, s, int(batch.counts[s]))
+        scratch = scratch_arrays(batch, np)   # kept alive until the run ends
+        arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
-            arr = batch.cols[col.name]
-            assert arr.flags.c_contiguous and arr.dtype == schema.numpy_dtype(col), col.name
-            setattr(ctx, col.name, arr.ctypes.data)
+            if not col.doc.startswith("scratch"):
+                arr = arrays[col.name]
+                assert arr.flags.c_contiguous and arr.dtype == schema.numpy_dtype(col), col.name
+        ctx = build_ctx(batch.counts, {name: a.ctypes.data for name, a in arrays.items()})
         total = 0
         threads = self.threads_for(batch)
         # several experiments: each thread runs whole experiments (cache locality); one

@@ -1,20 +1,23 @@
 """GPU backend: the same kernel sources compiled by NVRTC through CuPy, run as a megakernel.
 
-The batch tables are uploaded once, the cooperative kernel runs up to ``chunk_iters``
-iterations per launch (grid-wide barriers between phases, see kernels/mv_cuda_main.cuh), the
-host only checks how many experiments are still running, and the state comes back once at
-the end. Compiled with ``--fmad=false`` so that results are bit-identical to the CPU backend.
+The batch tables are uploaded once (the packet slots are allocated and chained on the device,
+never copied), the column addresses go to constant memory, the cooperative kernel runs up to
+``chunk_iters`` iterations per launch (grid-wide barriers between phases, see
+kernels/mv_cuda_main.cuh), the host only checks how many experiments are still running, and
+the result columns come back once at the end. Compiled with ``--fmad=false`` so that results
+are bit-identical to the CPU backend.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import time
 
 import numpy as np
 
-from mvopt.engine import schema
-from mvopt.engine._cpu import _Ctx
-from mvopt.engine.batch import Batch
+from mvopt.engine._cpu import build_ctx
+from mvopt.engine.batch import RESULT_COLUMNS, Batch, scratch_arrays
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -37,7 +40,9 @@ class GpuBackend:
 
     name = "gpu"
 
-    def __init__(self, device: int = 0) -> None:
+    def __init__(self, device: int = 0, defines: dict[str, int] | None = None) -> None:
+        """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
+        MV_CACHE_PORTS), for measuring variants; results do not depend on them."""
         try:
             import cupy
         except ImportError:
@@ -48,9 +53,14 @@ class GpuBackend:
         self.cp = cupy
         self.device = device
         with cupy.cuda.Device(device):
-            self.module = cupy.RawModule(code=kernel_source("cuda"), options=("--fmad=false", "-std=c++17"),
+            options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={THREADS}")
+            options += tuple(f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items()))
+            if os.environ.get("MVOPT_LINEINFO") == "1":     # source lines for profilers (ncu)
+                options += ("-lineinfo",)
+            self.module = cupy.RawModule(code=kernel_source("cuda"), options=options,
                                          enable_cooperative_groups=True)
             self.kernel = self.module.get_function("mv_run_coop")
+            self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
             try:
@@ -59,34 +69,35 @@ class GpuBackend:
                 per_sm = 1
             self.max_blocks = max(1, self.sms * int(per_sm))
 
-    def run(self, batch: Batch, *, chunk_iters: int = 1 << 16) -> int:
-        """Simulate the batch on the GPU; the batch's arrays receive the final state."""
+    def run(self, batch: Batch, *, chunk_iters: int = 1 << 16, max_iters: int | None = None) -> int:
+        """Simulate the batch on the GPU; the batch's result columns receive the final state.
+        `max_iters` stops after that many iterations even if experiments are still running
+        (profiling); `last_timing` then holds the upload / kernel / download seconds."""
         cp = self.cp
         with cp.cuda.Device(self.device):
-            dev = {}
-            ctx = _Ctx()
-            for s in schema.SCALARS:
-                setattr(ctx, s, int(batch.counts[s]))
-            for col in schema.COLUMNS:
-                host = batch.cols[col.name]
-                d = cp.asarray(host.view(np.uint8).reshape(-1)) if host.nbytes else cp.zeros(8, np.uint8)
-                dev[col.name] = d
-                setattr(ctx, col.name, int(d.data.ptr))
-            ctx_dev = cp.asarray(np.frombuffer(bytes(ctx), dtype=np.uint8))
+            t0 = time.perf_counter()
+            dev = {name: cp.asarray(a) if a.size else cp.zeros(1, a.dtype) for name, a in batch.cols.items()}
+            dev.update(scratch_arrays(batch, cp))     # built on the device, never copied
+            ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
+            self.ctx_symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             out = cp.zeros(2, dtype=np.int64)
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
             blocks = int(min(self.max_blocks, max(1, -(-n_rows // THREADS))))
             status = dev["exp_status"]
+            cp.cuda.Device().synchronize()
+            t1 = time.perf_counter()
             total = 0
-            while True:
+            while max_iters is None or total < max_iters:
+                n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
-                self.kernel((blocks,), (THREADS,), (ctx_dev, np.int64(chunk_iters), out))
+                self.kernel((blocks,), (THREADS,), (np.int64(n), out))
                 total += int(out[0].get())
-                if not (status.view(np.int32) == 0).any():
+                if not (status == 0).any():
                     break
-            for col in schema.COLUMNS:
-                if col.doc.startswith("state"):
-                    host = batch.cols[col.name]
-                    if host.nbytes:
-                        host.view(np.uint8).reshape(-1)[:] = dev[col.name].get()
+            t2 = time.perf_counter()
+            for name in RESULT_COLUMNS:
+                if batch.cols[name].size:
+                    batch.cols[name][...] = dev[name].get()
+            self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
+                                "blocks": blocks, "threads_per_block": THREADS}
             return total

@@ -16,7 +16,8 @@ from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import DELAY, FLOW
 
-__all__ = ["Batch", "build_batch", "extract_results", "HOST_POOL_SLOTS", "INF_PS"]
+__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "RESULT_COLUMNS",
+           "HOST_POOL_SLOTS", "INF_PS"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 HOST_POOL_SLOTS = 256          # control packets (ACK/NACK) a host NIC can hold
@@ -38,10 +39,12 @@ class Batch:
     experiments: list[Experiment]
     # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
     spans: list[tuple[int, int, int, int, int, int]]
+    pool_last: np.ndarray      # last packet slot of every non-empty node pool (scratch_arrays)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.cols.values())
+        """Bytes the kernels work on: the columns plus the scratch packet slots."""
+        return sum(a.nbytes for a in self.cols.values()) + scratch_nbytes(self.counts)
 
 
 def _exp_ints(exp: Experiment, p: ResolvedParams) -> list[int]:
@@ -63,10 +66,38 @@ def _exp_doubles(p: ResolvedParams) -> list[float]:
 
 
 def ring_capacity(rate_bps: np.ndarray, delay_ps: np.ndarray, window_ps: int, max_pkt: int, min_pkt: int) -> np.ndarray:
-    """Slots a wire ring needs: a sent packet stays unconsumed for at most ser + delay + 2 windows."""
+    """Slots a wire ring needs: a sent packet stays unconsumed for at most ser + delay + 2 windows.
+    Rounded up to a power of two, so that a kernel finds a slot with a mask, not a 64-bit modulo."""
     max_ser = np.array([ser_ps(max_pkt, int(r)) for r in rate_bps], np.int64)
     min_ser = np.array([ser_ps(min_pkt, int(r)) for r in rate_bps], np.int64)
-    return (max_ser + delay_ps + 2 * window_ps) // min_ser + 4
+    need = (max_ser + delay_ps + 2 * window_ps) // min_ser + 4
+    return (1 << np.ceil(np.log2(need)).astype(np.int64)).astype(np.int64)
+
+
+def ps_per_byte(rate_bps: np.ndarray) -> np.ndarray:
+    """8e12 / rate where that is an integer (serialization is then a multiplication), else 0."""
+    rate = np.asarray(rate_bps, np.int64)
+    return np.where(8 * 10**12 % rate == 0, 8 * 10**12 // rate, 0).astype(np.int64)
+
+
+def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):
+    """Packet-slot layout: each experiment's rings, then its node pools, contiguously; HPCC
+    experiments first, so that INT records (MAX_INT_HOPS per slot, only HPCC reads them) are
+    allocated for their slots alone. Returns per-experiment ring and pool first slots, the slot
+    count, and the number of slots that carry INT records."""
+    order = sorted(range(len(sizes)), key=lambda i: not sizes[i][2])     # stable: HPCC first
+    base = np.zeros(len(sizes), np.int64)
+    n_slot = n_int_slots = 0
+    for i in order:
+        base[i] = n_slot
+        n_slot += int(sizes[i][0].sum() + sizes[i][1].sum())
+        if sizes[i][2]:
+            n_int_slots = n_slot
+    ring_lo, pool_lo = [], []
+    for i, (cap, pools, _) in enumerate(sizes):
+        ring_lo.append(base[i] + np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64))
+        pool_lo.append(base[i] + int(cap.sum()) + np.concatenate([[0], np.cumsum(pools)[:-1]]).astype(np.int64))
+    return ring_lo, pool_lo, n_slot, n_int_slots
 
 
 def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,10 +112,9 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed)."""
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
     spans = []
-    node_base = port_base = task_base = route_base = nh_base = slot_base = heap_base = list_base = 0
+    node_base = port_base = task_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = 0
-    has_int = any(e.network.cc == "hpcc" for e in experiments)
-    pool_parts: list[tuple[int, int]] = []  # (first slot, count) per node, filled after rings
+    slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
 
     for exp in experiments:
         topo, g = exp.topology, exp.tasks
@@ -112,9 +142,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
         cap = ring_capacity(rate, delay, p.window_ps, p.payload + p.header,
                             min(p.ack_bytes, p.pfc_frame_bytes, p.header + 1))
-        ring_lo = slot_base + np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
-        add("port_ring_lo", ring_lo); add("port_ring_cap", cap)
-        slot_base += int(cap.sum())
+        add("port_ring_cap", cap); add("port_ps_per_byte", ps_per_byte(rate))
         # ---- nodes
         is_host = np.arange(nn) < nh
         add("node_exp", np.full(nn, len(spans))); add("node_local", np.arange(nn))
@@ -140,7 +168,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         reserved[:nh] = 0
         add("node_buffer", buf); add("node_reserved", reserved)
         slots = np.full(nn, HOST_POOL_SLOTS, np.int64); slots[nh:] = p.sw_slots
-        pool_parts.extend(zip([0] * nn, slots.tolist()))
+        slot_sizes.append((cap, slots, exp.network.cc == "hpcc"))
         # ---- tasks
         src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
         owner = np.repeat(np.arange(nt), np.diff(g.pred_offset))     # task owning each pred entry
@@ -202,16 +230,18 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
               "n_heap": heap_base, "n_list": list_base}
-    # node pools after all rings
-    pool_counts = np.array([n for _, n in pool_parts], np.int64)
-    pool_lo = slot_base + np.concatenate([[0], np.cumsum(pool_counts)[:-1]]).astype(np.int64)
-    n_slot = slot_base + int(pool_counts.sum())
+    ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
+    parts["port_ring_lo"] = ring_lo
+    pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
+    pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
-    counts["n_int"] = n_slot * schema.MAX_INT_HOPS if has_int else 1
-    counts["has_int"] = int(has_int)
+    counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
+    counts["has_int"] = int(n_int_slots > 0)
 
     cols: dict[str, np.ndarray] = {}
     for col in schema.COLUMNS:
+        if col.doc.startswith("scratch"):
+            continue
         n = counts[col.length] * col.mult
         dt = schema.numpy_dtype(col)
         if parts[col.name]:
@@ -225,18 +255,54 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     # initial state that is not zero
     for name in ("port_qh", "port_qt", "node_rr"):
         cols[name][:] = -1
-    pkt = cols["pkt"]
-    pkt["next"] = -1
-    nxt = np.arange(1, n_slot + 1, dtype=np.int64)
-    pool_hi = pool_lo + pool_counts
-    for lo, hi in zip(pool_lo, pool_hi):   # chain each pool's free list
-        if hi > lo:
-            pkt["next"][lo:hi - 1] = nxt[lo:hi - 1]
-            pkt["next"][hi - 1] = -1
+    if n_slot >= 2**31:
+        raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
+                         "split it (mvopt.engine.plan splits batches by memory)")
     cols["node_pool_free"][:] = np.where(pool_counts > 0, pool_lo, -1)
+    cols["node_order"][:] = node_order(cols)
+    pool_last = (pool_lo + pool_counts - 1)[pool_counts > 0]
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, pool_last=pool_last)
+
+
+def node_order(cols: dict[str, np.ndarray], interleave: bool = True) -> np.ndarray:
+    """The order in which GPU threads take nodes in the network phase (results do not depend on
+    it). Hosts first, then switches by port count, so that a warp runs one kind of code; with
+    `interleave`, nodes of the same role (local id) in different experiments sit side by side,
+    so that a warp's threads follow similar event sequences when the experiments are alike (the
+    candidates of one generation usually are)."""
     kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + cols["node_port_hi"] - cols["node_port_lo"])
-    cols["node_order"][:] = np.argsort(kind_key, kind="stable")
-    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
+    if not interleave:
+        return np.argsort(kind_key, kind="stable")
+    return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
+
+
+_PKT_WORDS = schema.PKT_DTYPE.itemsize // 4
+_PKT_NEXT = schema.PKT_DTYPE.fields["next"][1] // 4
+
+
+def scratch_arrays(batch: Batch, xp=np) -> dict:
+    """The kernels' working memory for `batch`, allocated with `xp` (numpy, or cupy on a GPU):
+    packet slots whose `next` links chain each node's pool into its free list (ring slots are
+    written before they are read), and zeroed INT records. Raw int32/uint8 words: the kernels
+    see them through `struct Pkt` / `struct IntHop`."""
+    n_slot = int(batch.counts["n_slot"])
+    pkt = xp.zeros((n_slot, _PKT_WORDS), dtype=xp.int32)
+    pkt[:, _PKT_NEXT] = xp.arange(1, n_slot + 1, dtype=xp.int32)
+    if batch.pool_last.size:
+        pkt[xp.asarray(batch.pool_last), _PKT_NEXT] = -1
+    pkt_int = xp.zeros(int(batch.counts["n_int"]) * schema.INT_DTYPE.itemsize, dtype=xp.uint8)
+    return {"pkt": pkt, "pkt_int": pkt_int}
+
+
+def scratch_nbytes(counts: dict[str, int]) -> int:
+    """Bytes of the scratch columns of a batch with these counts."""
+    return int(counts["n_slot"]) * schema.PKT_DTYPE.itemsize + int(counts["n_int"]) * schema.INT_DTYPE.itemsize
+
+
+# The state columns that extract_results reads: all a backend must copy back after a run.
+RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
+                  "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_wire_bytes",
+                  "port_paused")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:

@@ -5,7 +5,10 @@ kernels, the CPU loader and the GPU loader cannot disagree on a name, a type or 
 A column is (name, C type, length, doc). Lengths name a count of the batch (``n_exp``,
 ``n_node``, ``n_port``, ``n_task``, ``n_slot`` ...), optionally times a constant. Columns whose
 doc starts with "state" are written by the kernels; everything else is a parameter, written once
-by the batch builder. "[owner]" names the only system that writes a state column.
+by the batch builder. "[owner]" names the only system that writes a state column. Columns whose
+doc starts with "scratch" (the packet slots) are working memory of the kernels: the batch builder
+does not hold them, each backend allocates them where the kernels run (``scratch_arrays``), and
+no result is read from them.
 """
 
 from __future__ import annotations
@@ -110,7 +113,9 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_headroom", "i64", "n_port", "PFC headroom of this link's ingress at the owner"),
     _c("port_shift", "i32", "n_port", "PFC dynamic-threshold shift"),
     _c("port_ring_lo", "i64", "n_port", "first packet slot of the port's wire ring"),
-    _c("port_ring_cap", "i64", "n_port", "ring capacity (slots)"),
+    _c("port_ring_cap", "i64", "n_port", "ring capacity (slots, a power of two: a slot is pos & (cap - 1))"),
+    _c("port_ps_per_byte", "i64", "n_port", "serialization ps per byte when the rate divides 8e12 exactly, "
+       "else 0 (then ceil(bytes * 8e12 / rate) by division)"),
     _c("port_free_ps", "i64", "n_port", "state [node]: the port is busy until then"),
     _c("port_tail", "i64", "n_port", "state [node]: packets ever sent, by iteration parity", 2),
     _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
@@ -173,8 +178,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("route_nh_hi", "i32", "n_route", ""),
     _c("route_nh", "i32", "n_nh", "next-hop ports (global ids)"),
     # ---- packets, task heaps, active lists ---------------------------------------------------
-    _c("pkt", "pkt", "n_slot", "state: packet slots: port rings, then node pools"),
-    _c("pkt_int", "int", "n_int", "state: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
+    _c("pkt", "pkt", "n_slot", "scratch: packet slots: port rings, then node pools"),
+    _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (task ids), in activation order"),

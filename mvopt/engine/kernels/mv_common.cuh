@@ -105,7 +105,14 @@ MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
 
 // ---- wire rings ----------------------------------------------------------------------------
 MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
-  return c->port_ring_lo[p] + pos % c->port_ring_cap[p];
+  return c->port_ring_lo[p] + (pos & (c->port_ring_cap[p] - 1));   // capacities are powers of two
+}
+
+// Serialization time of `bytes` on port p: a multiplication where the rate divides 8e12 (every
+// common rate), else mv_ser's division; both give exactly ceil(bytes * 8e12 / rate).
+MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
+  int64_t ppb = c->port_ps_per_byte[p];
+  return ppb ? bytes * ppb : mv_ser(bytes, c->port_rate_bps[p]);
 }
 
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
@@ -114,7 +121,7 @@ MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const
   int64_t tail = c->port_tail[p * 2 + par];
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
   if (tail - head_seen >= c->port_ring_cap[p]) return -1;
-  int64_t end = t + mv_ser(pk->bytes, c->port_rate_bps[p]);
+  int64_t end = t + port_ser(c, p, pk->bytes);
   int64_t s = ring_slot(c, p, tail);
   c->pkt[s] = *pk;
   c->pkt[s].t = end + c->port_delay_ps[p];

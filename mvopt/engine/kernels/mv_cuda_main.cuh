@@ -2,7 +2,23 @@
 // phases of an iteration are separated by grid-wide barriers. `running[parity]` counts the
 // experiments still running after an iteration (the only atomic: it decides when to stop and
 // never feeds into the simulation itself).
-MV_GLOBAL void mv_run_coop(Ctx* c, int64_t max_iters, int64_t* out) {
+// The column pointers live in constant memory (set by the host before a launch): every system
+// reads them through the constant cache, and the compiler may keep them in registers across
+// stores, since nothing the kernels write can alias constant memory. (Passed as a pointer to
+// global memory, each `c->col[i]` was two dependent global loads.)
+__constant__ Ctx mv_ctx;
+
+// Block size (the launcher's THREADS) and the blocks per SM the register allocation must allow;
+// both can be overridden at compile time (-D) to measure variants.
+#ifndef MV_THREADS
+#define MV_THREADS 128
+#endif
+#ifndef MV_MIN_BLOCKS
+#define MV_MIN_BLOCKS 1
+#endif
+
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t max_iters, int64_t* out) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   int* running = (int*)&out[1];
   bool lead = blockIdx.x == 0 && threadIdx.x == 0;

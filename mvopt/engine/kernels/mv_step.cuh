@@ -39,7 +39,9 @@ MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
 
 // Ports whose next-event times a switch thread caches (in thread-local arrays) while it works
 // through a window; wider switches take the same decisions by rescanning every port.
+#ifndef MV_CACHE_PORTS
 #define MV_CACHE_PORTS 64
+#endif
 
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals

@@ -1,0 +1,104 @@
+"""Where the GPU backend's time goes: compile-time variants and node orders side by side.
+
+Runs workload (a) (k=4 fat-tree ring all-reduce, 1500-byte packets) as one batch under each
+variant of the kernels' tuning macros and of the network phase's node order, checks that every
+variant gives identical results, and reports kernel time, packet-hops/s and the upload /
+download times; then the all-idle window cost. With ``--ncu-once`` it runs one short launch
+only, for Nsight Compute:
+
+    MVOPT_LINEINFO=1 ncu --clock-control none --set full --import-source yes -k mv_run_coop -c 1 \\
+        -o prof python experiments/profile_gpu.py --ncu-once --batch 256 --iters 300
+
+Writes DIR/profile_gpu.json. Needs CuPy and a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.cluster import build_topology  # noqa: E402
+from mvopt.config import load_config  # noqa: E402
+from mvopt.engine import Experiment, TaskGraphBuilder, build_batch  # noqa: E402
+from mvopt.engine._gpu import GpuBackend  # noqa: E402
+from mvopt.engine.batch import extract_results, node_order  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+
+VARIANTS = {"base": {}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
+            "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8}}
+
+
+def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
+    batch = build_batch(exps)
+    batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave)
+    iters = be.run(batch, max_iters=max_iters)
+    return extract_results(batch, iters), dict(be.last_timing)
+
+
+def idle_experiments(n: int) -> list[Experiment]:
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
+    topo = build_topology(cfg.cluster)
+    g = TaskGraphBuilder()
+    prev = None
+    for _ in range(2000):
+        prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
+    return [Experiment(topology=topo, network=cfg.network, tasks=g.build()) for _ in range(n)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--mib", type=float, default=8.0)
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--cc", default="none")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--ncu-once", action="store_true")
+    ap.add_argument("--iters", type=int, default=300)
+    args = ap.parse_args()
+    exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
+    exps = [exp] * args.batch
+    if args.ncu_once:
+        be = GpuBackend()
+        run_once(be, exps[:1], True, max_iters=10)            # warm-up launch (profiled: -c counts it)
+        run_once(be, exps, True, max_iters=args.iters)
+        return
+    rows, ref = [], None
+    for name in args.variants.split(","):
+        t = time.perf_counter()
+        be = GpuBackend(defines=VARIANTS[name])
+        compile_s = time.perf_counter() - t
+        run_once(be, exps[:1], True, max_iters=10)            # module load, first-launch costs
+        for interleave in ((True, False) if name == "base" else (True,)):
+            res, tm = run_once(be, exps, interleave)
+            hops = sum(r.counters["packet_hops"] for r in res)
+            same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
+            ref = ref or res
+            row = {"variant": name, "interleave": interleave, "compile_s": compile_s, **tm, "hops": hops,
+                   "ghops_per_s": hops / tm["kernel_s"] / 1e9, "windows": res[0].windows,
+                   "us_per_window": tm["kernel_s"] / res[0].windows * 1e6, "identical": same,
+                   "status": res[0].status}
+            rows.append(row)
+            print(f"{name:>18} interleave={interleave!s:5} kernel {tm['kernel_s']:7.3f} s  "
+                  f"{row['ghops_per_s']:.3f} G hops/s  upload {tm['upload_s']:.3f} s  download {tm['download_s']:.3f} s  "
+                  f"blocks {tm['blocks']}  identical {same}", flush=True)
+    idle = {}
+    be = GpuBackend()
+    for interleave in (True, False):
+        res, tm = run_once(be, idle_experiments(1000), interleave)
+        idle[str(interleave)] = {"windows": res[0].windows, **tm,
+                                 "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
+        print(f"idle 1000 exps interleave={interleave}: {idle[str(interleave)]['us_per_window']:.1f} us per window "
+              f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
+                                                                  "batch": args.batch, "cc": args.cc}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
