@@ -39,7 +39,6 @@ class Batch:
     experiments: list[Experiment]
     # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
     spans: list[tuple[int, int, int, int, int, int]]
-    pool_last: np.ndarray      # last packet slot of every non-empty node pool (scratch_arrays)
 
     @property
     def nbytes(self) -> int:
@@ -258,10 +257,11 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
                          "split it (mvopt.engine.plan splits batches by memory)")
-    cols["node_pool_free"][:] = np.where(pool_counts > 0, pool_lo, -1)
+    cols["node_pool_free"][:] = -1
+    cols["node_pool_next"][:] = pool_lo
+    cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols)
-    pool_last = (pool_lo + pool_counts - 1)[pool_counts > 0]
-    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, pool_last=pool_last)
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = True) -> np.ndarray:
@@ -276,22 +276,14 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = True) -> np.ndarr
     return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
 
 
-_PKT_WORDS = schema.PKT_DTYPE.itemsize // 4
-_PKT_NEXT = schema.PKT_DTYPE.fields["next"][1] // 4
-
-
 def scratch_arrays(batch: Batch, xp=np) -> dict:
     """The kernels' working memory for `batch`, allocated with `xp` (numpy, or cupy on a GPU):
-    packet slots whose `next` links chain each node's pool into its free list (ring slots are
-    written before they are read), and zeroed INT records. Raw int32/uint8 words: the kernels
-    see them through `struct Pkt` / `struct IntHop`."""
-    n_slot = int(batch.counts["n_slot"])
-    pkt = xp.zeros((n_slot, _PKT_WORDS), dtype=xp.int32)
-    pkt[:, _PKT_NEXT] = xp.arange(1, n_slot + 1, dtype=xp.int32)
-    if batch.pool_last.size:
-        pkt[xp.asarray(batch.pool_last), _PKT_NEXT] = -1
-    pkt_int = xp.zeros(int(batch.counts["n_int"]) * schema.INT_DTYPE.itemsize, dtype=xp.uint8)
-    return {"pkt": pkt, "pkt_int": pkt_int}
+    packet slots and INT records, zeroed (lazily by the OS for numpy). Nothing needs to be
+    initialised: pools hand out never-used slots first, and a ring slot is written before it is
+    read. Raw words: the kernels see them through `struct Pkt` / `struct IntHop`."""
+    n_pkt = int(batch.counts["n_slot"]) * schema.PKT_DTYPE.itemsize
+    n_int = int(batch.counts["n_int"]) * schema.INT_DTYPE.itemsize
+    return {"pkt": xp.zeros(n_pkt // 8, dtype=xp.int64), "pkt_int": xp.zeros(n_int // 8, dtype=xp.int64)}
 
 
 def scratch_nbytes(counts: dict[str, int]) -> int:

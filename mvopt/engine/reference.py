@@ -42,7 +42,10 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
 * HPCC: ``U`` starts at 1 (ns-3). Hop ``i`` is used when the ACK and the stored record both
   have it and ``tau = ts - ts_prev > 0``; ``txRate = dB * 8.0 / (tau * 1e-12)``, ``u =
   txRate / B + min(q, q_prev) * 8.0 / (B * (T * 1e-12))``; when no hop is used the rate is
-  left alone. The first feedback records the hops and sets ``last_update_seq = snd_nxt``.
+  left alone (a committing ACK still moves ``last_update_seq``). The first feedback records the
+  hops and sets ``last_update_seq = snd_nxt``. A rate change moves ``next_tx`` by
+  ``ser(b, floor(new)) - ser(b, floor(old))``, ``b`` the wire bytes of the flow's last data
+  packet (ns-3 ``ChangeRate``; DCQCN and DCTCP leave ``next_tx`` alone, as ns-3 does).
 * Counters: ACK/NACK/PFC count in ``control_packets_sent`` when the originator puts them on
   the wire; ``nacks_sent`` when the receiver generates one; ``packet_hops`` at every
   transmission start. Switch packet slots are shared by data and control packets.
@@ -274,6 +277,7 @@ class FlowSender:
         self.next_tx = start
         self.progress = start
         self.max_sent = 0            # highest seq sent + 1 (retransmission detection)
+        self.last_bytes = 0          # wire bytes of the last data packet sent (HPCC rate changes)
         self.sends = 0
         self.done_at = -1
         self.rto = Slot()
@@ -396,7 +400,11 @@ class Dcqcn(CongestionControl):
 
 
 class Hpcc(CongestionControl):
-    """HPCC with INT (network-model.md; ns-3 ``UpdateRateHp``, single aggregate rate)."""
+    """HPCC with INT (network-model.md; ns-3 ``UpdateRateHp``, single aggregate rate).
+
+    A rate change re-derives the pending pacing gap of the flow's last packet at the new rate,
+    as ns-3's ``ChangeRate`` moves ``m_nextAvail``: next_tx += ser(b, new) - ser(b, old).
+    """
 
     def __init__(self, p: ResolvedParams, line: float) -> None:
         self.p = p
@@ -424,6 +432,8 @@ class Hpcc(CongestionControl):
                 rate = self.rc + self.p.hpcc_wai
                 stage = self.stage + 1
             rate = min(self.line, max(self.p.hpcc_min, rate))
+            b = flow.last_bytes
+            flow.next_tx += ser_ps(b, math.floor(rate)) - ser_ps(b, math.floor(flow.rate))
             flow.rate = rate
             if commit:
                 self.rc, self.stage = rate, stage
@@ -725,6 +735,7 @@ class ReferenceSimulator:
         flow.sends += 1
         flow.snd_nxt += 1
         flow.next_tx = t + ser_ps(pkt.wire_bytes, math.floor(flow.rate))
+        flow.last_bytes = pkt.wire_bytes
         host.last_served = flow.id
         self.counters["data_packets_sent"] += 1
         self.counters["data_bytes_sent"] += payload

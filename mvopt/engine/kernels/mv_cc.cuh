@@ -5,6 +5,11 @@
 MV_DEV double* CD(Ctx* c, int64_t f, int k) { return &c->f_ccd[f * NCCD + k]; }
 MV_DEV int64_t* CI(Ctx* c, int64_t f, int k) { return &c->f_cci[f * NCCI + k]; }
 
+// Integer CC state beyond mv_common.cuh's CI_*: the wire bytes of the flow's last data packet
+// (HPCC re-derives the pending pacing gap from it when the rate changes, ns-3's ChangeRate).
+enum { CI_LAST_BYTES = CI_COUNT, CI_COUNT_ALL };
+static_assert(CI_COUNT_ALL <= NCCI, "schema.py's NCCI is too small for the CC state");
+
 MV_DEV void cc_init(Ctx* c, int64_t e, int64_t f) {
   double line = (double)c->f_line_bps[f];
   c->f_rate[f] = line;
@@ -81,6 +86,10 @@ MV_DEV int64_t cc_next_timer(Ctx* c, int64_t e, int64_t f) {
 }
 
 // ---- HPCC ----------------------------------------------------------------------------------
+// ns-3 UpdateRateHp (single aggregate rate). An ACK past last_update_seq commits Rc and the
+// stage (and moves last_update_seq to snd_nxt, used hops or not); other ACKs ("fast react")
+// set only the sending rate. A rate change re-derives the pending pacing gap of the last packet
+// at the new rate (ns-3 ChangeRate): next_tx += ser(b, new) - ser(b, old).
 MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, int nint) {
   int64_t* fl = CI(c, f, CI_FLAGS);
   if (!c->has_int) return;
@@ -105,30 +114,32 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
       double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));
       if (u > U) { U = u; dt = tau; }
     }
-    if (!used) goto record;
-    if ((double)dt > T) dt = (int64_t)T;
-    double* uu = CD(c, f, CD_U);
-    *uu = (*uu * (T - (double)dt) + U * (double)dt) / T;
-    double k = *uu / ED(c, e, ED_HPCC_ETA);
-    double rc = *CD(c, f, CD_RC);
-    double r;
-    int64_t stage;
-    if (k >= 1.0 || *CI(c, f, CI_STAGE) >= EI(c, e, EI_HPCC_STAGE)) {
-      r = rc / k + ED(c, e, ED_HPCC_WAI);
-      stage = 0;
-    } else {
-      r = rc + ED(c, e, ED_HPCC_WAI);
-      stage = *CI(c, f, CI_STAGE) + 1;
+    if (used) {
+      if ((double)dt > T) dt = (int64_t)T;
+      double* uu = CD(c, f, CD_U);
+      *uu = (*uu * (T - (double)dt) + U * (double)dt) / T;
+      double k = *uu / ED(c, e, ED_HPCC_ETA);
+      double rc = *CD(c, f, CD_RC);
+      double r;
+      int64_t stage;
+      if (k >= 1.0 || *CI(c, f, CI_STAGE) >= EI(c, e, EI_HPCC_STAGE)) {
+        r = rc / k + ED(c, e, ED_HPCC_WAI);
+        stage = 0;
+      } else {
+        r = rc + ED(c, e, ED_HPCC_WAI);
+        stage = *CI(c, f, CI_STAGE) + 1;
+      }
+      r = mv_fmin((double)c->f_line_bps[f], mv_fmax(ED(c, e, ED_HPCC_MIN), r));
+      int64_t b = *CI(c, f, CI_LAST_BYTES);
+      c->f_next_tx[f] += mv_ser(b, (int64_t)r) - mv_ser(b, (int64_t)c->f_rate[f]);
+      c->f_rate[f] = r;
+      if (!fast) {
+        *CD(c, f, CD_RC) = r;
+        *CI(c, f, CI_STAGE) = stage;
+      }
     }
-    r = mv_fmin((double)c->f_line_bps[f], mv_fmax(ED(c, e, ED_HPCC_MIN), r));
-    c->f_rate[f] = r;
-    if (!fast) {
-      *CD(c, f, CD_RC) = r;
-      *CI(c, f, CI_STAGE) = stage;
-      if (c->f_snd_nxt[f] > *CI(c, f, CI_LAST_SEQ)) *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
-    }
+    if (!fast && c->f_snd_nxt[f] > *CI(c, f, CI_LAST_SEQ)) *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
   }
-record:
   *CI(c, f, CI_NHOP) = nint;
   for (int i = 0; i < nint; ++i) {
     *CI(c, f, CI_HOP0 + 3 * i) = hop[i].ts;

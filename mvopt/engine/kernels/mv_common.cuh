@@ -76,9 +76,14 @@ MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
 }
 
 // ---- node packet pools: free list through Pkt.next ----------------------------------------
+// A slot comes from the free list of returned slots, else from the never-used rest of the
+// pool (a bump pointer), so the slots need no initialisation before a run.
 MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
   int32_t s = c->node_pool_free[v];
-  if (s >= 0) c->node_pool_free[v] = c->pkt[s].next;
+  if (s >= 0) { c->node_pool_free[v] = c->pkt[s].next; return s; }
+  s = c->node_pool_next[v];
+  if (s >= c->node_pool_hi[v]) return -1;
+  c->node_pool_next[v] = s + 1;
   return s;
 }
 MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {

@@ -172,6 +172,7 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     c->f_snd_nxt[f] = seq + 1;
     if (seq < c->f_max_sent[f]) ctr_add(c, v, C_RETX, 1); else c->f_max_sent[f] = seq + 1;
     c->f_next_tx[f] = t + mv_ser(pk.bytes, (int64_t)c->f_rate[f]);
+    *CI(c, f, CI_LAST_BYTES) = pk.bytes;   // for a later rate change (HPCC)
     ctr_add(c, v, C_DATA_SENT, 1);
     ctr_add(c, v, C_DATA_BYTES_SENT, pay);
     return wire_send(c, v, p, par, t, &pk, -1) >= 0;
