@@ -25,12 +25,14 @@ class BenchRow:
     cc: str
     batch: int
     size_bytes: int
-    build_s: float          # batch construction on the host
-    run_s: float            # simulation (median over repeats)
+    build_s: float          # batch construction on the host (summed over workers)
+    run_s: float            # simulation: the slowest worker (median over repeats)
     packet_hops: int        # per batch
     windows: int            # summed over the experiments
     status: str             # status of the first experiment (all are identical)
     makespan_us: float
+    wall_s: float = 0.0     # build + run as a user waits for it (workers overlap)
+    balance: dict | None = None   # per worker: experiments, sub-batches, build_s, run_s, busy_s
 
     @property
     def hops_per_s(self) -> float:
@@ -71,33 +73,36 @@ def allreduce_config(cc: str, size_bytes: int):
 
 def bench_allreduce(batches: Iterable[int], ccs: Iterable[str], size_bytes: int = 64 * 2**20,
                     backend: str = "cpu", repeats: int = 1) -> list[BenchRow]:
-    """Time each (cc, batch size) pair; returns one row each."""
-    from mvopt.engine import build_batch, get_backend
-    from mvopt.engine.batch import extract_results
+    """Time each (cc, batch size) pair on a backend spec ('cpu', 'gpu', 'gpu:0,1', ...); returns
+    one row each. With several workers, run time is the slowest worker's (they run at once) and
+    `balance` holds each worker's figures."""
+    from mvopt.engine import get_backend
+    from mvopt.engine.plan import parse_backend, run_experiments
     from mvopt.experiment import build_experiment
 
-    be = get_backend(backend)
+    workers = parse_backend(backend)
     rows = []
     for cc in ccs:
         exp = build_experiment(allreduce_config(cc, size_bytes))
         for b in batches:
-            times, build = [], 0.0
+            runs = []
             for _ in range(repeats):
+                stats: dict = {}
                 t0 = time.perf_counter()
-                batch = build_batch([exp] * b)
-                t1 = time.perf_counter()
-                iters = be.run(batch)
-                t2 = time.perf_counter()
-                times.append(t2 - t1)
-                build = t1 - t0
-            results = extract_results(batch, iters)
-            threads = be.threads_for(batch) if hasattr(be, "threads_for") else 1
-            times.sort()
+                results = run_experiments([exp] * b, backend, report=stats)
+                wall = time.perf_counter() - t0
+                runs.append((max(s["run_s"] for s in stats.values()), wall, stats))
+            runs.sort(key=lambda r: r[0])
+            run_s, wall, stats = runs[len(runs) // 2]
+            if workers[0].kind == "cpu" and len(workers) == 1:
+                threads = get_backend("cpu").threads_for_counts(b, b * int(exp.topology.n_node))
+            else:
+                threads = len(workers)
             rows.append(BenchRow(backend=backend, threads=threads, cc=cc, batch=b, size_bytes=size_bytes,
-                                 build_s=build, run_s=times[len(times) // 2],
+                                 build_s=sum(s["build_s"] for s in stats.values()), run_s=run_s,
                                  packet_hops=sum(r.counters["packet_hops"] for r in results),
                                  windows=sum(r.windows for r in results), status=results[0].status,
-                                 makespan_us=results[0].makespan_ps / 1e6))
+                                 makespan_us=results[0].makespan_ps / 1e6, wall_s=wall, balance=stats))
     return rows
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from mvopt.commands._backend import add_backend_options, backend_spec
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -25,7 +27,7 @@ def _ccs(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "auto"], help="simulation backend (auto: the GPU when CuPy sees one)")
+    add_backend_options(p)
     p.add_argument("--batch", type=_ints, default=[1, 16], help="batch sizes, e.g. 1,16,256 (default 1,16)")
     p.add_argument("--cc", type=_ccs, default=["none", "dcqcn"], help="congestion controls (default none,dcqcn)")
     p.add_argument("--mib", type=float, default=64.0, help="all-reduce size in MiB (default 64)")
@@ -35,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mvopt.bench import bench_allreduce, format_table
-    rows = bench_allreduce(args.batch, args.cc, int(args.mib * 2**20), backend=args.backend,
+    rows = bench_allreduce(args.batch, args.cc, int(args.mib * 2**20), backend=backend_spec(args),
                            repeats=max(1, args.repeats))
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))

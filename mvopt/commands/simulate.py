@@ -5,7 +5,9 @@ Two input styles (docs/simulate.md):
 * ``mvopt simulate SCENARIO.yaml [MORE.yaml ...] [--json]`` — mvopt experiment files, simulated
   together as one batch;
 * ``mvopt simulate --hpcc-topology topology.txt --hpcc-flows flow.txt [--hpcc-config config.txt]
-  --fct-out fct.txt`` — the HPCC ns-3 simulator's files; writes its fct.txt.
+  --fct-out fct.txt`` — the HPCC ns-3 simulator's files; writes its fct.txt;
+* ``mvopt simulate --from-study STORAGE --trial N [--study NAME]`` — the exact experiment that
+  trial N of an optimizer study simulated (its stored canonical configuration).
 
 A training workload (``workload.kind: training``) also prints its iteration time with the
 breakdown (compute, exposed TP / PP / DP communication, pipeline bubble), MFU and the peak memory
@@ -27,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from mvopt.commands._backend import add_backend_options, backend_spec
+
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_UNFINISHED = 0, 1, 2, 3
 
 
@@ -35,12 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml",
                         help="experiment files (simulated together as one batch)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
-    parser.add_argument("--backend", default="cpu", help="engine backend: cpu, gpu or auto (default: cpu)")
+    add_backend_options(parser)
     hp = parser.add_argument_group("HPCC ns-3 inputs (instead of SCENARIO.yaml)")
     hp.add_argument("--hpcc-topology", metavar="FILE", help="topology.txt of the HPCC simulator")
     hp.add_argument("--hpcc-flows", metavar="FILE", help="flow.txt of the HPCC simulator")
     hp.add_argument("--hpcc-config", metavar="FILE", help="config.txt of the HPCC simulator (optional)")
     hp.add_argument("--fct-out", metavar="FILE", help="write the flow completion times here (fct.txt format)")
+    st = parser.add_argument_group("a trial of an optimizer study (instead of SCENARIO.yaml)")
+    st.add_argument("--from-study", metavar="STORAGE",
+                    help="Optuna storage of the study (sqlite:///FILE, FILE.db, postgresql://..., a journal file)")
+    st.add_argument("--trial", type=int, metavar="N", help="trial number to simulate again")
+    st.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
     parser.set_defaults(_simulate_parser=parser)
 
 
@@ -153,6 +162,39 @@ def _hpcc_config(args: argparse.Namespace):
     return cfg, topo, flows, flows_path
 
 
+def _trial_config(args: argparse.Namespace):
+    """The configuration trial ``--trial`` of the study in ``--from-study`` recorded (stderr says which)."""
+    import optuna
+
+    from mvopt.errors import MvoptError
+    from mvopt.optimize.storage import describe_storage, make_storage
+    from mvopt.optimize.study import config_of_trial
+
+    url = args.from_study
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else (url if "://" not in url else None)
+    if path is not None and not os.path.exists(path):  # opening would create an empty database
+        raise MvoptError(f"--from-study: no such file {path!r}")
+    storage = make_storage(url, heartbeat_s=None)
+    names = [s.study_name for s in storage.get_all_studies()]
+    name = args.study
+    if name is None:
+        if len(names) != 1:
+            raise MvoptError(f"{describe_storage(args.from_study)} holds {len(names)} studies"
+                             f"{' (' + ', '.join(sorted(names)) + ')' if names else ''}: name one with --study")
+        name = names[0]
+    elif name not in names:
+        raise MvoptError(f"no study named {name!r} in {describe_storage(args.from_study)}")
+    study = optuna.load_study(study_name=name, storage=storage)
+    cfg = config_of_trial(study, args.trial)
+    attrs = next(t.user_attrs for t in study.get_trials(deepcopy=False) if t.number == args.trial)
+    import mvopt
+    recorded = attrs.get("mvopt_version")
+    note = "" if recorded in (None, mvopt.__version__) else f"; recorded by mvopt {recorded}, this is {mvopt.__version__}"
+    print(f"mvopt simulate: trial {args.trial} of study {name!r} (config {attrs.get('config_key')}, "
+          f"simulated on {attrs.get('backend', '?')}{note})", file=sys.stderr)
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``mvopt simulate``; returns the exit code (MvoptError propagates: the CLI prints it)."""
     from mvopt.config import load_config
@@ -160,10 +202,14 @@ def run(args: argparse.Namespace) -> int:
     from mvopt.experiment import build, training_report
 
     hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
-    if hpcc and args.scenarios:
-        _usage_error(args, "give SCENARIO.yaml files or --hpcc-* inputs, not both")
-    if not hpcc and not args.scenarios:
-        _usage_error(args, "give SCENARIO.yaml files, or --hpcc-topology, --hpcc-flows and --fct-out")
+    from_study = getattr(args, "from_study", None) is not None or getattr(args, "trial", None) is not None
+    if sum(map(bool, (hpcc, bool(args.scenarios), from_study))) > 1:
+        _usage_error(args, "give one kind of input: SCENARIO.yaml files, --hpcc-* inputs or --from-study/--trial")
+    if not hpcc and not args.scenarios and not from_study:
+        _usage_error(args, "give SCENARIO.yaml files, or --hpcc-topology, --hpcc-flows and --fct-out, "
+                           "or --from-study STORAGE --trial N")
+    if from_study and (args.from_study is None or args.trial is None):
+        _usage_error(args, "--from-study STORAGE and --trial N go together")
     if hpcc:
         missing = [f for f, a in (("--hpcc-topology", "hpcc_topology"), ("--hpcc-flows", "hpcc_flows"),
                                   ("--fct-out", "fct_out")) if not getattr(args, a, None)]
@@ -171,12 +217,15 @@ def run(args: argparse.Namespace) -> int:
             _usage_error(args, f"HPCC inputs also need {', '.join(missing)}")
         cfg, topo, flows, flows_path = _hpcc_config(args)
         built = [build(cfg, topology=topo)]
+    elif from_study:
+        built = [build(_trial_config(args))]
     else:
         built = [build(load_config(p)) for p in args.scenarios]
     experiments = [b.experiment for b in built]
 
+    spec = backend_spec(args)
     t0 = time.perf_counter()
-    results = simulate(experiments, backend=args.backend)
+    results = simulate(experiments, backend=spec)
     wall = time.perf_counter() - t0
 
     if hpcc:
@@ -191,12 +240,12 @@ def run(args: argparse.Namespace) -> int:
         if b.plan is not None and r.status == "done":
             s["training"] = training_report(b.plan, r)
     if args.json:
-        json.dump({"backend": args.backend, "wall_s": wall, "experiments": summaries}, sys.stdout, indent=2)
+        json.dump({"backend": spec, "wall_s": wall, "experiments": summaries}, sys.stdout, indent=2)
         print()
     else:
         for s in summaries:
             _print_text(s, sys.stdout)
-        print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {args.backend})")
+        print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {spec})")
     unfinished = [s for s in summaries if s["status"] != "done"]
     for s in unfinished:
         print(f"mvopt simulate: experiment {s['name']} ended {s['status']}: "

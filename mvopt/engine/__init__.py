@@ -18,11 +18,12 @@ from mvopt.engine.tasks import DELAY, FLOW, TaskGraph, TaskGraphBuilder
 __all__ = ["Experiment", "ExperimentResult", "TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY",
            "COUNTERS", "simulate", "build_batch", "get_backend", "resolve_backend", "resolve"]
 
-_BACKENDS: dict[str, object] = {}
+_BACKENDS: dict[tuple, object] = {}
 
 
 def resolve_backend(name: str = "auto") -> str:
     """'gpu' or 'cpu' for a requested backend; 'auto' picks the GPU when CuPy sees one."""
+    name = name.partition(":")[0]
     if name == "auto":
         from mvopt.engine._gpu import gpu_available
         return "gpu" if gpu_available() else "cpu"
@@ -32,24 +33,27 @@ def resolve_backend(name: str = "auto") -> str:
     return name
 
 
-def get_backend(name: str = "cpu"):
-    """The backend object ('cpu', 'gpu' or 'auto'); compiled once per process. This is the one
-    place that knows which backend classes exist."""
+def get_backend(name: str = "cpu", device: int = 0, threads: int | None = None):
+    """The backend object ('cpu', 'gpu' or 'auto'; a GPU by device number, a CPU backend by its
+    thread count); compiled once per process. This is the one place that knows which backend
+    classes exist."""
     name = resolve_backend(name)
-    if name not in _BACKENDS:
+    key = (name, device if name == "gpu" else 0, threads if name == "cpu" else None)
+    if key not in _BACKENDS:
         if name == "cpu":
             from mvopt.engine._cpu import CpuBackend
-            _BACKENDS[name] = CpuBackend()
+            _BACKENDS[key] = CpuBackend(threads=threads)
         else:
             from mvopt.engine._gpu import GpuBackend
-            _BACKENDS[name] = GpuBackend()
-    return _BACKENDS[name]
+            _BACKENDS[key] = GpuBackend(device=device)
+    return _BACKENDS[key]
 
 
-def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[ExperimentResult]:
-    """Simulate all experiments as one SPME batch; results in input order."""
-    if not experiments:
-        return []
-    batch = build_batch(list(experiments))
-    iters = get_backend(backend).run(batch)
-    return extract_results(batch, iters)
+def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
+             memory_bytes: int | None = None) -> list[ExperimentResult]:
+    """Simulate the experiments; results in input order. `backend` is a backend spec ('cpu',
+    'gpu', 'gpu:0,1', 'auto', 'cpu:N'; see :mod:`mvopt.engine.plan`): the experiments are spread
+    over its workers by estimated cost, and each worker runs its share as SPME batches that fit
+    its memory (one batch when it fits)."""
+    from mvopt.engine.plan import run_experiments
+    return run_experiments(experiments, backend, memory_bytes=memory_bytes)

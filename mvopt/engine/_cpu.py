@@ -103,13 +103,19 @@ class CpuBackend:
         if not self.openmp:
             self.max_threads = 1
 
+    def batch_memory_limit(self) -> int | None:
+        """Bytes one batch may take: no limit on the CPU (host memory is the user's to manage)."""
+        return None
+
     def threads_for(self, batch: Batch) -> int:
         """Threads worth starting: one per experiment when there are several (experiment-major
         order), else about one per 512 nodes of the single experiment; at most max_threads."""
-        n_exp = int(batch.counts["n_exp"])
+        return self.threads_for_counts(int(batch.counts["n_exp"]), int(batch.counts["n_node"]))
+
+    def threads_for_counts(self, n_exp: int, n_node: int) -> int:
         if n_exp > 1:
             return max(1, min(self.max_threads, n_exp))
-        return max(1, min(self.max_threads, int(batch.counts["n_node"]) // NODES_PER_THREAD))
+        return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
 
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20) -> int:
         """Simulate the batch in place until every experiment ended; returns iterations run."""

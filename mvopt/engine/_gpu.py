@@ -21,18 +21,23 @@ from mvopt.engine.batch import RESULT_COLUMNS, Batch, scratch_arrays
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
-__all__ = ["GpuBackend", "gpu_available"]
+__all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
 THREADS = 128
 
 
-def gpu_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device."""
+def gpu_count() -> int:
+    """CUDA devices CuPy sees (0 without CuPy or a driver)."""
     try:
         import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        return int(cupy.cuda.runtime.getDeviceCount())
     except Exception:
-        return False
+        return 0
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    return gpu_count() > 0
 
 
 class GpuBackend:
@@ -69,6 +74,15 @@ class GpuBackend:
                 per_sm = 1
             self.max_blocks = max(1, self.sms * int(per_sm))
 
+    def batch_memory_limit(self) -> int:
+        """Bytes one batch may take: a fraction of the device memory free now (after returning
+        CuPy's cached blocks)."""
+        from mvopt.engine.plan import GPU_MEMORY_FRACTION
+        with self.cp.cuda.Device(self.device):
+            self.cp.get_default_memory_pool().free_all_blocks()
+            free, _ = self.cp.cuda.runtime.memGetInfo()
+        return int(free * GPU_MEMORY_FRACTION)
+
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 16, max_iters: int | None = None) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
         `max_iters` stops after that many iterations even if experiments are still running
@@ -91,6 +105,10 @@ class GpuBackend:
                 n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
                 self.kernel((blocks,), (THREADS,), (np.int64(n), out))
+                done = cp.cuda.Event(block=False)
+                done.record()
+                while not done.done:          # poll, so other workers' threads keep the GIL
+                    time.sleep(0.0005)
                 total += int(out[0].get())
                 if not (status == 0).any():
                     break
@@ -98,6 +116,7 @@ class GpuBackend:
             for name in RESULT_COLUMNS:
                 if batch.cols[name].size:
                     batch.cols[name][...] = dev[name].get()
+            del dev                           # the device memory goes back to CuPy's pool now
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
                                 "blocks": blocks, "threads_per_block": THREADS}
             return total

@@ -1,0 +1,34 @@
+"""The --backend / --gpus options shared by the commands that simulate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["add_backend_options", "backend_spec"]
+
+
+def add_backend_options(parser: argparse.ArgumentParser, default: str = "cpu") -> None:
+    parser.add_argument("--backend", default=default, choices=["cpu", "gpu", "auto"],
+                        help=f"engine backend; auto: the GPUs when CuPy sees one, else the CPU (default: {default})")
+    parser.add_argument("--gpus", default=None, metavar="LIST",
+                        help="GPU devices to spread experiments over, e.g. 0,1 (default: every visible GPU)")
+
+
+def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
+    """The engine backend spec of the options (see mvopt.engine.plan); with `announce`, says on
+    stderr what 'auto' chose."""
+    from mvopt.engine.plan import describe_backend
+    from mvopt.errors import MvoptError
+    spec = args.backend
+    if args.gpus:
+        if args.backend == "cpu":
+            raise MvoptError("--gpus needs --backend gpu or auto")
+        spec = f"{'auto' if args.backend == 'auto' else 'gpu'}:{args.gpus}"
+        if args.backend == "auto":
+            from mvopt.engine import resolve_backend
+            spec = f"gpu:{args.gpus}" if resolve_backend("auto") == "gpu" else "cpu"
+    what = describe_backend(spec)
+    if announce and args.backend == "auto":
+        print(f"mvopt: backend auto: {what}", file=sys.stderr)
+    return spec

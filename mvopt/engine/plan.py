@@ -1,0 +1,231 @@
+"""Running many experiments on one or several workers: memory planning and cost balancing.
+
+A *backend spec* names where experiments run: ``cpu``, ``gpu`` (every visible GPU), ``gpu:0,1``
+(those devices), ``auto`` (the GPUs when CuPy sees one, else the CPU) or ``cpu:N`` (N CPU workers
+sharing the cores; for testing the splitting). Experiments are spread over the workers by
+estimated cost (longest first onto the least-loaded worker); each worker cuts its share into
+sub-batches that fit its memory (exact byte counts, computed before anything is built) and runs
+them one after another; results come back in input order. Experiments are independent and
+their results do not depend on the batch they share, so any split gives the same results.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mvopt.engine import schema
+from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, ring_capacity
+from mvopt.engine.params import Experiment
+from mvopt.engine.results import ExperimentResult
+from mvopt.engine.tasks import FLOW
+from mvopt.errors import BackendUnavailable, MvoptError
+
+__all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "batch_bytes", "split_by_memory", "balance",
+           "run_experiments", "INT32_LIMIT"]
+
+INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
+GPU_MEMORY_FRACTION = 0.85         # of the free device memory a batch may take (the rest: CuPy, NVRTC, fragments)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One place experiments run: the CPU (with `threads` cores) or one GPU."""
+
+    kind: str                 # "cpu" or "gpu"
+    device: int = 0
+    threads: int | None = None
+
+    def __str__(self) -> str:
+        return f"gpu:{self.device}" if self.kind == "gpu" else "cpu"
+
+
+def parse_backend(spec: str) -> list[Worker]:
+    """The workers a backend spec names (see the module docstring)."""
+    from mvopt.engine import resolve_backend
+    name, _, arg = spec.partition(":")
+    kind = resolve_backend(name)
+    if kind == "gpu":
+        from mvopt.engine._gpu import gpu_count
+        n = gpu_count()
+        if not arg:
+            return [Worker("gpu", d) for d in range(n)]
+        devices = _int_list(spec, arg)
+        bad = [d for d in devices if not 0 <= d < n]
+        if bad:
+            raise BackendUnavailable(f"backend {spec!r}: no GPU {bad[0]} (this machine has {n}: 0..{n - 1})")
+        return [Worker("gpu", d) for d in devices]
+    if not arg:
+        return [Worker("cpu")]
+    (n,) = _int_list(spec, arg)
+    if n < 1:
+        raise BackendUnavailable(f"backend {spec!r}: the number of CPU workers must be >= 1")
+    import os
+    cores = os.cpu_count() or 1
+    return [Worker("cpu", 0, max(1, cores // n)) for _ in range(n)]
+
+
+def _int_list(spec: str, arg: str) -> list[int]:
+    try:
+        return [int(x) for x in arg.split(",")]
+    except ValueError:
+        raise BackendUnavailable(f"backend {spec!r}: expected comma-separated integers after ':', got {arg!r}") from None
+
+
+def experiment_counts(exp: Experiment) -> dict[str, int]:
+    """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds;
+    n_int is the INT slots it needs: its packet slots if it uses HPCC, else 0)."""
+    topo, g, p = exp.topology, exp.tasks, exp.params
+    nh, nn = int(topo.n_host), int(topo.n_node)
+    npt = int(np.asarray(topo.node_port_offset)[-1])
+    cap = ring_capacity(np.asarray(topo.port_rate_bps, np.int64), np.asarray(topo.port_delay_ps, np.int64),
+                        p.window_ps, p.payload + p.header, min(p.ack_bytes, p.pfc_frame_bytes, p.header + 1))
+    n_slot = int(cap.sum()) + nh * HOST_POOL_SLOTS + int(np.asarray(p.sw_slots, np.int64).sum())
+    src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
+    owner = np.repeat(np.arange(g.n), np.diff(g.pred_offset))
+    remote = dst[g.pred.astype(np.int64)] != src[owner]
+    return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_pred": int(remote.sum()),
+            "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
+            "n_nh": int(np.asarray(topo.nhset_offset)[-1]), "n_slot": n_slot,
+            "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0,
+            "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size)}
+
+
+def batch_bytes(counts: dict[str, int]) -> int:
+    """Bytes of a batch with these (summed) counts: every column plus the scratch packet slots."""
+    total = 0
+    for col in schema.COLUMNS:
+        n = max(1, int(counts[col.length])) if col.length == "n_int" else int(counts[col.length])
+        total += n * col.mult * schema.numpy_dtype(col).itemsize
+    return total
+
+
+def experiment_cost(exp: Experiment) -> float:
+    """Estimated simulation work: packets x path length (in windows) over all flows, plus the
+    nodes (an idle window still visits every node)."""
+    p = exp.params
+    flows = exp.tasks.kind == FLOW
+    hops = np.maximum(1.0, p.flow_base_rtt_ps[flows] / (2.0 * p.window_ps))
+    return float((p.flow_npkt[flows] * hops).sum()) + float(exp.topology.n_node)
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b[k] for k in b}
+
+
+def split_by_memory(counts: Sequence[dict[str, int]], memory_bytes: int | None,
+                    names: Sequence[str] | None = None) -> list[list[int]]:
+    """Cut experiments (given by their counts, in order) into consecutive sub-batches whose bytes
+    stay within `memory_bytes` (None: no limit) and whose row counts fit int32 indices."""
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    acc: dict[str, int] = {}
+    for i, c in enumerate(counts):
+        alone = batch_bytes(c)
+        if memory_bytes is not None and alone > memory_bytes:
+            name = names[i] if names else f"experiment {i}"
+            raise MvoptError(f"{name} alone needs {alone / 2**30:.2f} GiB, more than the "
+                             f"{memory_bytes / 2**30:.2f} GiB available to one batch on this worker")
+        nxt = _add(acc, c)
+        over = (memory_bytes is not None and batch_bytes(nxt) > memory_bytes) or max(nxt.values()) > INT32_LIMIT
+        if cur and over:
+            groups.append(cur)
+            cur, nxt = [], dict(c)
+        cur.append(i)
+        acc = nxt
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def balance(costs: Sequence[float], n_workers: int) -> list[list[int]]:
+    """Experiment indices per worker: largest cost first onto the least-loaded worker (ties: the
+    lower worker), each worker's share in input order."""
+    loads = [0.0] * n_workers
+    share: list[list[int]] = [[] for _ in range(n_workers)]
+    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+        w = min(range(n_workers), key=lambda k: (loads[k], k))
+        share[w].append(i)
+        loads[w] += costs[i]
+    return [sorted(s) for s in share]
+
+
+def describe_backend(spec: str) -> str:
+    """What a backend spec resolves to on this machine, for the user ('auto' says its choice)."""
+    workers = parse_backend(spec)
+    if workers[0].kind == "gpu":
+        what = f"gpu ({len(workers)} GPU{'s' if len(workers) > 1 else ''}: {','.join(str(w.device) for w in workers)})"
+    else:
+        what = "cpu" if len(workers) == 1 else f"cpu ({len(workers)} workers)"
+    return f"{spec} -> {what}" if spec.partition(":")[0] == "auto" else what
+
+
+def _backend_for(worker: Worker):
+    from mvopt.engine import get_backend
+    return get_backend(worker.kind, device=worker.device, threads=worker.threads)
+
+
+def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu",
+                    memory_bytes: int | None = None, report: dict | None = None) -> list[ExperimentResult]:
+    """Simulate `experiments` on the workers of `backend`; results in input order. `memory_bytes`
+    caps one batch (default: a fraction of each GPU's free memory; no cap on the CPU). `report`,
+    if given, receives per-worker figures (experiments, sub-batches, busy seconds)."""
+    import time
+    exps = list(experiments)
+    if not exps:
+        return []
+    workers = parse_backend(backend)
+    if not workers:
+        raise BackendUnavailable(f"backend {backend!r} names no device")
+    costs = [experiment_cost(e) for e in exps] if len(workers) > 1 else [0.0] * len(exps)
+    shares = balance(costs, len(workers)) if len(workers) > 1 else [list(range(len(exps)))]
+    counts = [experiment_counts(e) for e in exps]
+    results: list[ExperimentResult | None] = [None] * len(exps)
+    errors: list[BaseException] = []
+    stats: dict[str, dict] = {}
+
+    def work(w: int) -> None:
+        try:
+            worker = workers[w]
+            be = _backend_for(worker)
+            cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
+            share = shares[w]
+            groups = split_by_memory([counts[i] for i in share], cap, [exps[i].name for i in share])
+            t0 = time.perf_counter()
+            build_s = run_s = 0.0
+            for g in groups:
+                idx = [share[k] for k in g]
+                t = time.perf_counter()
+                batch = build_batch([exps[i] for i in idx])
+                build_s += time.perf_counter() - t
+                t = time.perf_counter()
+                iters = be.run(batch)
+                run_s += time.perf_counter() - t
+                for i, r in zip(idx, extract_results(batch, iters)):
+                    results[i] = r
+                del batch
+            stats[f"{worker}#{w}"] = {"experiments": len(share), "sub_batches": len(groups),
+                                      "cost": float(sum(costs[i] for i in share)), "build_s": build_s,
+                                      "run_s": run_s, "busy_s": time.perf_counter() - t0}
+        except BaseException as exc:      # re-raised in the caller's thread
+            errors.append(exc)
+
+    if len(workers) == 1:
+        work(0)
+    else:
+        threads = [threading.Thread(target=work, args=(w,), name=f"mvopt-worker-{w}") for w in range(len(workers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    if report is not None:
+        report.update(stats)
+    missing = sum(r is None for r in results)
+    if missing:
+        raise AssertionError(f"{missing} experiments got no result (a bug)")
+    return results  # type: ignore[return-value]

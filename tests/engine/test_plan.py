@@ -1,0 +1,90 @@
+"""Memory planning, cost balancing and several workers: any split gives the results of one batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvopt.cluster import build_topology
+from mvopt.config import load_config
+from mvopt.engine import TaskGraphBuilder, build_batch, simulate
+from mvopt.engine.params import Experiment
+from mvopt.engine.plan import balance, batch_bytes, experiment_cost, experiment_counts, parse_backend, split_by_memory
+from mvopt.errors import BackendUnavailable, MvoptError
+from mvopt.testing.backends import available_backends
+
+
+def _exp(i: int) -> Experiment:
+    topo = [{"topology": "fat_tree", "k": 4},
+            {"topology": "leaf_spine", "leaves": 3, "hosts_per_leaf": 4, "oversubscription": 2.0},
+            {"topology": "torus", "torus_dims": [3, 3]}][i % 3]
+    cc = ["none", "dcqcn", "hpcc", "dctcp"][i % 4]
+    cfg = load_config({"cluster": topo, "network": {"cc": cc, "lb": ["ecmp", "spray"][i % 2]}})
+    t = build_topology(cfg.cluster)
+    g = TaskGraphBuilder()
+    n = int(t.n_host)
+    first = g.flow(0, n - 1, 20_000 + 7_000 * i)
+    for k in range(1 + i % 4):
+        g.flow((k + 1) % n, (k + 3 + i) % n, 30_000 * (k + 1), after=[first] if k % 2 else [])
+    g.delay(1, 2_000_000, after=[first])
+    return Experiment(topology=t, network=cfg.network, tasks=g.build(), name=f"e{i}", seed=i)
+
+
+EXPS = [_exp(i) for i in range(9)]
+
+
+def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
+    batch = build_batch(EXPS)
+    summed = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in batch.counts if k != "has_int"}
+    assert summed.pop("n_int") == batch.counts["n_int"]
+    assert summed == {k: v for k, v in batch.counts.items() if k not in ("n_int", "has_int")}
+    total = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in experiment_counts(EXPS[0])}
+    assert batch_bytes(total) == batch.nbytes
+
+
+def test_split_by_memory_keeps_order_and_the_limit() -> None:
+    counts = [experiment_counts(e) for e in EXPS]
+    one = max(batch_bytes(c) for c in counts)
+    limit = int(1.2 * one)
+    groups = split_by_memory(counts, limit)
+    assert [i for g in groups for i in g] == list(range(len(EXPS)))
+    for g in groups:
+        assert batch_bytes({k: sum(counts[i][k] for i in g) for k in counts[0]}) <= limit
+    assert len(groups) > 1
+    assert split_by_memory(counts, None) == [list(range(len(EXPS)))]
+    first_too_big = next(i for i, c in enumerate(counts) if batch_bytes(c) > one // 2)
+    with pytest.raises(MvoptError, match=f"e{first_too_big} alone needs .* GiB, more than the"):
+        split_by_memory(counts, one // 2, [e.name for e in EXPS])
+
+
+def test_balance_is_longest_first_and_deterministic() -> None:
+    costs = [experiment_cost(e) for e in EXPS]
+    shares = balance(costs, 3)
+    assert sorted(i for s in shares for i in s) == list(range(len(EXPS)))
+    loads = [sum(costs[i] for i in s) for s in shares]
+    assert max(loads) - min(loads) <= max(costs)           # LPT: spread at most one job
+    assert shares == balance(costs, 3)
+    assert balance([5.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2) == [[0], [1, 2, 3, 4, 5]]
+
+
+def test_backend_specs() -> None:
+    assert [str(w) for w in parse_backend("cpu")] == ["cpu"]
+    assert len(parse_backend("cpu:3")) == 3
+    with pytest.raises(BackendUnavailable, match="comma-separated integers"):
+        parse_backend("cpu:x")
+    with pytest.raises(BackendUnavailable, match="unknown backend"):
+        parse_backend("tpu")
+    if "gpu" not in available_backends():
+        with pytest.raises(BackendUnavailable):
+            parse_backend("gpu:0")
+
+
+@pytest.mark.parametrize("spec", ["cpu:3", "gpu:0,0"])
+def test_workers_and_sub_batches_give_the_results_of_one_batch(spec: str) -> None:
+    if spec.startswith("gpu") and "gpu" not in available_backends():
+        pytest.skip("no GPU")
+    one = simulate(EXPS, backend="cpu")
+    assert [r.name for r in one] == [e.name for e in EXPS]
+    many = simulate(EXPS, backend=spec)
+    small = simulate(EXPS, backend=spec, memory_bytes=int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS)))
+    for a, b, c in zip(one, many, small):
+        assert a.same_as(b) and a.same_as(c), a.name
