@@ -637,9 +637,9 @@ def test_identical_experiments_in_one_batch(backend) -> None:
 # ------------------------------------------------------------------------------------ 4. behaviour
 
 
-def incast(cc: str, size: int, n: int = 8) -> Experiment:
+def incast(cc: str, size: int, n: int = 8, **net) -> Experiment:
     """``n`` hosts of a star send ``size`` bytes each to host 0 (default network: PFC on, 32 MB)."""
-    return flows(compiled(sc.star(n + 1)), [(s, 0) for s in range(1, n + 1)], size, cc=cc)
+    return flows(compiled(sc.star(n + 1)), [(s, 0) for s in range(1, n + 1)], size, cc=cc, **net)
 
 
 def incast_figures(exp: Experiment, r: ExperimentResult) -> tuple[float, float]:
@@ -651,28 +651,63 @@ def incast_figures(exp: Experiment, r: ExperimentResult) -> tuple[float, float]:
     return busy, float(thr.min() / thr.max())
 
 
-def _slow_cc(cc: str, size: int, why: str):
-    return pytest.param(cc, size, marks=pytest.mark.xfail(strict=True, reason=why), id=f"{cc}-{size}")
-
-
-@pytest.mark.parametrize("cc,size", [
-    ("none", 200_000), ("dcqcn", 200_000), ("dctcp", 200_000),
-    _slow_cc("hpcc", 200_000, "reported: HPCC 8x200 KB incast: makespan 156.78 us vs 134.14 us ideal "
-             "(bottleneck busy 85.6%), throughput spread 0.877, max queue 384,616 B"),
-    ("none", 1_000_000), ("hpcc", 1_000_000), ("dctcp", 1_000_000),
-    _slow_cc("dcqcn", 1_000_000, "reported: DCQCN 8x1 MB incast (reference profile): rates collapse "
-             "to ~1 Gb/s and recover by rp_timer = 300 us steps: makespan 3.86 ms vs 0.671 ms ideal (busy 17.4%)"),
+# Two cases run with the reference's other setting: with mvopt's defaults the model does not reach
+# 90 %, and neither would ns-3's code with the same parameters, whose steps it follows
+# (docs/engine.md, "Congestion control with the default parameters"; engine == reference figures):
+# * HPCC 8 x 200 KB with the paper's max_stage 5 (the default): busy 0.863, spread 0.883 (155.5 us
+#   vs 134.1 us ideal). The 8 initial windows drain at full rate, but U still remembers that queue,
+#   so at ~60 us the rates sum to ~80 G; with max_stage 5 only every 6th per-RTT update is
+#   multiplicative, the rest add W_AI = 40 Mb/s per flow: 77-92 G from 60 to 90 us; when 6 flows
+#   have finished (140 us) the last two stay at ~10.7 G for 15 us (U 0.2, stages 1..4). HPCC's
+#   ns-3 scripts (run.py, MI_THRESH 0) and SimAI's (MiThresh 0) use max_stage 0: busy 0.914.
+# * DCQCN 8 x 1 MB with the 'reference' (Mellanox/HPCC-scripts) profile: busy 0.599 -- see
+#   test_dcqcn_reference_profile_waits_for_its_rate_increase_timer. The 'paper' profile (ns-3
+#   run.py's dcqcn_paper): busy 0.997, spread 0.960 (its 50 us decrease interval lets the queue
+#   absorb the burst: 7.07 MB at most).
+@pytest.mark.parametrize("cc,size,net", [
+    ("none", 200_000, {}), ("dcqcn", 200_000, {}), ("dctcp", 200_000, {}),
+    pytest.param("hpcc", 200_000, {"hpcc": {"max_stage": 0}}, id="hpcc-200000-max_stage0"),
+    ("none", 1_000_000, {}), ("hpcc", 1_000_000, {}), ("dctcp", 1_000_000, {}),
+    pytest.param("dcqcn", 1_000_000, {"dcqcn": {"profile": "paper"}}, id="dcqcn-1000000-paper"),
 ])
-def test_incast_keeps_the_bottleneck_busy_and_shares_fairly(backend, cc: str, size: int) -> None:
+def test_incast_keeps_the_bottleneck_busy_and_shares_fairly(backend, cc: str, size: int, net: dict) -> None:
     """8-to-1 incast on one switch: every sender has its own ingress port, so the FIFO egress
     shares the bottleneck evenly (cc none: exactly round robin) and CC must not waste it."""
-    exp = incast(cc, size)
+    exp = incast(cc, size, **net)
     r = run1(backend, exp)
     check_invariants(exp, r)
     busy, spread = incast_figures(exp, r)
     assert busy >= 0.9, f"busy {busy:.3f}, makespan {r.makespan_ps}"
-    if cc != "hpcc":                                 # HPCC: spread 0.88 / 0.86 (reported)
+    # HPCC: spread 0.929 (200 KB, max_stage 0) and 0.854 (1 MB). Its only equalising term is
+    # W_AI (40 Mb/s, ~0.3 % of a 12 G flow per RTT), while with paced, deterministic arrivals
+    # each flow's INT samples see its own share of the queue (1 MB, 200-600 us: per-flow means
+    # 566-699 B, U 0.9457-0.9492, the fastest flow's the lowest): the rates drift apart.
+    if cc != "hpcc":
         assert spread >= 0.9, f"throughput spread {spread:.3f}"
+
+
+def test_dcqcn_reference_profile_waits_for_its_rate_increase_timer(backend) -> None:
+    """DCQCN's vendor timers in the 8 x 1 MB incast (the textbook criticism of them, and what
+    ns-3's Mellanox model does with these parameters). Marking starts at Kmin = 400 KB (~6 us),
+    the first cut comes one 4 us decrease interval after the first CNP: the queue is ~1.4 MB by
+    then (17 us) and peaks at 2.04 MB. While it stays above Kmin every 4 us cuts each rate by
+    (1 - alpha/2), alpha ~ 1: min_rate (1 Gb/s) from ~41 us, 8 Gb/s in all. Every cut restarts
+    the 300 us rp_timer: flow 0's last cut is at ~161 us (queue ~600 KB, marked with p ~ 4 %),
+    its first increase at 461 us, to (1 + 100) / 2 Gb/s (the target stayed at line rate:
+    consecutive cuts at stage 0 leave it alone), and the cycle repeats with the target halved.
+    Measured: busy 0.599, makespan 1119 us vs 671 us ideal."""
+    ref = incast("dcqcn", 1_000_000)
+    short = incast("dcqcn", 1_000_000, dcqcn={"rp_timer_us": 55.0})   # the DCQCN paper's timer
+    r, rs = run(backend, ref, short)
+    check_invariants(ref, r)
+    p = ref.params
+    ideal = ser_ps(int(ref.tasks.size_bytes.sum() + p.flow_npkt.sum() * p.header), RATE)
+    # the queue stays bounded near the marking thresholds ...
+    assert r.port_max_queue_bytes.max() < 1.5 * p.port_kmax.max()
+    # ... but the link idles for most of an rp_timer after the queue drained
+    assert r.makespan_ps > ideal + p.dcqcn_inc_ps
+    # with a 55 us timer the same incast keeps the link busy (0.963)
+    assert incast_figures(short, rs)[0] >= 0.9
 
 
 def test_ecn_marking_and_queue_control_in_an_incast(backend) -> None:
