@@ -31,7 +31,9 @@ from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 VARIANTS = {"base": {}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
-            "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8}}
+            "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
+            "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
+            "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8}}
 
 
 def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
@@ -73,7 +75,7 @@ def main() -> None:
         t = time.perf_counter()
         be = GpuBackend(defines=VARIANTS[name])
         compile_s = time.perf_counter() - t
-        run_once(be, exps[:1], True, max_iters=10)            # module load, first-launch costs
+        run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (True,)):
             res, tm = run_once(be, exps, interleave)
             hops = sum(r.counters["packet_hops"] for r in res)

@@ -117,8 +117,9 @@ class CpuBackend:
             return max(1, min(self.max_threads, n_exp))
         return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
 
-    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20) -> int:
-        """Simulate the batch in place until every experiment ended; returns iterations run."""
+    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None) -> int:
+        """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
+        for benchmarks of partial runs); returns iterations run."""
         scratch = scratch_arrays(batch, np)   # kept alive until the run ends
         arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
@@ -132,7 +133,7 @@ class CpuBackend:
         # experiment: all threads share each phase of it
         run = self.lib.mv_run_by_experiment if int(batch.counts["n_exp"]) > 1 else self.lib.mv_run
         while True:
-            n = run(ctypes.byref(ctx), chunk_iters, threads)
+            n = run(ctypes.byref(ctx), chunk_iters if max_iters is None else min(chunk_iters, max_iters - total), threads)
             total += n
-            if (batch.cols["exp_status"] != 0).all():
+            if (batch.cols["exp_status"] != 0).all() or (max_iters is not None and total >= max_iters):
                 return total

@@ -1,0 +1,262 @@
+"""How many experiments fit on one GPU, by cluster size (the paper's Fig. 13, concurrency limit).
+
+    python experiments/paper_concurrency.py                      # every workload and size; writes docs/performance.md
+    python experiments/paper_concurrency.py --gpus 16,64 --no-write
+    python experiments/paper_concurrency.py --memory-gib 80      # an 80 GB H100
+    python experiments/paper_concurrency.py --run --run-max 4096 --no-write   # on a GPU machine: run that many
+
+For each workload and cluster size (GPUs) one experiment is built as the optimizer would build
+it (``mvopt.experiment.build``), then the engine batch of that one experiment
+(``mvopt.engine.build_batch``) and of two copies of it; ``batch.nbytes`` is every column the
+engine holds (the GPU backend uploads exactly these arrays, nothing else per experiment). The
+bytes one more experiment adds are ``nbytes(2) - nbytes(1)``, what the batch holds once
+``2 nbytes(1) - nbytes(2)`` (0 when the batch is exactly a concatenation), and the experiments
+that fit are ``(memory - reserve - once) // per experiment``.
+
+Workloads (``--workloads``, default all three):
+
+* ``fat-tree-allreduce``: the smallest k-ary fat-tree with at least that many hosts, one GPU per
+  host, a flat ring all-reduce of ``--mib`` MiB over the first N hosts, 100 Gb/s links, 1000-byte
+  packets (the configuration defaults);
+* ``rail-allreduce``: rail-optimised 2-tier cluster of N/8 DGX-like servers (8 GPUs and 8 NICs
+  each, 32 servers per rail group, 400 Gb/s), a hierarchical DP all-reduce of ``--mib`` MiB over
+  every GPU (intra-server steps analytical, one ring per rail), 4096-byte packets;
+* ``rail-training``: the same cluster running one training iteration of GPT-3 13B (TP 8, PP 2,
+  DP N/16, sequence parallelism, distributed optimizer, micro-batch 1, 8 micro-batches per
+  pipeline), every GPU simulated (no ``rail_sample``).
+
+Congestion control ``--cc`` (default DCQCN); a batch holding any HPCC experiment also stores
+5 in-band-telemetry records per packet slot, for every experiment in it (``--cc hpcc`` shows
+the cost). ``--run`` (needs a GPU and CuPy) builds a batch of that many experiments (at most
+``--run-max``) and runs it on the GPU backend, to confirm that it fits and to time it.
+
+Writes section ``concurrency`` of docs/performance.md (``--no-write``: print only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+from _report import provenance, update_section  # noqa: E402
+
+GIB = 2**30
+MIB = 2**20
+WORKLOADS = ("fat-tree-allreduce", "rail-allreduce", "rail-training")
+
+
+def fat_tree_k(hosts: int) -> int:
+    k = 2
+    while k**3 // 4 < hosts:
+        k += 2
+    return k
+
+
+def config(workload: str, gpus: int, cc: str, mib: float) -> dict:
+    """The experiment configuration of one (workload, cluster size)."""
+    nbytes = int(mib * MIB)
+    if workload == "fat-tree-allreduce":
+        k = fat_tree_k(gpus)
+        return {"name": f"{workload}-{gpus}",
+                "cluster": {"topology": "fat_tree", "k": k, "gpus_per_server": 1},
+                "network": {"cc": cc},
+                "workload": {"kind": "collective"},
+                "collective": {"op": "all_reduce", "bytes": nbytes, "algorithm": "ring",
+                               "hosts": list(range(gpus))}}
+    if gpus % 16:
+        raise SystemExit(f"{workload}: the cluster size must be a multiple of 16 GPUs, got {gpus}")
+    servers = gpus // 8
+    cluster = {"topology": "rail_optimized", "servers": servers, "servers_per_group": min(32, servers),
+               "gpus_per_server": 8, "gpu": "H100", "link_gbps": [400, 400], "link_delay_ns": [500, 1000]}
+    network = {"cc": cc, "payload_bytes": 4096}
+    if workload == "rail-allreduce":
+        return {"name": f"{workload}-{gpus}", "cluster": cluster, "network": network,
+                "workload": {"kind": "collective"},
+                "collective": {"op": "all_reduce", "bytes": nbytes, "algorithm": "ring", "hierarchical": True}}
+    if workload == "rail-training":
+        dp = gpus // 16
+        return {"name": f"{workload}-{gpus}", "cluster": cluster, "network": network,
+                "workload": {"kind": "training", "model": "gpt3-13b"},
+                "parallelism": {"tp": 8, "pp": 2, "dp": dp, "micro_batch": 1, "global_batch": 8 * dp,
+                                "sequence_parallel": True, "distributed_optimizer": True,
+                                "recompute": "selective"}}
+    raise SystemExit(f"unknown workload {workload!r} (choose from {', '.join(WORKLOADS)})")
+
+
+GROUPS = {"n_slot": "packet slots", "n_int": "packet slots", "n_task": "tasks", "n_pred": "tasks",
+          "n_succ": "tasks", "n_heap": "tasks", "n_list": "tasks", "n_port": "ports", "n_node": "nodes",
+          "n_route": "routes", "n_nh": "routes", "n_exp": "experiment"}
+
+
+def batch_bytes(exp, budget: float) -> dict:
+    """Bytes of batches of one and two copies of ``exp`` and how many fit in ``budget`` bytes."""
+    from mvopt.engine import build_batch
+    from mvopt.engine.schema import COLUMNS
+
+    t0 = time.perf_counter()
+    one = build_batch([exp])
+    batch_s = time.perf_counter() - t0
+    nb1, counts = one.nbytes, dict(one.counts)
+    by_group: dict[str, int] = {}
+    for col in COLUMNS:
+        g = GROUPS.get(col.length, col.length)
+        by_group[g] = by_group.get(g, 0) + one.cols[col.name].nbytes
+    del one
+    two = build_batch([exp, exp])
+    nb2 = two.nbytes
+    del two
+    per, once = nb2 - nb1, 2 * nb1 - nb2
+    fit = int((budget - max(0, once)) // per) if per > 0 else 0
+    top = sorted(by_group.items(), key=lambda kv: -kv[1])[:3]
+    return {"nb1": nb1, "nb2": nb2, "per": per, "once": once, "fit": fit, "counts": counts, "batch_s": batch_s,
+            "top": ", ".join(f"{k} {v / nb1 * 100:.0f} %" for k, v in top)}
+
+
+def measure(workload: str, gpus: int, args) -> dict:
+    from mvopt.config import load_config
+    from mvopt.engine import FLOW
+    from mvopt.experiment import build
+
+    budget = (args.memory_gib - args.reserve_gib) * GIB
+    data = config(workload, gpus, args.cc, args.mib)
+    t0 = time.perf_counter()
+    built = build(load_config(data))
+    build_s = time.perf_counter() - t0
+    b = batch_bytes(built.experiment, budget)
+    data["network"]["switch_packet_slots"] = args.small_slots
+    small = batch_bytes(build(load_config(data)).experiment, budget)
+    topo = built.experiment.topology
+    counts = b["counts"]
+    return {"workload": workload, "gpus": gpus, "hosts": int(topo.n_host), "nodes": int(topo.n_node),
+            "ports": int(counts["n_port"]), "tasks": int(counts["n_task"]),
+            "flows": int((built.experiment.tasks.kind == FLOW).sum()), "slots": int(counts["n_slot"]),
+            "nb1": b["nb1"], "nb2": b["nb2"], "per": b["per"], "once": b["once"], "fit": b["fit"],
+            "top": b["top"], "build_s": build_s, "batch_s": b["batch_s"],
+            "small_per": small["per"], "small_fit": small["fit"], "small_slots": int(small["counts"]["n_slot"]),
+            "experiment": built.experiment}
+
+
+def run_on_gpu(row: dict, args) -> dict:
+    """Build a batch of min(fit, run_max) copies and run it on the GPU backend."""
+    import cupy as cp
+
+    from mvopt.engine import build_batch, get_backend
+    from mvopt.engine.batch import extract_results
+
+    n = min(row["fit"], args.run_max)
+    be = get_backend("gpu")
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    t0 = time.perf_counter()
+    batch = build_batch([row["experiment"]] * n)
+    t1 = time.perf_counter()
+    try:
+        iters = be.run(batch)
+    except cp.cuda.memory.OutOfMemoryError as e:
+        return {"run_n": n, "run_status": f"out of memory ({e})", "run_s": time.perf_counter() - t1,
+                "run_build_s": t1 - t0, "run_device_gib": pool.total_bytes() / GIB}
+    t2 = time.perf_counter()
+    res = extract_results(batch, iters)
+    statuses = {r.status for r in res}
+    same = res[0].same_as(res[-1])
+    device = pool.total_bytes()
+    pool.free_all_blocks()
+    return {"run_n": n, "run_status": "/".join(sorted(statuses)) + ("" if same else ", first != last"),
+            "run_s": t2 - t1, "run_build_s": t1 - t0, "run_device_gib": device / GIB,
+            "run_exp_per_h": n / (t2 - t0) * 3600}
+
+
+def report(rows: list[dict], args, cmd: str) -> str:
+    budget = args.memory_gib - args.reserve_gib
+    lines = ["| workload | GPUs | hosts / nodes / ports | tasks (flows) | packet slots | batch of 1 (MiB) | "
+             "of 2 (MiB) | per experiment (MiB) | held once (B) | largest parts | build (s) | "
+             "**experiments that fit** | with " f"{args.small_slots:,} slots per switch: MiB per experiment / fit |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['workload']} | {r['gpus']:,} | {r['hosts']:,} / {r['nodes']:,} / {r['ports']:,} | "
+                     f"{r['tasks']:,} ({r['flows']:,}) | {r['slots']:,} | {r['nb1'] / MIB:,.1f} | {r['nb2'] / MIB:,.1f} | "
+                     f"{r['per'] / MIB:,.2f} | {r['once']:,} | {r['top']} | "
+                     f"{r['build_s'] + r['batch_s']:.2f} | **{r['fit']:,}** | "
+                     f"{r['small_per'] / MIB:,.2f} / {r['small_fit']:,} |")
+    onces = sorted({r["once"] for r in rows})
+    once_text = ("exactly 0 for every row: a batch is the concatenation of its experiments (nothing is shared; "
+                 "the bytes grow linearly)" if onces == [0] else
+                 f"between {onces[0]:,} and {onces[-1]:,} bytes: a batch is, up to those bytes, the concatenation "
+                 "of its experiments (the bytes grow linearly with the experiments)")
+    text = f"""## Concurrency limit: experiments per GPU by cluster size (paper Fig. 13)
+
+{provenance(cmd)}
+
+Memory: {args.memory_gib:g} GiB per GPU, {args.reserve_gib:g} GiB reserved (CUDA context, CuPy pool,
+the compiled module), so {budget:g} GiB for batches; congestion control `{args.cc}`; collectives of
+{args.mib:g} MiB per rank. *Per experiment* = `nbytes(batch of 2) - nbytes(batch of 1)`,
+*held once* = `2 nbytes(1) - nbytes(2)`: {once_text}.
+*Experiments that fit* = ({budget:g} GiB - held once) // per experiment. *Build* = building the
+experiment (topology, routes, task graph) and its batch on this machine's CPU. *Largest parts*:
+share of the batch of the columns sized by packet slots (wire rings of every port, switch packet
+pools, host ACK pools), by tasks (the task graph and its dependency lists), by ports, nodes and
+routes (schema in `mvopt/engine/schema.py`). *Packet slots* follow
+`network.switch_packet_slots`, by default the switch buffer in packets (`buffer / (payload +
+header)` + 64 per port, buffer `16 x bw / 50` MB); the last column sets it to {args.small_slots:,} per switch
+(what `mvopt bench` uses; enough for the collectives of the bench, not checked for drops here).
+The workloads are in the script's docstring. The batch is also built in host memory first
+(numpy), so the host needs at least as much RAM as the batch.
+
+""" + "\n".join(lines) + "\n"
+    ran = [r for r in rows if "run_n" in r]
+    if ran:
+        text += ("\n**Run on the GPU** (`--run`, at most " f"{args.run_max:,} experiments per batch):\n\n"
+                 "| workload | GPUs | experiments run | status | device memory held (GiB) | build (s) | run (s) | "
+                 "experiments/hour |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
+        for r in ran:
+            text += (f"| {r['workload']} | {r['gpus']:,} | {r['run_n']:,} | {r['run_status']} | "
+                     f"{r['run_device_gib']:.1f} | {r['run_build_s']:.1f} | {r['run_s']:.1f} | "
+                     f"{r.get('run_exp_per_h', float('nan')):,.0f} |\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="16,32,64,128,256,512,1024", help="cluster sizes (GPUs)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--cc", default="dcqcn", choices=("none", "dcqcn", "hpcc", "dctcp"))
+    ap.add_argument("--mib", type=float, default=64.0, help="collective size per rank (MiB) of the all-reduce workloads")
+    ap.add_argument("--memory-gib", type=float, default=141.0, help="GPU memory (default 141: an H200)")
+    ap.add_argument("--reserve-gib", type=float, default=4.0, help="memory kept back (default 4)")
+    ap.add_argument("--small-slots", type=int, default=4096,
+                    help="the last column: packet slots per switch (network.switch_packet_slots, default 4096)")
+    ap.add_argument("--run", action="store_true", help="also run that many experiments on the GPU backend")
+    ap.add_argument("--run-max", type=int, default=4096, help="with --run: at most this many per batch")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    args = ap.parse_args(argv)
+    rows = []
+    for w in args.workloads.split(","):
+        for g in (int(x) for x in args.gpus.split(",")):
+            r = measure(w, g, args)
+            print(f"{w} {g} GPUs: {r['per'] / MIB:.2f} MiB/experiment, fit {r['fit']:,} "
+                  f"(build {r['build_s'] + r['batch_s']:.1f} s)", flush=True)
+            if args.run and r["fit"] > 0:
+                r.update(run_on_gpu(r, args))
+                print(f"   ran {r['run_n']:,}: {r['run_status']} in {r['run_s']:.1f} s", flush=True)
+            r.pop("experiment")
+            rows.append(r)
+    cmd = ("python experiments/paper_concurrency.py"
+           + (f" --gpus {args.gpus}" if args.gpus != ap.get_default("gpus") else "")
+           + (f" --workloads {args.workloads}" if args.workloads != ap.get_default("workloads") else "")
+           + f" --cc {args.cc} --mib {args.mib:g} --memory-gib {args.memory_gib:g} --reserve-gib {args.reserve_gib:g}"
+           + (f" --run --run-max {args.run_max}" if args.run else ""))
+    text = report(rows, args, cmd)
+    print(text)
+    if not args.no_write:
+        update_section(ROOT / "docs" / "performance.md", "concurrency", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
