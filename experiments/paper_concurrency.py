@@ -49,6 +49,7 @@ from _report import provenance, update_section  # noqa: E402
 GIB = 2**30
 MIB = 2**20
 WORKLOADS = ("fat-tree-allreduce", "rail-allreduce", "rail-training")
+PLANNER_FRACTION = 0.85     # mvopt.engine.plan.GPU_MEMORY_FRACTION: the share of free GPU memory one batch may take
 
 
 def fat_tree_k(hosts: int) -> int:
@@ -97,24 +98,28 @@ GROUPS = {"n_slot": "packet slots", "n_int": "packet slots", "n_task": "tasks", 
 def batch_bytes(exp, budget: float) -> dict:
     """Bytes of batches of one and two copies of ``exp`` and how many fit in ``budget`` bytes."""
     from mvopt.engine import build_batch
-    from mvopt.engine.schema import COLUMNS
+    from mvopt.engine.plan import batch_bytes as planned_bytes, experiment_counts
+    from mvopt.engine.schema import COLUMNS, numpy_dtype
 
     t0 = time.perf_counter()
     one = build_batch([exp])
     batch_s = time.perf_counter() - t0
     nb1, counts = one.nbytes, dict(one.counts)
-    by_group: dict[str, int] = {}
-    for col in COLUMNS:
-        g = GROUPS.get(col.length, col.length)
-        by_group[g] = by_group.get(g, 0) + one.cols[col.name].nbytes
+    host1 = sum(a.nbytes for a in one.cols.values())
     del one
+    by_group: dict[str, int] = {}
+    for col in COLUMNS:                       # from the counts: scratch columns are not held by the batch
+        g = GROUPS.get(col.length, col.length)
+        by_group[g] = by_group.get(g, 0) + int(counts[col.length]) * col.mult * numpy_dtype(col).itemsize
     two = build_batch([exp, exp])
     nb2 = two.nbytes
     del two
     per, once = nb2 - nb1, 2 * nb1 - nb2
     fit = int((budget - max(0, once)) // per) if per > 0 else 0
     top = sorted(by_group.items(), key=lambda kv: -kv[1])[:3]
+    planned = planned_bytes(experiment_counts(exp))
     return {"nb1": nb1, "nb2": nb2, "per": per, "once": once, "fit": fit, "counts": counts, "batch_s": batch_s,
+            "host1": host1, "planned": planned,
             "top": ", ".join(f"{k} {v / nb1 * 100:.0f} %" for k, v in top)}
 
 
@@ -137,7 +142,8 @@ def measure(workload: str, gpus: int, args) -> dict:
             "ports": int(counts["n_port"]), "tasks": int(counts["n_task"]),
             "flows": int((built.experiment.tasks.kind == FLOW).sum()), "slots": int(counts["n_slot"]),
             "nb1": b["nb1"], "nb2": b["nb2"], "per": b["per"], "once": b["once"], "fit": b["fit"],
-            "top": b["top"], "build_s": build_s, "batch_s": b["batch_s"],
+            "top": b["top"], "build_s": build_s, "batch_s": b["batch_s"], "host1": b["host1"],
+            "planned": b["planned"], "planner_fit": int(args.memory_gib * GIB * PLANNER_FRACTION // b["per"]),
             "small_per": small["per"], "small_fit": small["fit"], "small_slots": int(small["counts"]["n_slot"]),
             "experiment": built.experiment}
 
@@ -175,20 +181,21 @@ def run_on_gpu(row: dict, args) -> dict:
 def report(rows: list[dict], args, cmd: str) -> str:
     budget = args.memory_gib - args.reserve_gib
     lines = ["| workload | GPUs | hosts / nodes / ports | tasks (flows) | packet slots | batch of 1 (MiB) | "
-             "of 2 (MiB) | per experiment (MiB) | held once (B) | largest parts | build (s) | "
-             "**experiments that fit** | with " f"{args.small_slots:,} slots per switch: MiB per experiment / fit |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+             "of 2 (MiB) | per experiment (MiB) | held once (B) | planner's count (MiB) | built on the host (MiB) | "
+             "largest parts | build (s) | **experiments that fit** | under the planner's 85 % cap | with "
+             f"{args.small_slots:,} slots per switch: MiB per experiment / fit |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['workload']} | {r['gpus']:,} | {r['hosts']:,} / {r['nodes']:,} / {r['ports']:,} | "
                      f"{r['tasks']:,} ({r['flows']:,}) | {r['slots']:,} | {r['nb1'] / MIB:,.1f} | {r['nb2'] / MIB:,.1f} | "
-                     f"{r['per'] / MIB:,.2f} | {r['once']:,} | {r['top']} | "
-                     f"{r['build_s'] + r['batch_s']:.2f} | **{r['fit']:,}** | "
+                     f"{r['per'] / MIB:,.2f} | {r['once']:,} | {r['planned'] / MIB:,.2f} | {r['host1'] / MIB:,.1f} | "
+                     f"{r['top']} | {r['build_s'] + r['batch_s']:.2f} | **{r['fit']:,}** | {r['planner_fit']:,} | "
                      f"{r['small_per'] / MIB:,.2f} / {r['small_fit']:,} |")
+    agree = all(r["planned"] == r["nb1"] for r in rows)
     onces = sorted({r["once"] for r in rows})
-    once_text = ("exactly 0 for every row: a batch is the concatenation of its experiments (nothing is shared; "
-                 "the bytes grow linearly)" if onces == [0] else
-                 f"between {onces[0]:,} and {onces[-1]:,} bytes: a batch is, up to those bytes, the concatenation "
-                 "of its experiments (the bytes grow linearly with the experiments)")
+    span = f"{onces[0]:,} bytes in every row" if len(onces) == 1 else f"{onces[0]:,} to {onces[-1]:,} bytes"
+    once_text = (f"{span}: a batch is, up to those bytes, the concatenation of its experiments, so its bytes "
+                 "grow linearly with the number of experiments and nothing else is shared between them")
     text = f"""## Concurrency limit: experiments per GPU by cluster size (paper Fig. 13)
 
 {provenance(cmd)}
@@ -205,8 +212,14 @@ routes (schema in `mvopt/engine/schema.py`). *Packet slots* follow
 `network.switch_packet_slots`, by default the switch buffer in packets (`buffer / (payload +
 header)` + 64 per port, buffer `16 x bw / 50` MB); the last column sets it to {args.small_slots:,} per switch
 (what `mvopt bench` uses; enough for the collectives of the bench, not checked for drops here).
-The workloads are in the script's docstring. The batch is also built in host memory first
-(numpy), so the host needs at least as much RAM as the batch.
+*Planner's count*: the bytes `mvopt.engine.plan` computes for one experiment before building
+anything (`batch_bytes(experiment_counts(exp))`, what decides how a run is cut into sub-batches):
+{'equal to the built batch in every row' if agree else 'DIFFERENT from the built batch in some rows (a bug)'}. *Under the planner's
+cap*: `simulate` and the optimizer put at most 85 % of the free GPU memory in one batch, so one
+batch holds this many ({args.memory_gib:g} GiB x 0.85 // per experiment) and more experiments run as
+further sub-batches. *Built on the host*: the columns the batch builder fills in host memory
+(numpy) and uploads; the packet slots are working memory allocated on the device only.
+The workloads are in the script's docstring.
 
 """ + "\n".join(lines) + "\n"
     ran = [r for r in rows if "run_n" in r]

@@ -16,8 +16,10 @@ user would run them:
 (iii) **sequential, one process**: one process that builds and simulates the experiments one
       after another (``--worker sequential``, the same calls as ``mvopt simulate``);
 (i')  **SPME, two batches**: one process, the HPCC experiments in one batch and the others in
-      another (``--worker split``): a batch that holds any HPCC experiment gives every packet of
-      every experiment in it room for HPCC's in-band telemetry, which costs the others time.
+      another (``--worker split``): what mixing HPCC (whose packets carry in-band telemetry
+      records) with the other algorithms in one batch costs.
+
+``--threads N`` sets ``OMP_NUM_THREADS`` for the single-process modes (default: every core).
 
 Wall time counts everything a user waits for (interpreter start, imports, loading the compiled
 engine, building, simulating, printing); *engine* is the ``simulate`` call alone (the ``wall_s``
@@ -87,9 +89,9 @@ def _run_json(cmd: list[str], env: dict) -> tuple[dict, float]:
     return json.loads(out.stdout), wall
 
 
-def mode_batch(paths: list[Path], backend: str) -> dict:
+def mode_batch(paths: list[Path], backend: str, threads: int | None) -> dict:
     data, wall = _run_json([sys.executable, "-m", "mvopt", "simulate", *map(str, paths), "--json",
-                            "--backend", backend], _env(None))
+                            "--backend", backend], _env(threads))
     return {"wall_s": wall, "engine_s": data["wall_s"], "processes": 1, "summaries": data["experiments"]}
 
 
@@ -107,15 +109,15 @@ def mode_processes(paths: list[Path], backend: str, jobs: int) -> dict:
             "process_wall_s": [w for _, w in outs], "summaries": [d["experiments"][0] for d, _ in outs]}
 
 
-def mode_sequential(paths: list[Path], backend: str) -> dict:
+def mode_sequential(paths: list[Path], backend: str, threads: int | None) -> dict:
     data, wall = _run_json([sys.executable, str(Path(__file__).resolve()), "--worker", "sequential",
-                            "--backend", backend, *map(str, paths)], _env(None))
+                            "--backend", backend, *map(str, paths)], _env(threads))
     return {"wall_s": wall, "engine_s": data["wall_s"], "processes": 1, "summaries": data["experiments"]}
 
 
-def mode_split(paths: list[Path], backend: str) -> dict:
+def mode_split(paths: list[Path], backend: str, threads: int | None) -> dict:
     data, wall = _run_json([sys.executable, str(Path(__file__).resolve()), "--worker", "split",
-                            "--backend", backend, *map(str, paths)], _env(None))
+                            "--backend", backend, *map(str, paths)], _env(threads))
     return {"wall_s": wall, "engine_s": data["wall_s"], "processes": 1, "summaries": data["experiments"]}
 
 
@@ -171,10 +173,10 @@ def run_size(args, mib: float) -> tuple[dict[str, dict], list[str]]:
         _run_json([sys.executable, "-m", "mvopt", "simulate", str(paths[0]), "--json", "--backend", args.backend],
                   _env(None))
         for key in args.modes.split(","):
-            fn = {"batch": lambda: mode_batch(paths, args.backend),
+            fn = {"batch": lambda: mode_batch(paths, args.backend, args.threads),
                   "processes": lambda: mode_processes(paths, args.backend, args.jobs),
-                  "sequential": lambda: mode_sequential(paths, args.backend),
-                  "split": lambda: mode_split(paths, args.backend)}[key]
+                  "sequential": lambda: mode_sequential(paths, args.backend, args.threads),
+                  "split": lambda: mode_split(paths, args.backend, args.threads)}[key]
             modes[key] = fn()
             print(f"{mib:g} MiB {LABELS[key]}: wall {modes[key]['wall_s']:.2f} s, "
                   f"engine {modes[key]['engine_s']:.2f} s", flush=True)
@@ -211,7 +213,7 @@ def report(args, runs: list[tuple[float, dict[str, dict], list[str]]], cmd: str)
 
 {args.n} experiments per size: ring all-reduce over the 16 hosts of a k=4 fat-tree, 1500-byte
 packets, congestion control cycling through {', '.join(args.cc.split(','))}, seeds 1..{args.n}; backend
-`{args.backend}`, {cores} cores; mode (ii) runs {args.jobs} processes at a time
+`{args.backend}`, {cores} cores ({f'`OMP_NUM_THREADS={args.threads}` in the single-process modes' if args.threads else 'all of them in the single-process modes'}); mode (ii) runs {args.jobs} processes at a time
 ({'`OMP_NUM_THREADS=1` each' if args.backend == 'cpu' else 'sharing the GPU'}). Every mode runs in fresh
 processes, as a user would run `python -m mvopt simulate` (script docstring). *Engine* is the
 `simulate` call (loading the compiled engine, building the batch, running it) and *outside the
@@ -236,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cc", default="none,dcqcn,hpcc,dctcp", help="congestion controls, cycled")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
     ap.add_argument("--jobs", type=int, default=None, help="mode (ii): processes at a time (default: cores)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OMP_NUM_THREADS of the single-process modes (default: unset, every core)")
     ap.add_argument("--modes", default="batch,split,processes,sequential", help=argparse.SUPPRESS)
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--worker", choices=("sequential", "split"), help=argparse.SUPPRESS)
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(all_diffs) or "results identical")
         return 1 if all_diffs else 0
     cmd = (f"python experiments/paper_spme_vs_process.py --n {args.n} --mib {args.mib} --cc {args.cc} "
-           f"--backend {args.backend} --jobs {args.jobs}")
+           f"--backend {args.backend} --jobs {args.jobs}" + (f" --threads {args.threads}" if args.threads else ""))
     text = report(args, runs, cmd)
     print(text)
     if not args.no_write:
