@@ -264,12 +264,15 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
 
 
-def node_order(cols: dict[str, np.ndarray], interleave: bool = True) -> np.ndarray:
+def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
-    it). Hosts first, then switches by port count, so that a warp runs one kind of code; with
-    `interleave`, nodes of the same role (local id) in different experiments sit side by side,
-    so that a warp's threads follow similar event sequences when the experiments are alike (the
-    candidates of one generation usually are)."""
+    it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
+    `interleave`, nodes of the same role (local id) in different experiments sit side by side
+    (similar event sequences in a warp when experiments are alike). Measured on an H200
+    (experiments/profile_gpu.py, docs/performance.md): interleaving wins at 1,024 experiments
+    (0.64 vs 0.55 G packet-hops/s) but loses at 4,096 (0.40 vs 0.67: 32 experiments' rows per
+    warp access instead of consecutive rows) and is 100x slower on idle windows (the few busy
+    nodes share a few warps instead of spreading over all SMs); so it is off."""
     kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + cols["node_port_hi"] - cols["node_port_lo"])
     if not interleave:
         return np.argsort(kind_key, kind="stable")
