@@ -28,7 +28,8 @@ the modes: every experiment's status, makespan, simulated end, windows, all coun
 slowdown percentiles and largest queue (the ``--json`` summary) are compared; a difference
 fails the run (exit 1) and is listed.
 
-Writes section ``spme_vs_process`` of docs/performance.md (``--no-write``: print only).
+Writes section ``spme_vs_process`` (``spme_vs_process_gpu`` with ``--backend gpu``) of
+docs/performance.md (``--no-write``: print only).
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ def report(args, runs: list[tuple[float, dict[str, dict], list[str]]], cmd: str)
                      f"{sum(pw) / len(pw):.2f} / {modes['processes']['engine_s'] / len(pw):.3f} |")
         all_diffs += [f"{mib:g} MiB: {d}" for d in diffs]
     s0 = runs[0][1]["batch"]["summaries"][0]
-    text = f"""## SPME batch vs one process per experiment (paper Fig. 3 / Fig. 10)
+    text = f"""## SPME batch vs one process per experiment, {args.backend.upper()} backend (paper Fig. 3 / Fig. 10)
 
 {provenance(cmd)}
 
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args, runs, cmd)
     print(text)
     if not args.no_write:
-        update_section(ROOT / "docs" / "performance.md", "spme_vs_process", text)
+        section = "spme_vs_process" if args.backend == "cpu" else f"spme_vs_process_{args.backend}"
+        update_section(ROOT / "docs" / "performance.md", section, text)
     return 1 if all_diffs else 0
 
 
