@@ -82,12 +82,12 @@ def cluster54k_experiment(kib: int) -> Experiment:
     return Experiment(topology=topo, network=cfg.network, tasks=g.build(), name="fat-tree-k60-neighbour")
 
 
-def timed(backend: str, exps: list[Experiment], max_iters: int | None = None):
+def timed(backend: str, exps: list[Experiment], max_iters: int | None = None, deadline_s: float | None = None):
     be = get_backend(backend)
     t0 = time.perf_counter()
     batch = build_batch(exps)
     t1 = time.perf_counter()
-    iters = be.run(batch, max_iters=max_iters)
+    iters = be.run(batch, max_iters=max_iters, **({"deadline_s": deadline_s} if backend == "gpu" else {}))
     t2 = time.perf_counter()
     timed.last = dict(getattr(be, "last_timing", {}))   # GPU: upload / kernel / download seconds
     return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes
@@ -116,12 +116,14 @@ def main() -> None:
     args.cores = os.cpu_count() or 1
 
     def row_of(backend: str, what: str, exps: list[Experiment], max_iters: int | None) -> dict:
-        res, tb, tr, nbytes = timed(backend, exps, max_iters)
+        left = args.budget_s - (time.time() - start)
+        res, tb, tr, nbytes = timed(backend, exps, max_iters, deadline_s=max(5.0, left))
         hops = sum(r.counters["packet_hops"] for r in res)
         wins = max(r.windows for r in res)
         row = {"backend": backend, "workload": what, "batch": len(exps), "build_s": tb, "run_s": tr,
                "packet_hops": hops, "windows": wins, "hops_per_s": hops / tr, "windows_per_s": wins / tr,
-               "status": sorted({r.status for r in res}), "partial": max_iters is not None,
+               "status": sorted({r.status for r in res}),
+               "partial": max_iters is not None or any(r.status == "running" for r in res),
                "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes, **timed.last}
         print(f"  {backend} {what} x{len(exps)}: run {tr:.2f}s build {tb:.2f}s {hops / tr / 1e9:.3f} Ghops/s "
               f"{wins / tr:,.0f} windows/s status {row['status']}{' (partial)' if row['partial'] else ''} "

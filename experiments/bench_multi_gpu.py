@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--a-mib", type=float, default=64.0)
     ap.add_argument("--b-mib", type=float, default=4.0)
     ap.add_argument("--b-fill", type=float, default=2.0, help="(b): experiments for this many GPUs' memory")
+    ap.add_argument("--b-count", type=int, default=None, help="(b): this many experiments instead of --b-fill")
     ap.add_argument("--sections", default="a,b")
     args = ap.parse_args()
     n = gpu_count()
@@ -67,7 +68,7 @@ def main() -> None:
     if "b" in args.sections:
         exp = build_experiment(load_config(cluster128_config(args.b_mib)))
         fit = get_backend("gpu", device=0).batch_memory_limit() // batch_bytes(experiment_counts(exp))
-        work["b"] = [exp] * int(fit * args.b_fill)
+        work["b"] = [exp] * (args.b_count or int(fit * args.b_fill))
     for name, exps in work.items():
         print(f"({name}) {len(exps)} experiments on gpu:0 and on {all_gpus}", flush=True)
         one, r1 = measure("gpu:0", exps)

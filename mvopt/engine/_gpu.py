@@ -83,10 +83,13 @@ class GpuBackend:
             free, _ = self.cp.cuda.runtime.memGetInfo()
         return int(free * GPU_MEMORY_FRACTION)
 
-    def run(self, batch: Batch, *, chunk_iters: int = 1 << 16, max_iters: int | None = None) -> int:
+    def run(self, batch: Batch, *, chunk_iters: int = 4096, max_iters: int | None = None,
+            deadline_s: float | None = None) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
-        `max_iters` stops after that many iterations even if experiments are still running
-        (profiling); `last_timing` then holds the upload / kernel / download seconds."""
+        `max_iters` / `deadline_s` (wall seconds) stop early even if experiments are still running
+        (profiling, benchmarks with a time budget); `last_timing` holds the upload / kernel /
+        download seconds. A launch runs at most `chunk_iters` iterations, so the host regains
+        control (and an interrupted process releases the GPU) within a fraction of a second."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
@@ -111,6 +114,8 @@ class GpuBackend:
                     time.sleep(0.0005)
                 total += int(out[0].get())
                 if not (status == 0).any():
+                    break
+                if deadline_s is not None and time.perf_counter() - t1 > deadline_s:
                     break
             t2 = time.perf_counter()
             for name in RESULT_COLUMNS:
