@@ -28,7 +28,8 @@ Workloads (``--workloads``, default all three):
 Congestion control ``--cc`` (default DCQCN); a batch holding any HPCC experiment also stores
 5 in-band-telemetry records per packet slot, for every experiment in it (``--cc hpcc`` shows
 the cost). ``--run`` (needs a GPU and CuPy) builds a batch of that many experiments (at most
-``--run-max``) and runs it on the GPU backend, to confirm that it fits and to time it.
+``--run-max``, and at most the int32 cap of one batch) and runs it on the GPU backend, as one
+batch (not through the planner), to confirm that it fits and to time it.
 
 Writes section ``concurrency`` of docs/performance.md (``--no-write``: print only).
 """
@@ -50,6 +51,7 @@ GIB = 2**30
 MIB = 2**20
 WORKLOADS = ("fat-tree-allreduce", "rail-allreduce", "rail-training")
 PLANNER_FRACTION = 0.85     # mvopt.engine.plan.GPU_MEMORY_FRACTION: the share of free GPU memory one batch may take
+INT32_LIMIT = 2**31 - 1     # mvopt.engine.plan.INT32_LIMIT: rows of one table in one batch (int32 indices)
 
 
 def fat_tree_k(hosts: int) -> int:
@@ -117,9 +119,13 @@ def batch_bytes(exp, budget: float) -> dict:
     per, once = nb2 - nb1, 2 * nb1 - nb2
     fit = int((budget - max(0, once)) // per) if per > 0 else 0
     top = sorted(by_group.items(), key=lambda kv: -kv[1])[:3]
-    planned = planned_bytes(experiment_counts(exp))
+    per_exp = experiment_counts(exp)
+    planned = planned_bytes(per_exp)
+    # the kernels index rows with int32: a batch may hold at most INT32_LIMIT rows of any table
+    binding = max((k for k in per_exp if per_exp[k] > 0), key=lambda k: per_exp[k])
+    int32_cap = INT32_LIMIT // per_exp[binding]
     return {"nb1": nb1, "nb2": nb2, "per": per, "once": once, "fit": fit, "counts": counts, "batch_s": batch_s,
-            "host1": host1, "planned": planned,
+            "host1": host1, "planned": planned, "int32_cap": int32_cap, "int32_table": binding,
             "top": ", ".join(f"{k} {v / nb1 * 100:.0f} %" for k, v in top)}
 
 
@@ -144,6 +150,7 @@ def measure(workload: str, gpus: int, args) -> dict:
             "nb1": b["nb1"], "nb2": b["nb2"], "per": b["per"], "once": b["once"], "fit": b["fit"],
             "top": b["top"], "build_s": build_s, "batch_s": b["batch_s"], "host1": b["host1"],
             "planned": b["planned"], "planner_fit": int(args.memory_gib * GIB * PLANNER_FRACTION // b["per"]),
+            "int32_cap": b["int32_cap"], "int32_table": b["int32_table"],
             "small_per": small["per"], "small_fit": small["fit"], "small_slots": int(small["counts"]["n_slot"]),
             "experiment": built.experiment}
 
@@ -155,7 +162,7 @@ def run_on_gpu(row: dict, args) -> dict:
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import extract_results
 
-    n = min(row["fit"], args.run_max)
+    n = min(row["fit"], args.run_max, row["int32_cap"])
     be = get_backend("gpu")
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
@@ -182,14 +189,15 @@ def report(rows: list[dict], args, cmd: str) -> str:
     budget = args.memory_gib - args.reserve_gib
     lines = ["| workload | GPUs | hosts / nodes / ports | tasks (flows) | packet slots | batch of 1 (MiB) | "
              "of 2 (MiB) | per experiment (MiB) | held once (B) | planner's count (MiB) | built on the host (MiB) | "
-             "largest parts | build (s) | **experiments that fit** | under the planner's 85 % cap | with "
+             "largest parts | build (s) | **experiments that fit** | under the planner's 85 % cap | int32 cap of one batch | with "
              f"{args.small_slots:,} slots per switch: MiB per experiment / fit |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['workload']} | {r['gpus']:,} | {r['hosts']:,} / {r['nodes']:,} / {r['ports']:,} | "
                      f"{r['tasks']:,} ({r['flows']:,}) | {r['slots']:,} | {r['nb1'] / MIB:,.1f} | {r['nb2'] / MIB:,.1f} | "
                      f"{r['per'] / MIB:,.2f} | {r['once']:,} | {r['planned'] / MIB:,.2f} | {r['host1'] / MIB:,.1f} | "
                      f"{r['top']} | {r['build_s'] + r['batch_s']:.2f} | **{r['fit']:,}** | {r['planner_fit']:,} | "
+                     f"{r['int32_cap']:,} ({r['int32_table'][2:]}) | "
                      f"{r['small_per'] / MIB:,.2f} / {r['small_fit']:,} |")
     agree = all(r["planned"] == r["nb1"] for r in rows)
     onces = sorted({r["once"] for r in rows})
@@ -217,7 +225,9 @@ anything (`batch_bytes(experiment_counts(exp))`, what decides how a run is cut i
 {'equal to the built batch in every row' if agree else 'DIFFERENT from the built batch in some rows (a bug)'}. *Under the planner's
 cap*: `simulate` and the optimizer put at most 85 % of the free GPU memory in one batch, so one
 batch holds this many ({args.memory_gib:g} GiB x 0.85 // per experiment) and more experiments run as
-further sub-batches. *Built on the host*: the columns the batch builder fills in host memory
+further sub-batches. *int32 cap*: the kernels index every table with 32-bit integers, so one
+batch holds at most 2^31 - 1 rows of any table (the planner splits there too); the table that
+binds is named (`slot` = packet slots). *Built on the host*: the columns the batch builder fills in host memory
 (numpy) and uploads; the packet slots are working memory allocated on the device only.
 The workloads are in the script's docstring.
 
@@ -254,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             r = measure(w, g, args)
             print(f"{w} {g} GPUs: {r['per'] / MIB:.2f} MiB/experiment, fit {r['fit']:,} "
                   f"(build {r['build_s'] + r['batch_s']:.1f} s)", flush=True)
-            if args.run and r["fit"] > 0:
+            if args.run and min(r["fit"], r["int32_cap"]) > 0:
                 r.update(run_on_gpu(r, args))
                 print(f"   ran {r['run_n']:,}: {r['run_status']} in {r['run_s']:.1f} s", flush=True)
             r.pop("experiment")
