@@ -53,7 +53,11 @@ class TaskGraph:
         return self.pred[self.pred_offset[t]:self.pred_offset[t + 1]]
 
     def validate(self, n_host: int, where: str = "workload") -> None:
-        """Check ids, sizes and acyclicity; raise ConfigError naming the offending task."""
+        """Check ids, sizes and acyclicity; raise ConfigError naming the offending task. A graph
+        that passed for `n_host` hosts is not checked again (graphs are not changed after
+        building; a generation's batch often holds one graph many times)."""
+        if self.__dict__.get("_valid_for") == n_host:
+            return
         n = self.n
         for name, col in (("src", self.src), ("dst", self.dst)):
             bad = np.nonzero((col < 0) | (col >= n_host))[0]
@@ -79,6 +83,7 @@ class TaskGraph:
             t = int(np.nonzero(~done)[0][0])
             raise ConfigError(f"{where}.tasks[{t}].after", "must not form a dependency cycle (this task "
                               "depends on itself through its predecessors)", [int(x) for x in self.preds_of(t)])
+        object.__setattr__(self, "_valid_for", n_host)
 
 
 def topological_order(g: TaskGraph) -> np.ndarray | None:
@@ -88,25 +93,31 @@ def topological_order(g: TaskGraph) -> np.ndarray | None:
 
 
 def _kahn(g: TaskGraph) -> np.ndarray:
-    """The tasks Kahn's algorithm can order (all of them unless there is a cycle)."""
+    """The tasks Kahn's algorithm can order (all of them unless there is a cycle), level by level:
+    each round takes every task whose predecessors are all ordered (numpy over the level, so a
+    graph of millions of tasks orders in a number of rounds equal to its depth)."""
     n = g.n
     indeg = np.diff(g.pred_offset).astype(np.int64)
     succ_count = np.bincount(g.pred, minlength=n) if g.pred.size else np.zeros(n, np.int64)
     succ_off = np.zeros(n + 1, np.int64)
     np.cumsum(succ_count, out=succ_off[1:])
-    owner = np.repeat(np.arange(n, dtype=np.int32), np.diff(g.pred_offset))
-    order_idx = np.argsort(g.pred, kind="stable")
-    succ = owner[order_idx]
-    ready = list(np.nonzero(indeg == 0)[0])
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.pred_offset))
+    succ = owner[np.argsort(g.pred, kind="stable")]
+    level = np.nonzero(indeg == 0)[0]
     out = []
-    while ready:
-        t = ready.pop()
-        out.append(t)
-        for s in succ[succ_off[t]:succ_off[t + 1]]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(int(s))
-    return np.asarray(out, dtype=np.int64)
+    while level.size:
+        out.append(level)
+        lo, hi = succ_off[level], succ_off[level + 1]
+        lens = hi - lo
+        if not lens.sum():
+            break
+        # successors of the whole level: succ[lo_i : hi_i] for every task i of the level
+        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+        s = succ[idx]
+        np.subtract.at(indeg, s, 1)
+        cand = np.unique(s)
+        level = cand[indeg[cand] == 0]
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
 class TaskGraphBuilder:
