@@ -24,8 +24,8 @@ from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
 
-__all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "batch_bytes", "split_by_memory", "balance",
-           "run_experiments", "INT32_LIMIT"]
+__all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "batch_bytes", "split_by_memory",
+           "balance", "run_share", "run_experiments", "INT32_LIMIT"]
 
 INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
 GPU_MEMORY_FRACTION = 0.85         # of the free device memory a batch may take (the rest: CuPy, NVRTC, fragments)
@@ -168,64 +168,90 @@ def _backend_for(worker: Worker):
     return get_backend(worker.kind, device=worker.device, threads=worker.threads)
 
 
-def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu",
-                    memory_bytes: int | None = None, report: dict | None = None) -> list[ExperimentResult]:
+def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None) -> tuple[list, dict]:
+    """One worker's job: cut its experiments into sub-batches that fit its memory, build and run
+    them one after another. Returns the results (in the given order) and the worker's figures."""
+    import time
+    be = _backend_for(worker)
+    cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
+    groups = split_by_memory([experiment_counts(e) for e in exps], cap, [e.name for e in exps])
+    results: list = [None] * len(exps)
+    t0 = time.perf_counter()
+    build_s = run_s = 0.0
+    for g in groups:
+        t = time.perf_counter()
+        batch = build_batch([exps[k] for k in g])
+        build_s += time.perf_counter() - t
+        t = time.perf_counter()
+        iters = be.run(batch)
+        run_s += time.perf_counter() - t
+        for k, r in zip(g, extract_results(batch, iters)):
+            results[k] = r
+        del batch
+    return results, {"experiments": len(exps), "sub_batches": len(groups), "build_s": build_s, "run_s": run_s,
+                     "busy_s": time.perf_counter() - t0}
+
+
+def _share_in_process(worker: Worker, exps: list, memory_bytes: int | None):
+    """run_share in a worker process; an exception comes back as a value (some of ours do not
+    survive pickling with their arguments, so they travel as an MvoptError with their text)."""
+    try:
+        return True, run_share(worker, exps, memory_bytes)
+    except BaseException as exc:
+        import pickle
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return False, exc
+        except Exception:
+            return False, MvoptError(f"{type(exc).__name__}: {exc}")
+
+
+def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
+                    report: dict | None = None, processes: bool | None = None) -> list[ExperimentResult]:
     """Simulate `experiments` on the workers of `backend`; results in input order. `memory_bytes`
     caps one batch (default: a fraction of each GPU's free memory; no cap on the CPU). `report`,
-    if given, receives per-worker figures (experiments, sub-batches, busy seconds)."""
-    import time
+    if given, receives per-worker figures (experiments, sub-batches, build / run / busy seconds).
+
+    Several workers run at once: GPUs (by default) each in its own process, so that batch
+    building and the host side of each GPU do not share one interpreter lock; CPU workers in
+    threads of this process (the kernels release the lock), or in processes with `processes`."""
     exps = list(experiments)
     if not exps:
         return []
     workers = parse_backend(backend)
     if not workers:
         raise BackendUnavailable(f"backend {backend!r} names no device")
-    costs = [experiment_cost(e) for e in exps] if len(workers) > 1 else [0.0] * len(exps)
-    shares = balance(costs, len(workers)) if len(workers) > 1 else [list(range(len(exps)))]
-    counts = [experiment_counts(e) for e in exps]
-    results: list[ExperimentResult | None] = [None] * len(exps)
-    errors: list[BaseException] = []
-    stats: dict[str, dict] = {}
-
-    def work(w: int) -> None:
-        try:
-            worker = workers[w]
-            be = _backend_for(worker)
-            cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
-            share = shares[w]
-            groups = split_by_memory([counts[i] for i in share], cap, [exps[i].name for i in share])
-            t0 = time.perf_counter()
-            build_s = run_s = 0.0
-            for g in groups:
-                idx = [share[k] for k in g]
-                t = time.perf_counter()
-                batch = build_batch([exps[i] for i in idx])
-                build_s += time.perf_counter() - t
-                t = time.perf_counter()
-                iters = be.run(batch)
-                run_s += time.perf_counter() - t
-                for i, r in zip(idx, extract_results(batch, iters)):
-                    results[i] = r
-                del batch
-            stats[f"{worker}#{w}"] = {"experiments": len(share), "sub_batches": len(groups),
-                                      "cost": float(sum(costs[i] for i in share)), "build_s": build_s,
-                                      "run_s": run_s, "busy_s": time.perf_counter() - t0}
-        except BaseException as exc:      # re-raised in the caller's thread
-            errors.append(exc)
-
     if len(workers) == 1:
-        work(0)
+        results, stats = run_share(workers[0], exps, memory_bytes)
+        if report is not None:
+            report[f"{workers[0]}#0"] = {**stats, "cost": 0.0}
+        return results
+    costs = [experiment_cost(e) for e in exps]
+    shares = balance(costs, len(workers))
+    use_processes = processes if processes is not None else workers[0].kind == "gpu"
+    outcomes: list = [None] * len(workers)
+    if use_processes:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(max_workers=len(workers), mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(_share_in_process, workers[w], [exps[i] for i in shares[w]], memory_bytes)
+                       for w in range(len(workers))]
+            outcomes = [f.result() for f in futures]
     else:
+        def work(w: int) -> None:
+            outcomes[w] = _share_in_process(workers[w], [exps[i] for i in shares[w]], memory_bytes)
         threads = [threading.Thread(target=work, args=(w,), name=f"mvopt-worker-{w}") for w in range(len(workers))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    if errors:
-        raise errors[0]
-    if report is not None:
-        report.update(stats)
-    missing = sum(r is None for r in results)
-    if missing:
-        raise AssertionError(f"{missing} experiments got no result (a bug)")
-    return results  # type: ignore[return-value]
+    for ok, value in outcomes:
+        if not ok:
+            raise value
+    results: list = [None] * len(exps)
+    for w, (_, (share_results, stats)) in enumerate(outcomes):
+        for i, r in zip(shares[w], share_results):
+            results[i] = r
+        if report is not None:
+            report[f"{workers[w]}#{w}"] = {**stats, "cost": float(sum(costs[i] for i in shares[w]))}
+    return results

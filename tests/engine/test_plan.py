@@ -8,7 +8,8 @@ from mvopt.cluster import build_topology
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder, build_batch, simulate
 from mvopt.engine.params import Experiment
-from mvopt.engine.plan import balance, batch_bytes, experiment_cost, experiment_counts, parse_backend, split_by_memory
+from mvopt.engine.plan import (balance, batch_bytes, experiment_cost, experiment_counts, parse_backend, run_experiments,
+                               split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
 
@@ -78,13 +79,22 @@ def test_backend_specs() -> None:
             parse_backend("gpu:0")
 
 
-@pytest.mark.parametrize("spec", ["cpu:3", "gpu:0,0"])
-def test_workers_and_sub_batches_give_the_results_of_one_batch(spec: str) -> None:
+@pytest.mark.parametrize("spec,processes", [("cpu:3", False), ("cpu:2", True), ("gpu:0,0", None)])
+def test_workers_and_sub_batches_give_the_results_of_one_batch(spec: str, processes) -> None:
     if spec.startswith("gpu") and "gpu" not in available_backends():
         pytest.skip("no GPU")
     one = simulate(EXPS, backend="cpu")
     assert [r.name for r in one] == [e.name for e in EXPS]
-    many = simulate(EXPS, backend=spec)
-    small = simulate(EXPS, backend=spec, memory_bytes=int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS)))
+    stats: dict = {}
+    many = run_experiments(EXPS, spec, processes=processes, report=stats)
+    assert sorted(s["experiments"] for s in stats.values()) == sorted(len(s) for s in balance(
+        [experiment_cost(e) for e in EXPS], len(stats)))
+    small = run_experiments(EXPS, spec, processes=processes,
+                            memory_bytes=int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS)))
     for a, b, c in zip(one, many, small):
         assert a.same_as(b) and a.same_as(c), a.name
+
+
+def test_a_worker_process_error_reaches_the_caller_with_its_message() -> None:
+    with pytest.raises(MvoptError, match="alone needs"):
+        run_experiments(EXPS, "cpu:2", processes=True, memory_bytes=1000)
