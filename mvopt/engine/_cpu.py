@@ -11,12 +11,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import Batch, scratch_arrays
+from mvopt.engine.batch import Batch, scratch_words
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
 
@@ -102,6 +103,23 @@ class CpuBackend:
         self.max_threads = threads or (int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1)
         if not self.openmp:
             self.max_threads = 1
+        self._local = threading.local()   # per-thread reusable scratch (workers may share a backend)
+
+    def _scratch(self, batch: Batch) -> dict:
+        """Packet slots for a run, reused from this thread's previous run when large enough: the
+        kernels never read a slot before writing it (pools hand out never-used slots first), so
+        reuse needs no clearing, and a sequence of batches (an optimizer's generations) stops
+        paying the page faults of fresh memory (0.15 s per 117 MB measured)."""
+        need = scratch_words(batch.counts)
+        total = sum(need.values())
+        buf = getattr(self._local, "scratch", None)
+        if buf is None or buf.size < total:
+            buf = self._local.scratch = np.empty(max(total, 1), np.int64)
+        out, at = {}, 0
+        for name, n in need.items():
+            out[name] = buf[at:at + n]
+            at += n
+        return out
 
     def batch_memory_limit(self) -> int | None:
         """Bytes one batch may take: no limit on the CPU (host memory is the user's to manage)."""
@@ -120,7 +138,7 @@ class CpuBackend:
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
         for benchmarks of partial runs); returns iterations run."""
-        scratch = scratch_arrays(batch, np)   # kept alive until the run ends
+        scratch = self._scratch(batch)        # kept alive until the run ends
         arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
             if not col.doc.startswith("scratch"):

@@ -16,7 +16,7 @@ from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import DELAY, FLOW
 
-__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "RESULT_COLUMNS",
+__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
            "HOST_POOL_SLOTS", "INF_PS"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
@@ -280,19 +280,24 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndar
     return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
 
 
+def scratch_words(counts: dict[str, int]) -> dict[str, int]:
+    """Size in int64 words of each scratch column of a batch with these counts."""
+    return {"pkt": int(counts["n_slot"]) * schema.PKT_DTYPE.itemsize // 8,
+            "pkt_int": int(counts["n_int"]) * schema.INT_DTYPE.itemsize // 8}
+
+
 def scratch_arrays(batch: Batch, xp=np) -> dict:
-    """The kernels' working memory for `batch`, allocated with `xp` (numpy, or cupy on a GPU):
-    packet slots and INT records, zeroed (lazily by the OS for numpy). Nothing needs to be
-    initialised: pools hand out never-used slots first, and a ring slot is written before it is
-    read. Raw words: the kernels see them through `struct Pkt` / `struct IntHop`."""
-    n_pkt = int(batch.counts["n_slot"]) * schema.PKT_DTYPE.itemsize
-    n_int = int(batch.counts["n_int"]) * schema.INT_DTYPE.itemsize
-    return {"pkt": xp.zeros(n_pkt // 8, dtype=xp.int64), "pkt_int": xp.zeros(n_int // 8, dtype=xp.int64)}
+    """The kernels' working memory for `batch`, allocated zeroed with `xp` (numpy, or cupy on a
+    GPU). Nothing needs initialising: pools hand out never-used slots first, and the kernels
+    never read a slot (or an INT record) before writing it, so a backend may also reuse old
+    memory (the CPU backend does). Raw words: the kernels see them through `struct Pkt` /
+    `struct IntHop`."""
+    return {name: xp.zeros(n, dtype=xp.int64) for name, n in scratch_words(batch.counts).items()}
 
 
 def scratch_nbytes(counts: dict[str, int]) -> int:
     """Bytes of the scratch columns of a batch with these counts."""
-    return int(counts["n_slot"]) * schema.PKT_DTYPE.itemsize + int(counts["n_int"]) * schema.INT_DTYPE.itemsize
+    return 8 * sum(scratch_words(counts).values())
 
 
 # The state columns that extract_results reads: all a backend must copy back after a run.
