@@ -45,9 +45,15 @@ class GpuBackend:
 
     name = "gpu"
 
-    def __init__(self, device: int = 0, defines: dict[str, int] | None = None) -> None:
+    def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
-        MV_CACHE_PORTS), for measuring variants; results do not depend on them."""
+        MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`:
+        'coop' (one cooperative megakernel launch for many iterations, grid barriers between
+        phases; the default) or 'graph' (one launch per phase, many iterations replayed as a
+        CUDA graph); default from $MVOPT_GPU_LAUNCH, else 'coop'."""
+        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "coop")
+        if self.launch not in ("coop", "graph"):
+            raise BackendUnavailable(f"GPU launch mode must be coop or graph, got {self.launch!r}")
         try:
             import cupy
         except ImportError:
@@ -66,6 +72,10 @@ class GpuBackend:
                                          enable_cooperative_groups=True)
             self.kernel = self.module.get_function("mv_run_coop")
             self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
+            # the per-phase kernels, from a module launched the ordinary way (full grids)
+            self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
+            self.phases = [self.phase_module.get_function(f"mv_phase_{p}") for p in ("schedule", "network", "advance")]
+            self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
             try:
@@ -73,6 +83,44 @@ class GpuBackend:
             except Exception:
                 per_sm = 1
             self.max_blocks = max(1, self.sms * int(per_sm))
+
+    def _run_graph(self, batch: Batch, status, chunk_iters: int, max_iters: int | None,
+                   deadline_s: float | None, t_start: float) -> int:
+        """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
+        until every experiment ended (iterations past an experiment's end do nothing to it)."""
+        cp = self.cp
+        grid = {"node": max(1, -(-int(batch.counts["n_node"]) // THREADS)),
+                "exp": max(1, -(-int(batch.counts["n_exp"]) // THREADS))}
+        sizes = (grid["node"], grid["node"], grid["exp"])
+        per_graph = max(1, min(64, chunk_iters))
+        stream = cp.cuda.Stream(non_blocking=True)
+
+        def iterations() -> None:      # on the current stream
+            for _ in range(per_graph):
+                for kernel, blocks in zip(self.phases, sizes):
+                    kernel((blocks,), (THREADS,), ())
+
+        with stream:
+            try:
+                stream.begin_capture()
+                iterations()
+                graph = stream.end_capture()
+                self.graph_used = True
+            except (AttributeError, RuntimeError):   # no graph capture in this CuPy: launch directly
+                if stream.is_capturing():
+                    stream.end_capture()
+                graph, self.graph_used = None, False
+        total = 0
+        while max_iters is None or total < max_iters:
+            with stream:
+                graph.launch() if graph is not None else iterations()
+            stream.synchronize()
+            total += per_graph
+            if not (status == 0).any():
+                break
+            if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
+                break
+        return total
 
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
@@ -96,7 +144,8 @@ class GpuBackend:
             dev = {name: cp.asarray(a) if a.size else cp.zeros(1, a.dtype) for name, a in batch.cols.items()}
             dev.update(scratch_arrays(batch, cp))     # built on the device, never copied
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
-            self.ctx_symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
+            for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
+                symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             out = cp.zeros(2, dtype=np.int64)
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
             blocks = int(min(self.max_blocks, max(1, -(-n_rows // THREADS))))
@@ -104,7 +153,9 @@ class GpuBackend:
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             total = 0
-            while max_iters is None or total < max_iters:
+            if self.launch == "graph":
+                total = self._run_graph(batch, status, chunk_iters, max_iters, deadline_s, t1)
+            while self.launch == "coop" and (max_iters is None or total < max_iters):
                 n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
                 self.kernel((blocks,), (THREADS,), (np.int64(n), out))

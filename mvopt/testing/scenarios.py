@@ -178,3 +178,27 @@ def incast(n_senders: int, size_bytes: int, *, rate_gbps: float = 100, delay_ns:
         g.flow(src, 0, size_bytes)
     return experiment(star(n_senders + 1, rate_gbps=rate_gbps, delay_ns=delay_ns), g,
                       name=f"incast{n_senders}", **net)
+
+
+def mixed_experiments(n: int = 9) -> list[Experiment]:
+    """`n` small experiments that differ in everything a batch may mix: topology (fat-tree,
+    leaf-spine, torus), congestion control (none, DCQCN, HPCC, DCTCP), load balancing (ECMP,
+    spraying), task graph (dependencies, a delay task) and seed."""
+    from mvopt.cluster import build_topology
+    from mvopt.config import load_config
+    out = []
+    for i in range(n):
+        topo = [{"topology": "fat_tree", "k": 4},
+                {"topology": "leaf_spine", "leaves": 3, "hosts_per_leaf": 4, "oversubscription": 2.0},
+                {"topology": "torus", "torus_dims": [3, 3]}][i % 3]
+        cfg = load_config({"cluster": topo, "network": {"cc": ["none", "dcqcn", "hpcc", "dctcp"][i % 4],
+                                                        "lb": ["ecmp", "spray"][i % 2]}})
+        t = build_topology(cfg.cluster)
+        g = TaskGraphBuilder()
+        h = int(t.n_host)
+        first = g.flow(0, h - 1, 20_000 + 7_000 * i)
+        for k in range(1 + i % 4):
+            g.flow((k + 1) % h, (k + 3 + i) % h, 30_000 * (k + 1), after=[first] if k % 2 else [])
+        g.delay(1, 2_000_000, after=[first])
+        out.append(Experiment(topology=t, network=cfg.network, tasks=g.build(), name=f"e{i}", seed=i))
+    return out

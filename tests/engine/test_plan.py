@@ -4,33 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mvopt.cluster import build_topology
-from mvopt.config import load_config
-from mvopt.engine import TaskGraphBuilder, build_batch, simulate
-from mvopt.engine.params import Experiment
+from mvopt.engine import build_batch, simulate
 from mvopt.engine.plan import (balance, batch_bytes, experiment_cost, experiment_counts, parse_backend, run_experiments,
                                split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
+from mvopt.testing.scenarios import mixed_experiments
 
 
-def _exp(i: int) -> Experiment:
-    topo = [{"topology": "fat_tree", "k": 4},
-            {"topology": "leaf_spine", "leaves": 3, "hosts_per_leaf": 4, "oversubscription": 2.0},
-            {"topology": "torus", "torus_dims": [3, 3]}][i % 3]
-    cc = ["none", "dcqcn", "hpcc", "dctcp"][i % 4]
-    cfg = load_config({"cluster": topo, "network": {"cc": cc, "lb": ["ecmp", "spray"][i % 2]}})
-    t = build_topology(cfg.cluster)
-    g = TaskGraphBuilder()
-    n = int(t.n_host)
-    first = g.flow(0, n - 1, 20_000 + 7_000 * i)
-    for k in range(1 + i % 4):
-        g.flow((k + 1) % n, (k + 3 + i) % n, 30_000 * (k + 1), after=[first] if k % 2 else [])
-    g.delay(1, 2_000_000, after=[first])
-    return Experiment(topology=t, network=cfg.network, tasks=g.build(), name=f"e{i}", seed=i)
-
-
-EXPS = [_exp(i) for i in range(9)]
+EXPS = mixed_experiments(9)
 
 
 def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:

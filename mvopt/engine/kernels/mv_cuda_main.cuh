@@ -40,3 +40,19 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
   if (lead) out[0] = it;
 }
+
+// The same iteration as one launch per phase (no grid barrier: the launch boundary is the
+// barrier), for grids larger than what fits at once and for comparison with the megakernel.
+// The host replays a CUDA graph of many iterations; a finished experiment's phases do nothing.
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_schedule() {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(v, c->n_node) schedule_phase_node(c, v);
+}
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_network() {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(i, c->n_node) network_node(c, c->node_order[i]);
+}
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance() {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(e, c->n_exp) advance_exp(c, e);
+}
