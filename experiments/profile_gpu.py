@@ -33,7 +33,8 @@ from mvopt.experiment import build_experiment  # noqa: E402
 VARIANTS = {"base": {}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
             "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
             "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
-            "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8}}
+            "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
+            "graph": {"launch": "graph"}}   # one launch per phase, replayed as a CUDA graph
 
 
 def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
@@ -73,7 +74,8 @@ def main() -> None:
     rows, ref = [], None
     for name in args.variants.split(","):
         t = time.perf_counter()
-        be = GpuBackend(defines=VARIANTS[name])
+        spec = dict(VARIANTS[name])
+        be = GpuBackend(launch=spec.pop("launch", "coop"), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (True,)):
