@@ -47,7 +47,8 @@ def _max_micro_batch(run, limit: int = 64) -> int:
     best, m = 0, num_microbatches(run.parallel)
     for mbs in range(1, limit + 1):
         par = _with(run.parallel, micro_batch=mbs, global_batch=mbs * run.parallel.dp * m)
-        if not peak_memory(run.model, par, run.gpu, flash_attention=run.flash_attention).fits:
+        if not peak_memory(run.model, par, run.gpu, precision=run.precision,
+                           flash_attention=run.flash_attention).fits:
             break
         best = mbs
     return best
@@ -58,7 +59,8 @@ def published_rows() -> tuple[list[str], int]:
              "|---|---|---|---:|---:|:-:|---:|"]
     failures = 0
     for run in published_runs():
-        peak = peak_memory(run.model, run.parallel, run.gpu, flash_attention=run.flash_attention)
+        peak = peak_memory(run.model, run.parallel, run.gpu, precision=run.precision,
+                           flash_attention=run.flash_attention)
         failures += not peak.fits
         note = " *" if run.assumptions else ""
         lines.append(f"| {run.name}{note} | {run.gpu.name} | {_layout(run.parallel, run.flash_attention)} | "
@@ -83,7 +85,8 @@ def korthikanti_rows() -> tuple[list[str], int]:
             continue
         for label, changes, expected in VARIANTS:
             par = _with(run.parallel, **changes)
-            peak = peak_memory(run.model, par, run.gpu, flash_attention=run.flash_attention)
+            peak = peak_memory(run.model, par, run.gpu, precision=run.precision,
+                               flash_attention=run.flash_attention)
             ok = peak.fits == expected
             disagreements += not ok
             lines.append(f"| {run.name} | {label} | {peak.total_bytes / GiB:.1f} | "

@@ -82,7 +82,8 @@ def test_first_stage_inflight_layers(pp, v, m):
 
 def test_every_published_configuration_fits():
     for run in published_runs():
-        peak = check_memory(run.model, run.parallel, run.gpu, flash_attention=run.flash_attention)
+        peak = check_memory(run.model, run.parallel, run.gpu, precision=run.precision,
+                            flash_attention=run.flash_attention)
         assert peak.fits, run.name
 
 

@@ -68,3 +68,18 @@ def test_groups_partition_the_ranks_and_tp_stays_in_a_server():
     assert lay.pp_groups()[0].tolist() == [0, 8, 16]
     for g in lay.tp_groups():
         assert len({lay.coords(int(r)).dp for r in g}) == 1 and len({lay.coords(int(r)).pp for r in g}) == 1
+
+
+def test_sc21_rows_take_the_artifact_settings():
+    # NVIDIA/Megatron-LM examples/sc21/run_table_1.sh and CONFIG.sh: MBS, DDP implementation,
+    # --num-layers-per-virtual-pipeline-stage, --fp16 without fp32 gradient all-reduce
+    want = {"megatron-sc21-t1-1.7b": (16, 1, "torch"), "megatron-sc21-t1-7.5b": (16, 1, "torch"),
+            "megatron-sc21-t1-39.1b": (4, 1, "local"), "megatron-sc21-t1-145.6b": (2, 2, "local")}
+    runs = {r.name: r for r in published_runs()}
+    for name, (mbs, v, ddp) in want.items():
+        run = runs[name]
+        assert (run.parallel.micro_batch, run.parallel.virtual_stages, run.ddp) == (mbs, v, ddp), name
+        assert run.precision == "mixed_adam" and run.parallel.recompute == "full", name
+        assert any("run_table_1.sh" in a for a in run.assumptions), name
+    for name in ("korthikanti-22b", "dgxc-gpt3-175b-bf16-128"):
+        assert runs[name].precision == "bf16_fp32_grad"
