@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NoReturn, Sequence
 
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print(f"mvopt {name}: interrupted", file=sys.stderr)
             return 130
+        except BrokenPipeError:           # output piped into `head` & co.: stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
