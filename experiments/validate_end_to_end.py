@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _report import provenance, update_section  # noqa: E402
 
-from mvopt.config import load_config  # noqa: E402
+from mvopt.config import config_to_dict, load_config  # noqa: E402
 from mvopt.workload import CALIBRATION_ROWS, ZOO, published_runs  # noqa: E402
 from mvopt.workload.published import TORCH_DDP_BUCKET_MB  # noqa: E402
 
@@ -94,6 +94,7 @@ class Case:
     calibration: bool
     cfg: object
     notes: str
+    sensitivity: str = ""   # non-empty: a what-if variant, reported apart, not in the statistics
 
 
 DELAY_NS = 2000.0
@@ -136,6 +137,20 @@ def row_cases(run, payload: int, delay_ns: float = DELAY_NS, spines: str = "sing
     return out
 
 
+def sensitivity_cases(run, payload: int, delay_ns: float = DELAY_NS, spines: str = "single") -> list[Case]:
+    """What-if variants reported beside the validation (never used to choose a setting): the SC21
+    rows with fp32 gradients (4 B per gradient all-reduced instead of the artifact's fp16)."""
+    if not run.name.startswith("megatron-sc21"):
+        return []
+    out = []
+    for c in row_cases(run, payload, delay_ns, spines):
+        d = config_to_dict(c.cfg)
+        d["workload"]["precision"] = "bf16_fp32_grad"
+        out.append(Case(c.row, c.label, c.measured_s, c.calibration, load_config(d), c.notes,
+                        sensitivity="fp32 gradients"))
+    return out
+
+
 def simulate_case(case: Case, backend: str) -> dict:
     from mvopt.engine import simulate
     from mvopt.experiment import build, training_report
@@ -162,7 +177,8 @@ def command(args) -> str:
     return "python experiments/validate_end_to_end.py" + (f" --payload {args.payload}" if args.payload != 65536 else "") \
         + (f" --link-delay-ns {args.link_delay_ns:g}" if args.link_delay_ns != DELAY_NS else "") \
         + (f" --spines {args.spines}" if args.spines != "single" else "") \
-        + (f" --backend {args.backend}" if args.backend != "cpu" else "")
+        + (f" --backend {args.backend}" if args.backend != "cpu" else "") \
+        + (" --no-sensitivity" if args.no_sensitivity else "")
 
 
 def record(c: Case, rep: dict) -> dict:
@@ -172,7 +188,7 @@ def record(c: Case, rep: dict) -> dict:
             "layout": f"{par.tp}/{par.pp}/{par.virtual_stages}/{par.dp}, {par.micro_batch}, {par.global_batch}",
             "settings": {"precision": c.cfg.workload.precision, "overlap_grad_reduce": par.overlap_grad_reduce,
                          "bucket_mb": par.bucket_mb},
-            "assumptions": c.notes, "result": rep}
+            "assumptions": c.notes, "sensitivity": c.sensitivity, "result": rep}
 
 
 def main() -> None:
@@ -186,6 +202,8 @@ def main() -> None:
                          "balancing as InfiniBand adaptive routing), or one spine per leaf port with ECMP")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-sensitivity", action="store_true",
+                    help="skip the what-if variants (SC21 rows with fp32 gradients)")
     ap.add_argument("--from-json", metavar="PATH",
                     help="do not simulate: rewrite the report from the results a full run saved "
                          f"(default run saves them to {RESULTS.relative_to(ROOT)})")
@@ -198,7 +216,10 @@ def main() -> None:
             update_section(ROOT / "docs" / "validation.md", "end_to_end", text)
         return
     wanted = {r for r in args.rows.split(",") if r}
-    cases = [c for run in published_runs() if not wanted or run.name in wanted for c in row_cases(run, args.payload, args.link_delay_ns, args.spines)]
+    runs = [run for run in published_runs() if not wanted or run.name in wanted]
+    cases = [c for run in runs for c in row_cases(run, args.payload, args.link_delay_ns, args.spines)]
+    if not args.no_sensitivity:
+        cases += [c for run in runs for c in sensitivity_cases(run, args.payload, args.link_delay_ns, args.spines)]
     records = []
     t_all = time.perf_counter()
     for c in cases:
@@ -207,7 +228,7 @@ def main() -> None:
         if rep["status"] == "done":
             err = (rep["iteration_time_s"] - c.measured_s) / c.measured_s
             bd = rep["breakdown"]
-            print(f"{c.row:28s} {c.label:9s} measured {c.measured_s:7.3f} s  simulated {rep['iteration_time_s']:7.3f} s "
+            print(f"{c.row:28s} {c.label + (' ' + c.sensitivity if c.sensitivity else ''):9s} measured {c.measured_s:7.3f} s  simulated {rep['iteration_time_s']:7.3f} s "
                   f" error {100 * err:+6.1f} %  (build {rep['build_s']:.1f} s, sim {rep['sim_s']:.1f} s, "
                   f"{rep['packets']:,} packets) " + " ".join(f"{k}={v:.3f}" for k, v in bd.items()), flush=True)
         else:
@@ -233,7 +254,10 @@ def report(records: list[dict], cmd: str, wall: float, prov: str) -> str:
              "compute | TP | PP | DP | bubble (s) | MFU | peak mem (GiB) | role |",
              "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     errs = []
+    what_if = [c for c in records if c.get("sensitivity")]
     for c in records:
+        if c.get("sensitivity"):
+            continue
         rep = c["result"]
         role = "calibration" if c["calibration"] else "validation"
         if rep["status"] != "done":
@@ -254,13 +278,30 @@ def report(records: list[dict], cmd: str, wall: float, prov: str) -> str:
         ok = med <= 0.05 and worst[0] <= 0.10
         summary = (f"Validation rows ({len(errs)} measured times): median |error| **{100 * med:.1f} %**, worst "
                    f"**{100 * worst[0]:.1f} %** (`{worst[1]}`) (targets 5 % / 10 %: {'met' if ok else 'NOT met'}).")
+    sens = ""
+    if what_if:
+        base = {(c["row"], c["label"]): c["result"] for c in records if not c.get("sensitivity")}
+        rows = ["| row | variant | as validated: simulated (s) / error / DP (s) | variant: simulated (s) / error / DP (s) |",
+                "|---|---|---|---|"]
+        for c in what_if:
+            a, b = base.get((c["row"], c["label"])), c["result"]
+            if not a or a["status"] != "done" or b["status"] != "done":
+                continue
+            m = c["measured_s"]
+            rows.append(f"| {c['row']} | {c['sensitivity']} | {a['iteration_time_s']:.3f} / "
+                        f"{100 * (a['iteration_time_s'] / m - 1):+.1f} % / {a['breakdown']['dp_comm']:.3f} | "
+                        f"{b['iteration_time_s']:.3f} / {100 * (b['iteration_time_s'] / m - 1):+.1f} % / "
+                        f"{b['breakdown']['dp_comm']:.3f} |")
+        sens = ("\n\n**Sensitivity** (what-if variants, not in the statistics and not used to choose any "
+                "setting): the SC21 rows with fp32 gradients, i.e. 4 bytes per gradient all-reduced instead "
+                "of the 2 of the artifact's `--fp16` runs.\n\n" + "\n".join(rows))
     return (f"## End-to-end iteration time\n\n{prov}\n\n"
             f"Every `end_to_end` row of `published.yaml`, simulated at packet level (see the script's docstring "
             f"for the cluster, network and workload settings; wall time of the whole run {wall:.0f} s). "
             f"Breakdown columns are seconds per iteration on the critical GPU (they sum to the simulated time). "
             f"The results are saved in `experiments/results/end_to_end.json`; `--from-json` rewrites this section "
             f"from them.\n\n"
-            + "\n".join(lines) + "\n\n" + summary + "\n\n" + NOTES)
+            + "\n".join(lines) + "\n\n" + summary + sens + "\n\n" + NOTES)
 
 
 NOTES = (

@@ -154,6 +154,62 @@ class Assembly:
         a = np.asarray(anchors, np.int64).reshape(p.hostmap.shape[0], p.part.n_anchor)
         p.anchors = a
 
+    def counts(self) -> dict:
+        """What :meth:`build` would return, counted without building it (O(templates + anchors)).
+
+        ``tasks``, ``flows``, ``edges`` (dependencies; anchors set to -1 are dropped, as in
+        :meth:`build`) and ``tasks_by_category``. For the engine's remote-predecessor lists:
+        ``remote_edges`` / ``remote_owners`` count the dependencies whose predecessor finishes on
+        another host than its successor starts on (and the tasks with at least one) among the
+        edges inside a copy, exactly; the anchored edges (``anchored_edges``, ``anchored_owners``)
+        are not resolved, so the exact totals lie between ``remote_edges`` and ``remote_edges +
+        anchored_edges`` (likewise for owners)."""
+        out = dict(tasks=0, flows=0, edges=0, remote_edges=0, remote_owners=0, anchored_edges=0,
+                   anchored_owners=0)
+        by_cat: dict[str, int] = {}
+        for p in self.placed:
+            fp, hm = p.part, p.hostmap
+            r = hm.shape[0]
+            if r == 0 or fp.n == 0:
+                continue
+            out["tasks"] += r * fp.n
+            out["flows"] += r * int((fp.kind == FLOW).sum())
+            for c, k in zip(fp.categories, np.bincount(fp.cat, minlength=len(fp.categories)).tolist()):
+                by_cat[c] = by_cat.get(c, 0) + r * k
+            loc = fp.p_local >= 0
+            owner, pred = fp.p_owner[loc], fp.p_local[loc]
+            out["edges"] += r * int(loc.sum())
+            a_sel = fp.p_anchor >= 0
+            if a_sel.any():
+                if p.anchors is None:
+                    raise ValueError("a placed part with anchored edges has no anchors")
+                keep = np.take(p.anchors, fp.p_anchor[a_sel], axis=1) >= 0          # [R, anchored edges]
+                out["edges"] += int(keep.sum())
+                out["anchored_edges"] += int(keep.sum())
+                a_owner = fp.p_owner[a_sel]                                          # nondecreasing
+                starts = np.flatnonzero(np.concatenate([[True], a_owner[1:] != a_owner[:-1]]))
+                out["anchored_owners"] += int((np.add.reduceat(keep, starts, axis=1) > 0).sum())
+            if owner.size == 0:
+                continue
+            # a local edge is remote when the predecessor's finish host differs from the owner's
+            # start host; per copy the hosts are hm[r, slot]
+            s_slot, d_slot = fp.src[owner], fp.dst[pred]
+            srt = np.sort(hm, axis=1)
+            if (srt[:, 1:] != srt[:, :-1]).all():
+                rem = s_slot != d_slot                                          # injective copies
+                out["remote_edges"] += r * int(rem.sum())
+                out["remote_owners"] += r * int(np.unique(owner[rem]).size)
+            else:
+                starts = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+                step = max(1, (1 << 24) // owner.size)
+                for lo in range(0, r, step):
+                    h = hm[lo:lo + step]
+                    rem = h[:, s_slot] != h[:, d_slot]
+                    out["remote_edges"] += int(rem.sum())
+                    out["remote_owners"] += int((np.add.reduceat(rem, starts, axis=1) > 0).sum())
+        out["tasks_by_category"] = by_cat
+        return out
+
     def build(self) -> dict:
         """The columns of the whole graph (keyword arguments of ``mvopt.engine.TaskGraph``).
 

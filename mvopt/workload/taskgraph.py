@@ -57,6 +57,7 @@ from mvopt.workload.parallel import Layout, check_layout, num_microbatches
 from mvopt.workload.replicate import FLOW, Assembly, Part, export_ids
 
 __all__ = ["TrainingSetup", "TrainingPlan", "StageCosts", "stage_program", "stage_costs", "build_training",
+           "training_counts",
            "chunk_param_counts", "ideal_pipeline", "training_breakdown", "CATEGORIES"]
 
 CATEGORIES = ("compute", "tp_comm", "pp_comm", "dp_comm")
@@ -451,6 +452,19 @@ def build_training(setup: TrainingSetup) -> TrainingPlan:
     Raises InfeasibleError for an invalid layout (before building anything) and ConfigError for
     a rail sample the layout does not allow.
     """
+    return _build(setup, count_only=False)
+
+
+def training_counts(setup: TrainingSetup) -> dict:
+    """Size of the graph :func:`build_training` would build, without building it: the templates
+    are built and placed, the graph's columns are not (:meth:`Assembly.counts` says what is
+    counted). For clusters whose graph does not fit in host memory. Adds ``pipelines``,
+    ``pipeline_signatures``, ``dp_templates``, ``dp_collectives`` and ``template_tasks`` (tasks
+    in the distinct templates, what is actually built)."""
+    return _build(setup, count_only=True)
+
+
+def _build(setup: TrainingSetup, count_only: bool):
     model, par = setup.model, setup.par
     gps = setup.gpus_per_server
     gpu_host = np.asarray(setup.gpu_host, np.int64)
@@ -669,6 +683,13 @@ def build_training(setup: TrainingSetup) -> TrainingPlan:
                 r = int(grid[st, d, tr])
                 rank_stream.setdefault(r, []).append(pp_["local"][st] + pbase[i])
                 rank_cat.setdefault(r, []).append(pp_["cats"][st])
+    if count_only:
+        out = asm.counts()
+        out.update(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache),
+                   dp_collectives=n_buckets, simulated_gpus=len({int(grid[st, d, tr]) for d, tr in pipes
+                                                                 for st in range(p)}),
+                   template_tasks=sum(x["part"].n for x in pipe_parts) + sum(f.n for f, _ in dp_cache.values()))
+        return out
     cols = asm.build()
     ranks = np.asarray(sorted(rank_stream), np.int64)
     end_of = {int(grid[st, d, tr]): int(prev_end[i, st]) for i, (d, tr) in enumerate(pipes) for st in range(p)}

@@ -16,7 +16,7 @@ from mvopt.experiment import build, evaluate, training_report
 from mvopt.workload import (ComputeModel, OperatorTrace, get_gpu, get_model, published_run,
                             single_stage_iteration_s)
 from mvopt.workload.taskgraph import (TrainingSetup, build_training, chunk_param_counts, stage_costs,
-                                      stage_program, training_breakdown)
+                                      stage_program, training_breakdown, training_counts)
 from mvopt.workload.memory import stage_param_count
 from mvopt._cfg.network import NetworkConfig
 
@@ -187,6 +187,28 @@ def test_rail_sample_refuses_layouts_that_leave_the_rail():
 def test_pipelines_are_replicated_not_rebuilt():
     b = build(_cfg({"tp": 8, "pp": 2, "dp": 2, "global_batch": 4}))
     assert b.plan.stats["pipelines"] == 16 and b.plan.stats["pipeline_signatures"] == 1
+
+
+@pytest.mark.parametrize("par,cluster,rail", [
+    ({"tp": 2, "pp": 2, "dp": 8, "global_batch": 16, "distributed_optimizer": True}, None, False),
+    ({"tp": 8, "pp": 2, "dp": 2, "global_batch": 8, "virtual_stages": 2, "bucket_mb": 40}, None, True),
+    ({"tp": 4, "pp": 2, "dp": 4, "global_batch": 8, "overlap_grad_reduce": False},
+     {"topology": "leaf_spine", "leaves": 2, "hosts_per_leaf": 2, "gpus_per_server": 8, "nics_per_server": 1}, True),
+])
+def test_counts_without_building_equal_the_built_graph(par, cluster, rail):
+    from mvopt.engine.plan import experiment_counts
+    cfg = _cfg(par, cluster, rail_sample=rail)
+    b = build(cfg)
+    g = b.experiment.tasks
+    c = training_counts(b.plan.setup)
+    assert (c["tasks"], c["edges"]) == (g.n, g.pred.size)
+    assert c["flows"] == int((g.kind == 0).sum())
+    names = b.plan.columns["categories"]
+    assert c["tasks_by_category"] == {n: int((g.category == i).sum()) for i, n in enumerate(names)}
+    ec = experiment_counts(b.experiment)
+    assert c["remote_edges"] <= ec["n_pred"] <= c["remote_edges"] + c["anchored_edges"]
+    assert c["remote_owners"] <= ec["n_list"] <= c["remote_owners"] + c["anchored_owners"]
+    assert c["dp_collectives"] == b.plan.n_buckets and c["simulated_gpus"] == b.plan.simulated_ranks.size
 
 
 def test_chunk_parameters_sum_to_the_stage():
