@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+import yaml
+
+from mvopt.errors import MvoptError
 
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
 from mvopt.optimize.space_file import load_space
@@ -18,13 +23,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue an existing study of that name (trials of dead processes are retried)")
     p.add_argument("--check", action="store_true", help="only load and validate the space, print it, and exit")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="change a field of the base experiment (YAML value; repeatable), e.g. for a quick run "
+                        "--set simulation.time_limit_ms=0.1 or --set collective.bytes=1048576")
     add_storage_arguments(p)
     add_run_arguments(p)
 
 
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "c={x: y}"]`` -> ``{"a.b": 1, "c": {"x": "y"}}`` (values parsed as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        path, sep, text = item.partition("=")
+        if not sep or not path.strip():
+            raise MvoptError(f"--set {item!r}: expected PATH=VALUE, e.g. simulation.time_limit_ms=0.1")
+        try:
+            out[path.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise MvoptError(f"--set {item!r}: the value is not valid YAML: {str(e).splitlines()[0]}") from None
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     quiet_optuna()
-    space = load_space(args.space)
+    space = load_space(args.space, base_overrides=parse_overrides(getattr(args, "overrides", None) or []))
     if args.check:
         print(f"{space.source}: study {space.name!r}, {len(space.parameters)} parameters "
               f"({', '.join(p.name for p in space.parameters)}), objectives {', '.join(space.objective_names)}: ok")

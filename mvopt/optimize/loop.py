@@ -34,11 +34,12 @@ from mvopt.optimize.artifacts import attach_breakdown_plot
 from mvopt.optimize.claims import Claims, make_claims
 from mvopt.optimize.evaluator import Evaluator, check_results
 from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
-from mvopt.optimize.records import Outcome, identity_attrs, is_feasible_trial, outcome_from_trial, outcome_of, tell
+from mvopt.optimize.records import Outcome, finish_of, identity_attrs, is_feasible_trial, outcome_from_trial, outcome_of
 from mvopt.optimize.space import Candidate, SearchSpace
-from mvopt.optimize.proposals import create_running_trial, propose
+from mvopt.optimize.proposals import propose
 from mvopt.optimize.storage import (OWNER_ATTR, fail_and_retry, heartbeat_enabled, mark_owner, owner_tag, rdb_engine,
-                                     record_heartbeats, recover_dead_trials)
+                                     recover_dead_trials)
+from mvopt.optimize.writer import Finish, NewTrial, TrialWriter, frozen_running, trial_writer
 
 __all__ = ["Budget", "RunSummary", "GenerationLoop"]
 
@@ -75,13 +76,16 @@ class _Asked:
     number: int
     cand: Candidate
     written: dict[str, Any] = field(default_factory=dict)  # user attributes stored at creation
+    params: dict[str, Any] = field(default_factory=dict)
+    distributions: dict[str, Any] = field(default_factory=dict)
+    system_attrs: dict[str, Any] = field(default_factory=dict)
 
 
 class _Heartbeat:
     """Records heartbeats of this process's running trials in the background."""
 
-    def __init__(self, study: optuna.Study, trial_ids: set[int], lock: threading.Lock) -> None:
-        self.study, self.trial_ids, self.lock = study, trial_ids, lock
+    def __init__(self, study: optuna.Study, trial_ids: set[int], lock: threading.Lock, writer: TrialWriter) -> None:
+        self.study, self.trial_ids, self.lock, self.writer = study, trial_ids, lock, writer
         inner = getattr(study._storage, "_backend", study._storage)
         self.interval = max(0.2, (getattr(inner, "heartbeat_interval", None) or 0) / 2)
         self._stop = threading.Event()
@@ -98,7 +102,7 @@ class _Heartbeat:
             with self.lock:
                 ids = list(self.trial_ids)
             try:
-                record_heartbeats(self.study._storage, ids)
+                self.writer.heartbeat(ids)  # one transaction for all of them
             except Exception as e:  # a transient database error must not kill the worker
                 _log.warning("heartbeat failed: %s", e)
 
@@ -111,12 +115,15 @@ class _Heartbeat:
 class GenerationLoop:
     """Runs generations of one study until a :class:`Budget` is spent.
 
-    ``backend_name`` is recorded on every trial (defaults to the evaluator's name).
+    ``backend_name`` is recorded on every trial (defaults to the evaluator's name). Trials are
+    created and told in batches through a :class:`~mvopt.optimize.writer.TrialWriter` (one
+    transaction per batch); ``writer`` overrides the storage's default one (``trial_writer``).
     """
 
     def __init__(self, study: optuna.Study, space: SearchSpace, evaluator: Evaluator, *,
                  generation_size: int = 32, claims: Claims | None = None, progress: Progress | None = None,
-                 poll_s: float = 1.0, backend_name: str | None = None, artifact_dir: str | None = None) -> None:
+                 poll_s: float = 1.0, backend_name: str | None = None, artifact_dir: str | None = None,
+                 writer: TrialWriter | None = None) -> None:
         if generation_size < 1:
             raise MvoptError(f"generation size must be >= 1, got {generation_size}")
         self.study, self.space, self.evaluator = study, space, evaluator
@@ -126,6 +133,9 @@ class GenerationLoop:
         self.poll_s = poll_s
         self.backend = backend_name or evaluator.name
         self.artifact_dir = artifact_dir
+        self.writer = writer or trial_writer(study._storage)
+        self._outbox: list[tuple[_Asked, Outcome, Finish]] = []
+        self._times: dict[str, float] = defaultdict(float)  # seconds per part of the current generation
         self.cache: dict[str, tuple[int, Outcome]] = {}
         self.pending: list[_Asked] = []
         self.running: set[int] = set()
@@ -171,7 +181,10 @@ class GenerationLoop:
             self.running.add(trial_id)
 
     def _ask(self, n: int) -> list[_Asked]:
-        """Up to ``n`` new RUNNING trials: queued retries first, then the sampler's proposals."""
+        """Up to ``n`` new RUNNING trials: queued retries first, then the sampler's proposals.
+
+        The proposals of a generation are created in the storage as one batch (with their
+        identity attributes and a first heartbeat)."""
         if n <= 0:
             return []
         snapshot = self.study._storage.get_all_trials(self.study._study_id, deepcopy=False)
@@ -180,15 +193,29 @@ class GenerationLoop:
             trial = self.study.ask()  # a queued retry: its parameters are fixed, nothing is sampled
             self._own(trial._trial_id)
             mark_owner(self.study, trial._trial_id)
-            out.append(_Asked(trial._trial_id, trial.number, self.space.candidate(self.space.suggest(trial))))
+            params = self.space.suggest(trial)
+            out.append(_Asked(trial._trial_id, trial.number, self.space.candidate(params), params=params,
+                              distributions=dict(trial.distributions)))
         if len(out) < n:
-            for p in propose(self.study, snapshot, n - len(out), self.space.suggest):
+            owner = owner_tag()
+            new, cands = [], []
+            t0 = time.perf_counter()
+            proposals = propose(self.study, snapshot, n - len(out), self.space.suggest)
+            t1 = time.perf_counter()
+            for p in proposals:
                 cand = self.space.candidate(p.params)
                 attrs = identity_attrs(cand, self.backend)  # a running trial shows what it simulates
-                t = create_running_trial(self.study, p, {OWNER_ATTR: owner_tag()}, attrs)
-                self._own(t._trial_id)
-                record_heartbeats(self.study._storage, [t._trial_id])
-                out.append(_Asked(t._trial_id, t.number, cand, attrs))
+                new.append(NewTrial(p.params, p.distributions, {**p.system_attrs, OWNER_ATTR: owner}, attrs))
+                cands.append(cand)
+            t2 = time.perf_counter()
+            created = self.writer.create_running(self.study._study_id, new,
+                                                 heartbeat=heartbeat_enabled(self.study._storage))
+            self._times["propose"] += t1 - t0
+            self._times["map"] += t2 - t1
+            self._times["create"] += time.perf_counter() - t2
+            for c, t, cand in zip(created, new, cands):
+                self._own(c.trial_id)
+                out.append(_Asked(c.trial_id, c.number, cand, t.user_attrs, t.params, t.distributions, t.system_attrs))
         return out
 
     def _improves(self, outcome: Outcome) -> bool:
@@ -196,19 +223,36 @@ class GenerationLoop:
             (self._best is None or outcome.values[0] < self._best[0])
 
     def _tell(self, a: _Asked, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
+        """Queue ``outcome`` for trial ``a``; :meth:`_flush` stores the queue as one batch."""
         if self.artifact_dir and outcome.attrs.get("breakdown") and self._improves(outcome):
             try:
                 attach_breakdown_plot(self.study, a.trial_id, outcome.attrs["breakdown"], self.artifact_dir)
             except OSError as e:  # a full disk must not stop the search
                 _log.warning("trial %d: breakdown plot not stored: %s", a.number, e)
-        tell(self.study, a.trial_id, a.number, outcome, extra, written=a.written)
-        with self._lock:
-            self.running.discard(a.trial_id)
+        fin = finish_of(a.trial_id, outcome, extra, written=a.written)
+        # what study.tell does before storing: the sampler's post-processing (a no-op for the built-in ones)
+        frozen = frozen_running(a.number, a.trial_id, a.params, a.distributions, {**a.written, **fin.user_attrs},
+                                {**a.system_attrs, **fin.system_attrs})
+        self.study.sampler.after_trial(self.study, frozen, TrialState.COMPLETE, fin.values)
+        self._outbox.append((a, outcome, fin))
         self._update_best(outcome)
+
+    def _flush(self) -> None:
+        """Store every queued outcome in one batch (trials failed meanwhile by another worker are skipped)."""
+        if not self._outbox:
+            return
+        batch, self._outbox = self._outbox, []
+        t0 = time.perf_counter()
+        self.writer.finish([fin for _, _, fin in batch])
+        self._times["finish"] += time.perf_counter() - t0
+        with self._lock:
+            for a, _, _ in batch:
+                self.running.discard(a.trial_id)
 
     def step(self, n: int) -> GenerationReport:
         """Run one generation of up to ``n`` new trials (plus trials waiting from earlier ones)."""
         rep = GenerationReport(index=self._generation, objective_names=self.space.objective_names)
+        self._times = defaultdict(float)
         t0 = time.perf_counter()
         rep.recovered = recover_dead_trials(self.study)
         asked = self._ask(n)
@@ -220,7 +264,7 @@ class GenerationLoop:
         for a in self.pending + asked:
             key = a.cand.key
             if not a.cand.feasible:
-                self._tell(a, outcome_of(self.space, a.cand, None, self.backend))
+                self._tell(a, outcome_of(self.space, a.cand, None, self.backend, a.written or None))
                 rep.infeasible += 1
             elif key in self.cache:
                 number, out = self.cache[key]
@@ -244,6 +288,7 @@ class GenerationLoop:
                     rep.cached += 1
             else:
                 self.pending.extend(group)
+        self._flush()  # what is known before simulating is stored before it, in one batch
         rep.deferred = len(self.pending)
         tell_s = time.perf_counter() - t1
 
@@ -252,17 +297,21 @@ class GenerationLoop:
         results = check_results(configs, self.evaluator.evaluate(configs), self.evaluator.name) if configs else []
         rep.simulate_s = time.perf_counter() - t2
         rep.simulated = len(configs)
+        rep.build_s = sum(float(ev.sim_stats.get("build_s", 0.0)) for ev in results)
 
         t3 = time.perf_counter()
         for key, ev in zip(to_simulate, results):
             group = groups[key]
-            out = outcome_of(self.space, group[0].cand, ev, self.backend)
+            out = outcome_of(self.space, group[0].cand, ev, self.backend, group[0].written or None)
             self._tell(group[0], out)
             self.cache[key] = (group[0].number, out)
             for a in group[1:]:
                 self._tell(a, out, {"duplicate_of": group[0].number})
                 rep.cached += 1
+        self._flush()
         rep.tell_s = tell_s + time.perf_counter() - t3
+        t = self._times
+        rep.propose_s, rep.map_s, rep.create_s, rep.finish_s = t["propose"], t["map"], t["create"], t["finish"]
         rep.told = rep.infeasible + rep.cached + rep.simulated
         rep.best = self._best
         self._generation += 1
@@ -305,7 +354,7 @@ class GenerationLoop:
         """Run generations until ``budget`` is spent (or a grid is done); never leaves trials RUNNING."""
         summary = RunSummary()
         start = time.monotonic()
-        with _Heartbeat(self.study, self.running, self._lock):
+        with _Heartbeat(self.study, self.running, self._lock, self.writer):
             try:
                 while True:
                     reason = self._stop_reason(budget, summary, start)
@@ -348,6 +397,7 @@ class GenerationLoop:
             ids = list(self.running)
             self.running.clear()
         self.pending = []
+        self._outbox = []  # not stored: released with the others
         try:
             return fail_and_retry(self.study, ids)
         except Exception as e:  # the storage may be what failed; the next sweep will recover them

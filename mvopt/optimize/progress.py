@@ -23,9 +23,14 @@ class GenerationReport:
     cached: int = 0          # told from an earlier identical configuration
     deferred: int = 0        # waiting for another worker simulating the same configuration
     recovered: int = 0       # trials of dead processes failed and queued again
-    sampler_s: float = 0.0   # ask + mapping to configurations
-    simulate_s: float = 0.0  # the evaluator's batch
-    tell_s: float = 0.0
+    sampler_s: float = 0.0   # ask: recovery sweep + proposals + mapping to configurations + creating the trials
+    simulate_s: float = 0.0  # the evaluator's batch (building the experiments included)
+    tell_s: float = 0.0      # claims + storing the outcomes
+    propose_s: float = 0.0   # of sampler_s: the Optuna sampler's proposals
+    map_s: float = 0.0       # of sampler_s: parameters -> configurations (derived values, constraints, cost)
+    create_s: float = 0.0    # of sampler_s: storing the new RUNNING trials (one batch)
+    finish_s: float = 0.0    # of tell_s: storing the outcomes (one batch before simulating, one after)
+    build_s: float = 0.0     # of simulate_s: building the experiments, as the evaluator reports it (sim_stats build_s)
     best: list[float] | None = None
     total_told: int = 0      # by this run so far
     objective_names: list[str] = field(default_factory=list)

@@ -7,7 +7,7 @@ study: every trial of the storage at the start of the generation (parameters, va
 attributes such as constraints and the sampler's own state; user attributes left out), other
 workers' running trials included, so constant liar and the grid see them. The proposals
 (parameters, distributions and the system attributes the sampler wrote) are then created in the
-storage as RUNNING trials, one insert each.
+storage as RUNNING trials, all in one batch (:mod:`mvopt.optimize.writer`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from optuna.distributions import BaseDistribution
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["Proposal", "propose", "create_running_trial"]
+__all__ = ["Proposal", "propose"]
 
 
 @dataclass
@@ -59,14 +59,3 @@ def propose(study: optuna.Study, trials: Sequence[FrozenTrial], n: int,
         out.append(Proposal(dict(frozen.params), dict(frozen.distributions), dict(frozen.system_attrs)))
     return out
 
-
-def create_running_trial(study: optuna.Study, proposal: Proposal, extra_system_attrs: dict[str, Any],
-                         user_attrs: dict[str, Any] | None = None) -> FrozenTrial:
-    """Create ``proposal`` in the study's storage as a RUNNING trial (one insert); returns it."""
-    template = FrozenTrial(number=-1, trial_id=-1, state=TrialState.RUNNING, value=None, values=None,
-                           datetime_start=datetime.datetime.now(), datetime_complete=None,
-                           params=proposal.params, distributions=proposal.distributions, user_attrs=user_attrs or {},
-                           system_attrs={**proposal.system_attrs, **extra_system_attrs}, intermediate_values={})
-    storage = study._storage
-    trial_id = storage.create_new_trial(study._study_id, template_trial=template)
-    return storage.get_trial(trial_id)

@@ -18,11 +18,11 @@ import optuna
 from optuna.trial import FrozenTrial
 
 import mvopt
-from mvopt.config import config_to_dict
 from mvopt.optimize.evaluator import Evaluation
 from mvopt.optimize.space import Candidate, SearchSpace
+from mvopt.optimize.writer import Finish
 
-__all__ = ["Outcome", "USER_ATTRS", "CONSTRAINT", "identity_attrs", "outcome_of", "outcome_from_trial", "tell", "is_feasible_trial",
+__all__ = ["Outcome", "USER_ATTRS", "CONSTRAINT", "identity_attrs", "outcome_of", "outcome_from_trial", "finish_of", "is_feasible_trial",
            "iteration_time_of"]
 
 USER_ATTRS = ("config", "config_key", "feasible", "reason", "status", "breakdown", "sim_stats", "backend",
@@ -46,13 +46,16 @@ class Outcome:
 
 def identity_attrs(cand: Candidate, backend: str) -> dict[str, Any]:
     """The attributes known before simulation (written when the RUNNING trial is created)."""
-    return {"config": config_to_dict(cand.config) if cand.config is not None else None, "config_key": cand.key,
+    return {"config": cand.config_data, "config_key": cand.key,
             "backend": backend, "mvopt_version": mvopt.__version__}
 
 
-def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backend: str) -> Outcome:
-    """The outcome of ``cand``: from the space alone (infeasible) or from its evaluation ``ev``."""
-    attrs = identity_attrs(cand, backend)
+def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backend: str,
+               identity: Mapping[str, Any] | None = None) -> Outcome:
+    """The outcome of ``cand``: from the space alone (infeasible) or from its evaluation ``ev``.
+
+    ``identity``: :func:`identity_attrs` of ``cand`` when the caller has them already."""
+    attrs = dict(identity) if identity is not None else identity_attrs(cand, backend)
     n = len(space.objectives)
     if ev is None:  # the space itself says no: invalid config or violated constraint
         attrs.update(feasible=False, reason=cand.reason, status="infeasible", breakdown={}, sim_stats={})
@@ -69,22 +72,18 @@ def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backe
     return Outcome(values, 0.0, attrs)
 
 
-def tell(study: optuna.Study, trial_id: int, number: int, outcome: Outcome, extra: Mapping[str, Any] | None = None,
-         *, written: Mapping[str, Any] | None = None) -> None:
-    """Record ``outcome`` on a RUNNING trial (attributes, constraint) and tell it COMPLETE.
+def finish_of(trial_id: int, outcome: Outcome, extra: Mapping[str, Any] | None = None, *,
+              written: Mapping[str, Any] | None = None) -> Finish:
+    """What telling ``outcome`` writes on a RUNNING trial: the constraint, the attributes, the values.
 
-    Written through the storage (no :class:`optuna.Trial` object, whose creation would run the
-    sampler's ``before_trial`` again); the constraint uses the attribute ``trial.set_constraint``
-    writes, so ``FrozenTrial.constraints`` reads it back (tests check). ``written`` holds the user
-    attributes already stored on the trial (skipped when unchanged).
+    The constraint uses the attribute ``trial.set_constraint`` writes, so that
+    ``FrozenTrial.constraints`` reads it back (tests check). ``written`` holds the user attributes
+    stored when the trial was created (skipped when unchanged). A :class:`~mvopt.optimize.writer.TrialWriter`
+    stores a whole batch of these at once.
     """
-    storage = study._storage
-    storage.set_trial_system_attr(trial_id, CONSTRAINT_ATTR, float(outcome.violation))
     written = written or {}
-    for k, v in {**outcome.attrs, **(extra or {})}.items():
-        if k not in written or written[k] != v:  # identity attributes were stored at creation
-            storage.set_trial_user_attr(trial_id, k, v)
-    study.tell(number, list(outcome.values), skip_if_finished=True)
+    attrs = {k: v for k, v in {**outcome.attrs, **(extra or {})}.items() if k not in written or written[k] != v}
+    return Finish(trial_id, [float(v) for v in outcome.values], {CONSTRAINT_ATTR: float(outcome.violation)}, attrs)
 
 
 def outcome_from_trial(t: FrozenTrial) -> Outcome | None:

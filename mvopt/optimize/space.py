@@ -31,6 +31,7 @@ __all__ = ["SearchSpace", "Candidate", "Objective", "RunDefaults", "Derived", "C
 
 OBJECTIVES = ("iteration_time", "cost")
 _SAMPLES_FOR_CHECK = 256
+_CANDIDATE_CACHE = 4096  # distinct points whose candidate SearchSpace.candidate remembers
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,15 @@ class Candidate:
         """True when the configuration is valid and meets every constraint of the space."""
         return self.config is not None and self.violation <= 0.0
 
-    @property
+    @functools.cached_property
     def key(self) -> str | None:
         """Canonical hash of the configuration (the simulation cache key)."""
         return None if self.config is None else config_key(self.config)
+
+    @functools.cached_property
+    def config_data(self) -> dict[str, Any] | None:
+        """``config_to_dict(config)`` (computed once; treat as read-only)."""
+        return None if self.config is None else config_to_dict(self.config)
 
 
 class RandomTrial:
@@ -183,8 +189,26 @@ class SearchSpace:
         """Map parameter values to an experiment: apply them, the derived values, the constraints.
 
         Never raises for a bad point: an invalid configuration or a violated constraint gives an
-        infeasible candidate whose ``reason`` says why.
+        infeasible candidate whose ``reason`` says why. The mapping is deterministic, so the last
+        :data:`_CANDIDATE_CACHE` distinct points are remembered (samplers repeat points often);
+        a returned candidate is shared: treat it as read-only.
         """
+        try:
+            memo_key: tuple | None = tuple(sorted((k, type(v).__name__, v) for k, v in params.items()))
+            hash(memo_key)
+        except TypeError:
+            memo_key = None
+        memo = self.__dict__.setdefault("_candidates", {})
+        if memo_key is not None and memo_key in memo:
+            return memo[memo_key]
+        cand = self._candidate(params)
+        if memo_key is not None:
+            if len(memo) >= _CANDIDATE_CACHE:
+                memo.pop(next(iter(memo)))
+            memo[memo_key] = cand
+        return cand
+
+    def _candidate(self, params: Mapping[str, Any]) -> Candidate:
         params = dict(params)
         variables = {k: v for k, v in params.items() if "." not in k}
         overrides = {k: v for k, v in params.items() if "." in k}

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, get_type_hints
 
 from mvopt._cfg.base import _coerce  # field-level type coercion, without cross-field checks
-from mvopt.config import ExperimentConfig, config_to_dict, load_config, load_yaml
+from mvopt.config import ExperimentConfig, config_to_dict, load_config, load_yaml, with_overrides
 from mvopt.errors import ConfigError
 from mvopt.optimize.cost import PriceTable
 from mvopt.optimize.expr import Expr, ExprError
@@ -76,16 +76,23 @@ def _check_value(where: str, path: str, value: Any, fields: Mapping[str, tuple[A
         raise ConfigError(where, f"value not allowed for {path}: {msg}", value)
 
 
-def load_space(source: str | os.PathLike | Mapping[str, Any], *, name: str | None = None) -> SearchSpace:
-    """Load and validate a search space from a YAML file or a mapping (see module docstring)."""
+def load_space(source: str | os.PathLike | Mapping[str, Any], *, name: str | None = None,
+               base_overrides: Mapping[str, Any] | None = None) -> SearchSpace:
+    """Load and validate a search space from a YAML file or a mapping (see module docstring).
+
+    ``base_overrides`` (dotted config path -> value) change the base experiment before anything
+    else is checked (``optimize --set``: e.g. a shorter ``simulation.time_limit_ms`` or a smaller
+    ``collective.bytes`` for a quick run); the stored space carries the changed base.
+    """
     src = "<search space>" if isinstance(source, Mapping) else str(source)
     try:
-        return _load(source, name, src)
+        return _load(source, name, src, base_overrides or {})
     except ConfigError as e:
         raise (e if e.source else e.with_source(src)) from None
 
 
-def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: str) -> SearchSpace:
+def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: str,
+          base_overrides: Mapping[str, Any]) -> SearchSpace:
     if isinstance(source, Mapping):
         data, base_dir, stem = dict(source), Path.cwd(), "search"
     else:
@@ -98,6 +105,8 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
             raise ConfigError(str(key), f"unknown key (known keys: {', '.join(_TOP_KEYS)})", show_value=False)
     base = _load_base(data.get("base"), base_dir)
     fields = _config_fields()
+    if base_overrides:
+        base = _override_base(base, base_overrides, fields)
     known_paths = sorted(fields)
     inv_names = sorted(inventory(base).names())
 
@@ -176,6 +185,18 @@ def _load_base(raw: Any, base_dir: Path) -> ExperimentConfig:
         except ConfigError as e:
             raise ConfigError(f"base.{e.path}", e.allowed, e.value, show_value=e.show_value) from None
     raise ConfigError("base", "must be an experiment mapping or a file path", raw)
+
+
+def _override_base(base: ExperimentConfig, overrides: Mapping[str, Any],
+                   fields: Mapping[str, tuple[Any, Any]]) -> ExperimentConfig:
+    sections = {p.rsplit(".", 1)[0] for p in fields if "." in p}
+    for path in overrides:
+        if path not in fields and path not in sections:
+            raise _unknown_path(f"base.{path}", path, sorted(fields), "a configuration field")
+    try:
+        return with_overrides(base, dict(overrides))
+    except ConfigError as e:
+        raise ConfigError(f"base.{e.path}", e.allowed, e.value, show_value=e.show_value) from None
 
 
 def _parse_expr(where: str, raw: Any) -> Expr:

@@ -126,10 +126,10 @@ def heartbeat_enabled(storage: BaseStorage) -> bool:
 
 
 def record_heartbeats(storage: BaseStorage, trial_ids: Sequence[int]) -> None:
-    """Record a heartbeat for each of ``trial_ids`` (no-op without heartbeat)."""
-    if heartbeat_enabled(storage):
-        for tid in trial_ids:
-            storage.record_heartbeat(tid)  # type: ignore[attr-defined]
+    """Record a heartbeat for each of ``trial_ids`` (no-op without heartbeat; one transaction)."""
+    if heartbeat_enabled(storage) and trial_ids:
+        from mvopt.optimize.writer import trial_writer
+        trial_writer(storage).heartbeat(list(trial_ids))
 
 
 _START_TIMES: dict[int, str] = {}
