@@ -259,12 +259,15 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
             def extra(key: str) -> float:
                 slope = (z[key] - a[key]) / (z["tasks"] - a["tasks"])
                 return z[key] + slope * (rail["tasks"] - z["tasks"])
-            text += [f"The rail-sampled 53,760-GPU graph itself ({rail['tasks']:,} tasks) was not built: it needs "
-                     "more memory than this machine's 24 GiB. Extrapolated linearly in tasks from the two builds "
-                     f"above: generation about {extra('build_cpu_s'):.0f} s of one core, peak RSS after the graph "
-                     f"about {extra('rss_after_graph_gb'):.0f} GB (graph columns "
-                     f"{extra('graph_host_bytes') / 1e9:.0f} GB); `--cases rail_graph` measures it on a larger "
-                     "machine.\n"]
+            text += [f"The rail-sampled 53,760-GPU graph itself ({rail['tasks']:,} tasks) was not built. "
+                     "Extrapolated linearly in tasks from the two builds above, it takes about "
+                     f"{extra('build_cpu_s'):.0f} s of one core and a peak RSS of about "
+                     f"{extra('rss_after_graph_gb'):.0f} GB after the graph (graph columns "
+                     f"{extra('graph_host_bytes') / 1e9:.0f} GB), most of this shared 24 GiB machine, and the "
+                     "engine experiment and the planner's count would add about "
+                     f"{(a['rss_gb'] - a['rss_after_graph_gb']) * rail['tasks'] / a['tasks']:.0f} GB more (the DP 140 "
+                     f"build's {a['rss_gb'] - a['rss_after_graph_gb']:.1f} GB for {a['tasks']:,} tasks, scaled). "
+                     "`--cases rail_graph` measures the graph on a larger machine.\n"]
     text += ["Engine bytes per task (`mvopt/engine/schema.py`; plus 4 B per dependency and per remote "
              f"predecessor), {per_task} B in all, the same for a delay as for a flow:\n",
              "| part | bytes per task |", "|---|---:|", per_rows, ""]
@@ -295,7 +298,7 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
             f"the {per['flow transport'] + per['flow congestion control']} B of flow columns unused: with flow "
             f"columns for flows only, the rail-sampled tasks would need {(flow_only + task_part - n * per_task) / GiB:,.0f} "
             f"GiB instead of {task_part / GiB:,.0f}, and with the congestion-control state "
-            f"({per['flow congestion control']} B) held only for active flows (a ring has one per member "
+            f"({per['flow congestion control']} B) held only for active flows (a ring has about one per member "
             "at a time) less again; with the topology described for rail 0 alone (not expressible for a 3-tier "
             "rail-optimised fabric today: `rail_optimized` needs one NIC per GPU) its packet slots would "
             f"shrink about 8x (to roughly {topo_b / 8 / GiB:,.0f} GiB, not measured). Only both together would "
