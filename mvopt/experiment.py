@@ -254,8 +254,10 @@ def build(cfg: ExperimentConfig, *, topology=None) -> Built:
     plans: list = []
     tasks = build_tasks(cfg, topo, plan_out=plans)
     limit = int(round(cfg.simulation.time_limit_ms * 10**9))
-    exp = Experiment(topology=topo, network=cfg.network, tasks=tasks, seed=cfg.simulation.seed,
-                     time_limit_ps=limit, name=cfg.name)
+    sim = cfg.simulation
+    exp = Experiment(topology=topo, network=cfg.network, tasks=tasks, seed=sim.seed,
+                     time_limit_ps=limit, name=cfg.name, queue_monitor_ps=sim.monitor_interval_ps,
+                     link_monitor=sim.link_monitor, monitor_max_samples=sim.monitor_max_samples)
     exp.params  # resolve now: a missing route or a bad threshold is a configuration error
     return Built(exp, plans[0] if plans else None, cfg, time.perf_counter() - t0)
 

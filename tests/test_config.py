@@ -31,6 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
     ({"workload": {"kind": "tasks", "tasks": [{"kind": "delay", "node": 0}]}},
      "workload.tasks[0].duration_ns: is required for a delay task"),
     ({"simulation": {"time_limit_ms": 0}}, "simulation.time_limit_ms: must be > 0, got 0.0"),
+    ({"simulation": {"link_monitor": True}}, "simulation.link_monitor: needs simulation.queue_monitor_ns > 0"),
+    ({"simulation": {"queue_monitor_ns": 0.0001}}, "simulation.queue_monitor_ns: must be 0 (off) or at least 0.001"),
+    ({"simulation": {"queue_monitor_ns": -1}}, "simulation.queue_monitor_ns: must be 0 (off) or at least 0.001"),
+    ({"simulation": {"queue_monitor_ns": 100, "monitor_max_samples": 0}},
+     "simulation.monitor_max_samples: must be > 0, got 0"),
     ({"parallelism": {"tp": 2.5}}, "parallelism.tp: must be an integer, got 2.5"),
 ])
 def test_invalid_input_names_the_field(data, message):

@@ -34,6 +34,10 @@ def test_explicit_task_graph():
     assert [g.preds_of(t).tolist() for t in range(3)] == [[], [0], [1, 0]]
     assert (exp.seed, exp.time_limit_ps, exp.name) == (7, 2_500_000_000, "g")
     assert exp.topology.n_host == 16
+    assert (exp.queue_monitor_ps, exp.link_monitor) == (0, False)          # monitors off by default
+    mon = build_experiment(load_config({"cluster": FAT_TREE, "simulation": {
+        "queue_monitor_ns": 2.5, "link_monitor": True, "monitor_max_samples": 64}}))
+    assert (mon.queue_monitor_ps, mon.link_monitor, mon.monitor_max_samples) == (2_500, True, 64)
 
 
 def test_tasks_validated_against_topology():

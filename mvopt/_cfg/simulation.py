@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mvopt._cfg.base import Section, field, non_negative, positive  # noqa: F401
+from mvopt.errors import ConfigError
+
+
+def _monitor_period(v: float) -> str | None:
+    if v == 0:
+        return None
+    return None if v > 0 and round(v * 1000) >= 1 else "must be 0 (off) or at least 0.001 (1 ps)"
 
 
 @dataclass(frozen=True)
@@ -14,9 +21,24 @@ class SimulationConfig(Section):
     seed: int = field(1, doc="seed of every random choice (ECN marking, spraying, ECMP salt)", check=non_negative)
     time_limit_ms: float = field(10_000.0, unit="ms", doc="simulated-time limit; an experiment not done "
                                  "by then is reported as timed out with a diagnostic", check=positive)
-    queue_monitor_ns: float = field(0.0, unit="ns", doc="sample every port's queue at this period (0 = off; "
-                                    "sampling is not implemented yet, so only 0 is accepted)",
-                                    check=lambda v: None if v == 0 else "must be 0 (queue sampling is not "
-                                    "implemented yet; max queue per port is always reported)")
-    link_monitor: bool = field(False, doc="print per-link utilisation in reports (bytes per port are "
-                               "always recorded: ExperimentResult.port_tx_bytes)")
+    queue_monitor_ns: float = field(0.0, unit="ns", doc="queue monitor: record the data bytes queued at every "
+                                    "port at every multiple of this period (rounded to whole ps; 0 = off, "
+                                    "no cost): ExperimentResult.queue_samples, docs/engine.md 'Monitors'",
+                                    check=_monitor_period)
+    link_monitor: bool = field(False, doc="link monitor: also record every port's transmitted bytes at the "
+                               "same times (utilisation per interval: ExperimentResult.link_tx_samples); "
+                               "needs queue_monitor_ns > 0. Total bytes per port are always recorded "
+                               "(ExperimentResult.port_tx_bytes)")
+    monitor_max_samples: int = field(1000, doc="samples kept per port and monitor; later ones are counted "
+                                     "(ExperimentResult.monitor_samples_dropped), not stored. Memory: ports x "
+                                     "samples x 8 B per monitor", check=positive)
+
+    def _check(self, path: str) -> None:
+        if self.link_monitor and self.queue_monitor_ns == 0:
+            raise ConfigError(f"{path}.link_monitor", "needs simulation.queue_monitor_ns > 0 (the link "
+                              "monitor samples at that period)", self.link_monitor)
+
+    @property
+    def monitor_interval_ps(self) -> int:
+        """The sampling period in ps (0: monitors off)."""
+        return int(round(self.queue_monitor_ns * 1000))

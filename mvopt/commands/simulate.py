@@ -71,8 +71,10 @@ def _percentiles(values: np.ndarray) -> dict[str, float] | None:
     return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "max": float(values.max())}
 
 
-def summary(result) -> dict[str, Any]:
-    """Plain-data summary of one ExperimentResult (what ``--json`` prints)."""
+def summary(result, topology=None) -> dict[str, Any]:
+    """Plain-data summary of one ExperimentResult (what ``--json`` prints). With monitors on
+    (``simulation.queue_monitor_ns``), ``"monitors"`` holds every sample; `topology` adds which
+    node each port belongs to and leads to."""
     fct = np.asarray(result.flow_fct_ps)
     done = fct >= 0
     slowdown = np.asarray(result.flow_slowdown)[done] if len(fct) else np.zeros(0)
@@ -91,7 +93,22 @@ def summary(result) -> dict[str, Any]:
         "max_queue_bytes": int(np.max(result.port_max_queue_bytes)) if len(result.port_max_queue_bytes) else 0,
         "counters": {k: int(v) for k, v in result.counters.items()},
         "diagnostic": result.diagnostic,
+        **({"monitors": _monitors(result, topology)} if result.queue_samples is not None else {}),
     }
+
+
+def _monitors(result, topology) -> dict[str, Any]:
+    """The monitor samples: [port][sample] lists, sample k at k * interval_ps (docs/engine.md)."""
+    q, w = result.queue_samples, result.link_tx_samples
+    out: dict[str, Any] = {"interval_ps": int(result.monitor_interval_ps), "samples": int(q.shape[1]),
+                           "samples_dropped": int(result.monitor_samples_dropped)}
+    if topology is not None:
+        out["ports"] = {"node": np.asarray(topology.port_node).tolist(),
+                        "peer_node": np.asarray(topology.port_peer_node).tolist(),
+                        "rate_bps": np.asarray(topology.port_rate_bps).tolist()}
+    out["queue_bytes"] = q.tolist()
+    out["link_tx_bytes"] = None if w is None else w.tolist()
+    return out
 
 
 def _fmt_time(ps: float) -> str:
@@ -130,10 +147,36 @@ def _print_text(s: dict[str, Any], out) -> None:
     print("  counters", file=out)
     for k, v in s["counters"].items():
         print(f"    {k:<28}{v}", file=out)
+    if s.get("monitors"):
+        _print_monitors(s["monitors"], out)
     if s["diagnostic"]:
         print("  diagnostic", file=out)
         for line in s["diagnostic"].splitlines():
             print(f"    {line}", file=out)
+
+
+def _print_monitors(m: dict[str, Any], out) -> None:
+    """One line per monitor: the largest queue sample, the busiest link interval (all samples: --json)."""
+    iv, n = m["interval_ps"], m["samples"]
+    print(f"  monitors      every {_fmt_time(iv)}, {n} samples per port ({m['samples_dropped']} dropped; "
+          "all of them in --json)", file=out)
+    ports = m.get("ports")
+
+    def where(p: int) -> str:
+        return f"port {p}" + (f" (node {ports['node'][p]} -> {ports['peer_node'][p]})" if ports else "")
+
+    q = np.asarray(m["queue_bytes"], np.int64)
+    if q.size and q.max() > 0:
+        p, k = np.unravel_index(int(np.argmax(q)), q.shape)
+        print(f"    queue       largest sample {int(q[p, k])} B at {where(int(p))}, t = {_fmt_time(int(k) * iv)}", file=out)
+    else:
+        print("    queue       every sample 0 B", file=out)
+    if m["link_tx_bytes"] is not None and ports and n > 1:
+        w = np.asarray(m["link_tx_bytes"], np.int64)
+        util = np.diff(w, axis=1) * 8e12 / (np.asarray(ports["rate_bps"], float)[:, None] * iv)
+        p = int(np.argmax(util.mean(axis=1)))
+        print(f"    links       busiest {where(p)}: mean utilisation {util[p].mean():.3f}, "
+              f"highest interval {util[p].max():.3f}", file=out)
 
 
 # ----------------------------------------------------------------------------------- HPCC style
@@ -235,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"wrote {n} flow lines to {args.fct_out}")
 
-    summaries = [summary(r) for r in results]
+    summaries = [summary(r, b.experiment.topology) for b, r in zip(built, results)]
     for b, r, s in zip(built, results, summaries):
         if b.plan is not None and r.status == "done":
             s["training"] = training_report(b.plan, r)

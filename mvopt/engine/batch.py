@@ -13,11 +13,11 @@ import numpy as np
 
 from mvopt.engine import schema
 from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
-from mvopt.engine.results import COUNTERS, ExperimentResult
+from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
 __all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
-           "HOST_POOL_SLOTS", "INF_PS"]
+           "HOST_POOL_SLOTS", "INF_PS", "monitor_rows"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 HOST_POOL_SLOTS = 256          # control packets (ACK/NACK) a host NIC can hold
@@ -25,7 +25,8 @@ STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error"}
 
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
-      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp")
+      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
+      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo")
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 
@@ -46,8 +47,11 @@ class Batch:
         return sum(a.nbytes for a in self.cols.values()) + scratch_nbytes(self.counts)
 
 
-def _exp_ints(exp: Experiment, p: ResolvedParams) -> list[int]:
-    v = {"seed": exp.seed, "cc": p.cc, "spray": int(p.lb_spray), "pfc": int(p.pfc), "ecn": int(p.ecn),
+def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: int = -1) -> list[int]:
+    n_port = int(np.asarray(exp.topology.node_port_offset)[-1])
+    v = {"mon_ps": exp.queue_monitor_ps, "mon_cap": exp.monitor_max_samples, "mon_nport": n_port,
+         "mon_qlo": mon_qlo, "mon_wlo": mon_wlo,
+         "seed": exp.seed, "cc": p.cc, "spray": int(p.lb_spray), "pfc": int(p.pfc), "ecn": int(p.ecn),
          "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
@@ -99,6 +103,15 @@ def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):
     return ring_lo, pool_lo, n_slot, n_int_slots
 
 
+def monitor_rows(exp: Experiment) -> tuple[int, int]:
+    """Rows of the queue-monitor and link-monitor tables the experiment needs (0 when off):
+    its ports times the sample cap each."""
+    if exp.queue_monitor_ps <= 0:
+        return 0, 0
+    rows = int(np.asarray(exp.topology.node_port_offset)[-1]) * int(exp.monitor_max_samples)
+    return rows, rows if exp.link_monitor else 0
+
+
 def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Stable CSR of `values` grouped by `groups` (offsets length n_groups + 1)."""
     order = np.argsort(groups, kind="stable")
@@ -112,7 +125,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
     spans = []
     node_base = port_base = task_base = route_base = nh_base = heap_base = list_base = 0
-    pred_base = succ_base = 0
+    pred_base = succ_base = monq_base = monw_base = 0
     slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
 
     for exp in experiments:
@@ -129,7 +142,10 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         add("exp_port_lo", [port_base])
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
         add("exp_window_ps", [p.window_ps]); add("exp_limit_ps", [exp.time_limit_ps])
-        add("exp_i", _exp_ints(exp, p)); add("exp_d", _exp_doubles(p))
+        mq, mw = monitor_rows(exp)
+        add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1))
+        add("exp_d", _exp_doubles(p))
+        monq_base += mq; monw_base += mw
         add("exp_T_ps", [0]); add("exp_iter", [0]); add("exp_status", [0])
         # ---- ports
         rate = np.asarray(topo.port_rate_bps, np.int64)
@@ -228,7 +244,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
 
     counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
-              "n_heap": heap_base, "n_list": list_base}
+              "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
     parts["port_ring_lo"] = ring_lo
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
@@ -303,7 +319,7 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
 # The state columns that extract_results reads: all a backend must copy back after a run.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
                   "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_wire_bytes",
-                  "port_paused")
+                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "port_qbytes")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
@@ -327,6 +343,10 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             end = int(exp.time_limit_ps)
         elif status == "stuck":
             end = int(c["node_event_ps"][n0:n1].max(initial=0))
+        if status == "timeout":
+            # task_start_ps marks a scheduled task with its ready time: one due after the last
+            # window simulated never started
+            start = np.where(start >= int(c["exp_T_ps"][i]) + int(c["exp_window_ps"][i]), -1, start)
         diag = ""
         if status != "done":
             diag = _diagnostic(batch, i, status)
@@ -337,8 +357,28 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
             port_tx_bytes=c["port_wire_bytes"][p0:p1].copy(),
-            diagnostic=diag))
+            diagnostic=diag, **_monitors(batch, i, end)))
     return out
+
+
+def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
+    """The monitor fields of experiment i's result: samples as [port, sample] arrays (copies)."""
+    exp = batch.experiments[i]
+    if exp.queue_monitor_ps <= 0:
+        return {}
+    c = batch.cols
+    ei = c["exp_i"].reshape(-1, schema.NEXP_I)[i]
+    n = min(int(c["exp_mon_k"][i]), int(exp.monitor_max_samples))     # recorded by the nodes
+    npt = int(ei[EI.index("mon_nport")])
+    p0, p1 = batch.spans[i][2:4]
+
+    def table(name: str, lo: int) -> np.ndarray:
+        return c[name][lo:lo + n * npt].reshape(n, npt).T
+
+    qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
+    final_q = c["port_qbytes"].reshape(-1, 2)[p0:p1, 1]                 # the data queues
+    return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
+                          table("mon_w", wlo) if wlo >= 0 else None, final_q, c["port_wire_bytes"][p0:p1])
 
 
 def _diagnostic(batch: Batch, i: int, status: str) -> str:

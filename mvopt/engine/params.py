@@ -64,6 +64,10 @@ class Experiment:
     seed: int = 1
     time_limit_ps: int = 10 * 10**12
     name: str = "experiment"
+    # Monitors (docs/engine.md, "Monitors"): off by default, and then they cost nothing.
+    queue_monitor_ps: int = 0       # sample every port's data queue at every multiple of this (0 = off)
+    link_monitor: bool = False      # also sample every port's transmitted bytes (needs queue_monitor_ps)
+    monitor_max_samples: int = 1000  # samples stored per port and monitor; later ones are only counted
 
     @cached_property
     def params(self) -> "ResolvedParams":
@@ -155,6 +159,13 @@ def resolve(exp: Experiment) -> ResolvedParams:
     topo, net, tasks = exp.topology, exp.network, exp.tasks
     n_host = int(topo.n_host)
     tasks.validate(n_host)
+    if exp.queue_monitor_ps < 0:
+        raise ConfigError("simulation.queue_monitor_ns", "must be >= 0", exp.queue_monitor_ps / 1000)
+    if exp.link_monitor and exp.queue_monitor_ps == 0:
+        raise ConfigError("simulation.link_monitor", "needs simulation.queue_monitor_ns > 0 (the link monitor "
+                          "samples at that period)", True)
+    if exp.monitor_max_samples < 1:
+        raise ConfigError("simulation.monitor_max_samples", "must be > 0", exp.monitor_max_samples)
     delays = np.asarray(topo.port_delay_ps, np.int64)
     if delays.size == 0 or delays.min() <= 0:
         raise ConfigError("cluster.link_delay_ns", "must be > 0 on every link (the engine's window "

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, ring_capacity
+from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, monitor_rows, ring_capacity
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
@@ -77,7 +77,8 @@ def _int_list(spec: str, arg: str) -> list[int]:
 
 def experiment_counts(exp: Experiment) -> dict[str, int]:
     """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds;
-    n_int is the INT slots it needs: its packet slots if it uses HPCC, else 0)."""
+    n_int is the INT slots it needs: its packet slots if it uses HPCC, else 0; n_monq / n_monw the
+    rows of its monitor tables, 0 when its monitors are off)."""
     topo, g, p = exp.topology, exp.tasks, exp.params
     nh, nn = int(topo.n_host), int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
@@ -91,14 +92,15 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
             "n_nh": int(np.asarray(topo.nhset_offset)[-1]), "n_slot": n_slot,
             "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0,
-            "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size)}
+            "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
+            "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
 
 
 def batch_bytes(counts: dict[str, int]) -> int:
     """Bytes of a batch with these (summed) counts: every column plus the scratch packet slots."""
     total = 0
     for col in schema.COLUMNS:
-        n = max(1, int(counts[col.length])) if col.length == "n_int" else int(counts[col.length])
+        n = max(1, int(counts[col.length])) if col.length in schema.MIN_ONE_COUNTS else int(counts[col.length])
         total += n * col.mult * schema.numpy_dtype(col).itemsize
     return total
 

@@ -4,7 +4,9 @@ It implements docs/engine.md literally, one experiment at a time, with a global 
 keyed ``(time, node, category, k1, k2)``:
 
 * categories at one node and time, in order: packet arrivals (``k1`` = the receiving node's own
-  port on that link), task events (``k1`` = task id; ``k2`` 0 = ready, 1 = delay finished), flow
+  port on that link), task events (``k1`` = task id; ``k2`` 0 = ready, 1 = delay finished, 2 = a
+  remote completion's notification, which does nothing but is pending until then, as in the
+  engine, where it holds idle skipping back to ``finish + W``), flow
   timers (``k1`` = flow id; ``k2`` = DCQCN alpha, decrease, increase, then RTO), transmissions
   (``k1`` = port id). Nodes interact only through packets that take at least one link delay, so
   this per-node order is the whole ordering contract.
@@ -49,6 +51,10 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
 * Counters: ACK/NACK/PFC count in ``control_packets_sent`` when the originator puts them on
   the wire; ``nacks_sent`` when the receiver generates one; ``packet_hops`` at every
   transmission start. Switch packet slots are shared by data and control packets.
+* Monitors (docs/engine.md): sample ``k`` at ``k * I`` is recorded before the first event at or
+  after that time, over every port at once (nodes are independent, so this equals each node
+  recording its own), and at each window end for every sample due by ``T + W``; the result
+  keeps those up to ``end_ps`` (``results.monitor_fields``).
 * Stuck: nothing pending except DCQCN timers (they cannot unblock anything). ``end_ps`` is the
   completion time (last task finish or last ACK) when done, the last event processed when
   stuck, ``time_limit_ps`` on timeout (windows starting at or before the limit are processed).
@@ -67,14 +73,14 @@ import numpy as np
 
 from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, TAG_ECMP, TAG_ECN, TAG_SPRAY, Experiment,
                                  ResolvedParams, hash64, ser_ps, uniform01)
-from mvopt.engine.results import COUNTERS, ExperimentResult
+from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import FLOW
 
 __all__ = ["simulate_reference", "simulate_reference_many"]
 
 # Event categories: their order at one node and one time.
 ARRIVAL, TASK, TIMER, TRANSMIT = 0, 1, 2, 3
-TASK_READY, TASK_DELAY_DONE = 0, 1
+TASK_READY, TASK_DELAY_DONE, TASK_NOTIFY = 0, 1, 2
 # Flow timers, in their order within one flow at one time.
 T_ALPHA, T_DECREASE, T_INCREASE, T_RTO = 0, 1, 2, 3
 # Packet kinds.
@@ -148,6 +154,7 @@ class Port:
         self.wake = Slot()
         self.dequeues = 0            # data packets dequeued so far (ECN hash counter)
         self.tx_bytes = 0
+        self.wire_bytes = 0          # every byte put on the wire (incl. PFC frames)
 
     @property
     def pfc_pending(self) -> bool:
@@ -541,6 +548,22 @@ class ReferenceSimulator:
         self.live = 0
         self.now = 0
         self.last_event = 0
+        # monitors: sample k at k * interval, recorded before the first event at or after it
+        self.mon_ps = int(exp.queue_monitor_ps)
+        self.mon_cap = int(exp.monitor_max_samples)
+        self.mon_next: Optional[int] = 0 if self.mon_ps > 0 else None
+        self.queue_samples: list[list[int]] = []        # per sample: every port's data bytes
+        self.link_samples: list[list[int]] = []         # per sample: every port's wire bytes
+
+    # -------------------------------------------------------------- monitors
+
+    def _sample_until(self, t: int) -> None:
+        """Record every sample due at or before ``t``: the state after every event before it."""
+        while self.mon_next is not None and self.mon_next <= t:
+            self.queue_samples.append([p.data_bytes for p in self.ports])
+            if self.exp.link_monitor:
+                self.link_samples.append([p.wire_bytes for p in self.ports])
+            self.mon_next = self.mon_next + self.mon_ps if len(self.queue_samples) < self.mon_cap else None
 
     # -------------------------------------------------------------- scheduling
 
@@ -579,7 +602,9 @@ class ReferenceSimulator:
             slot.due = None
         if slot is None or slot.live:
             self.live -= 1
-        self.now = self.last_event = time
+        self.now = time
+        if action is not self._notified:      # a notification is no event of its node (stuck: end_ps)
+            self.last_event = time
         action(*args)
         self._refresh_ports(node)
 
@@ -599,7 +624,9 @@ class ReferenceSimulator:
             windows += 1
             end = T + self.W
             while self.heap and self.heap[0][0] < end:
+                self._sample_until(self.heap[0][0])
                 self._pop_and_run()
+            self._sample_until(end)
             if self.tasks_left == 0 and self.flows_unacked == 0:
                 status = "done"
                 break
@@ -635,12 +662,20 @@ class ReferenceSimulator:
         self.task_finish[t] = self.now
         self.tasks_left -= 1
         where = int(self.tasks.finish_node[t])
+        remote = False
         for s in self.successors[t]:
             notify = 0 if int(self.tasks.start_node[s]) == where else self.W
+            remote |= notify > 0
             self.ready_bound[s] = max(self.ready_bound[s], self.now + notify)
             self.preds_left[s] -= 1
             if self.preds_left[s] == 0:
                 self._schedule_ready(s)
+        if remote:   # the notification is pending until then, whether or not a successor gets ready
+            self.push(self.now + self.W, where, TASK, t, TASK_NOTIFY, self._notified)
+
+    def _notified(self) -> None:
+        """A remote completion reaches its successors' hosts (nothing to do: their ready events
+        are scheduled once every predecessor finished)."""
 
     # -------------------------------------------------------------- congestion control and timers
 
@@ -718,6 +753,7 @@ class ReferenceSimulator:
     def _send(self, port: Port, pkt: Packet) -> None:
         ser = ser_ps(pkt.wire_bytes, port.rate_bps)
         port.free_at = self.now + ser
+        port.wire_bytes += pkt.wire_bytes
         self.counters["packet_hops"] += 1
         peer = self.ports[port.peer_port]
         self.push(self.now + ser + port.delay_ps, port.peer_node, ARRIVAL, peer.id, 0, self._arrival, peer, pkt)
@@ -895,16 +931,28 @@ class ReferenceSimulator:
         else:
             end = self.exp.time_limit_ps
         in_net_pkts, in_net_bytes = self._in_network()
+        monitors: dict = {}
+        if self.mon_ps > 0:
+            n_port = len(self.ports)
+
+            def table(rows: list[list[int]]) -> np.ndarray:
+                return np.array(rows, np.int64).reshape(len(rows), n_port).T
+
+            wire = np.array([p.wire_bytes for p in self.ports], np.int64)
+            monitors = monitor_fields(self.mon_ps, self.mon_cap, int(end), table(self.queue_samples),
+                                      table(self.link_samples) if self.exp.link_monitor else None,
+                                      np.array([p.data_bytes for p in self.ports], np.int64), wire)
         return ExperimentResult(
             name=self.exp.name, status=status, end_ps=int(end), makespan_ps=makespan,
             task_start_ps=self.task_start.copy(), task_finish_ps=self.task_finish.copy(),
             flow_ids=flow_ids, flow_fct_ps=fct, flow_standalone_ps=self.p.flow_standalone_ps[flow_ids].copy(),
             counters=dict(self.counters),
             port_max_queue_bytes=np.array([p.max_data_bytes for p in self.ports], np.int64),
+            port_tx_bytes=np.array([p.wire_bytes for p in self.ports], np.int64),
             windows=windows, diagnostic="" if status == "done" else self._diagnostic(),
             extra={"data_packets_in_network": in_net_pkts, "data_bytes_in_network": in_net_bytes,
                    "out_of_order_bytes": self.out_of_order_bytes},
-        )
+            **monitors)
 
 
 def simulate_reference(exp: Experiment) -> ExperimentResult:

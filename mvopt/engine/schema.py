@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "MAX_INT_HOPS",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -35,7 +35,10 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("bytes", "
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_slot", "n_int", "n_heap", "n_list")
+          "n_slot", "n_int", "n_heap", "n_list", "n_monq", "n_monw")
+# Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
+# column has a valid address): INT records and the monitor tables.
+MIN_ONE_COUNTS = ("n_int", "n_monq", "n_monw")
 SCALARS = COUNTS + ("has_int",)
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -71,6 +74,9 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_T_ps", "i64", "n_exp", "state [advance]: window start (the experiment's clock)"),
     _c("exp_iter", "i64", "n_exp", "state [advance]: windows simulated; its parity selects ring buffers"),
     _c("exp_status", "i32", "n_exp", "state [advance]: 0 running, 1 done, 2 stuck, 3 timeout, 4 error"),
+    _c("exp_mon_k", "i64", "n_exp", "state [advance]: monitor samples due after the windows simulated, "
+       "floor((T + W) / interval) + 1 (0 before the first window or with monitors off); the nodes "
+       "record sample k (time k * interval) if k < the experiment's cap (EI_MON_*)"),
     # ---- nodes -------------------------------------------------------------------------------
     _c("node_exp", "i32", "n_node", "experiment of the node"),
     _c("node_order", "i32", "n_node", "processing order of the network phase on the GPU: hosts, then "
@@ -185,6 +191,11 @@ COLUMNS: tuple[Column, ...] = (
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (task ids), in activation order"),
+    # ---- monitors (docs/engine.md, "Monitors"; one row when no experiment of the batch uses them)
+    _c("mon_q", "i64", "n_monq", "state [node]: queue monitor: data bytes queued at port j of an experiment "
+       "at sample k, at EI_MON_QLO + k * EI_MON_NPORT + j (k < EI_MON_CAP)"),
+    _c("mon_w", "i64", "n_monw", "state [node]: link monitor: bytes port j has put on the wire before "
+       "sample k (port_wire_bytes), at EI_MON_WLO + k * EI_MON_NPORT + j"),
 )
 
 

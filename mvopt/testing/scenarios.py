@@ -163,11 +163,14 @@ def network(**overrides: Any) -> NetworkConfig:
 
 
 def experiment(topology: Any, tasks: TaskGraph | TaskGraphBuilder, *, seed: int = 1,
-               time_limit_ps: int = 10 * 10**12, name: str = "scenario", **net: Any) -> Experiment:
-    """An Experiment on ``topology`` running ``tasks`` with ``network`` overrides ``net``."""
+               time_limit_ps: int = 10 * 10**12, name: str = "scenario", queue_monitor_ps: int = 0,
+               link_monitor: bool = False, monitor_max_samples: int = 1000, **net: Any) -> Experiment:
+    """An Experiment on ``topology`` running ``tasks`` with ``network`` overrides ``net`` (and the
+    monitors of docs/engine.md when ``queue_monitor_ps`` > 0)."""
     graph = tasks.build() if isinstance(tasks, TaskGraphBuilder) else tasks
     return Experiment(topology=topology, network=network(**net), tasks=graph, seed=seed,
-                      time_limit_ps=time_limit_ps, name=name)
+                      time_limit_ps=time_limit_ps, name=name, queue_monitor_ps=queue_monitor_ps,
+                      link_monitor=link_monitor, monitor_max_samples=monitor_max_samples)
 
 
 def incast(n_senders: int, size_bytes: int, *, rate_gbps: float = 100, delay_ns: float = 1000,

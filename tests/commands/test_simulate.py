@@ -72,6 +72,24 @@ def test_scenario_json_batch(tmp_path, capsys):
     assert e1["makespan_s"] == e1["makespan_ps"] / 1e12 and set(e1["fct_ps"]) == {"p50", "p90", "p99", "max"}
 
 
+def test_monitors_in_json_and_text(tmp_path, capsys):
+    """simulation.queue_monitor_ns / link_monitor: every sample in --json, a summary in text."""
+    text = SCENARIO + "simulation: {queue_monitor_ns: 500, link_monitor: true, monitor_max_samples: 8}\n"
+    path = _write(tmp_path, "m.yaml", text)
+    assert mvopt([path, "--json"]) == 0
+    e, = json.loads(capsys.readouterr().out)["experiments"]
+    m = e["monitors"]
+    n_port = len(m["ports"]["node"])
+    assert m["interval_ps"] == 500_000 and m["samples"] == 8 and m["samples_dropped"] > 0
+    assert len(m["queue_bytes"]) == len(m["link_tx_bytes"]) == n_port and len(m["queue_bytes"][0]) == 8
+    assert m["link_tx_bytes"][0][1] > 0 and m["link_tx_bytes"][0][0] == 0    # host 0 sends from t = 0
+    assert mvopt([path]) == 0
+    out = capsys.readouterr().out
+    assert "monitors      every 500 ns, 8 samples per port" in out and "busiest port" in out
+    assert mvopt([_write(tmp_path, "s.yaml", SCENARIO), "--json"]) == 0
+    assert "monitors" not in json.loads(capsys.readouterr().out)["experiments"][0]
+
+
 def test_timeout_prints_diagnostic_and_exits_3(tmp_path, capsys):
     path = _write(tmp_path, "s.yaml", SCENARIO + "simulation: {time_limit_ms: 0.001}\n")
     assert mvopt([path]) == cmd.EXIT_UNFINISHED == 3

@@ -326,8 +326,21 @@ def experiments(draw: st.DrawFn, max_tasks: int = 6, max_bytes: int = 200_000,
     topo = topology(name)
     g = draw(task_graphs(int(topo.n_host), max_tasks, max_bytes, burst_bytes))
     limit = draw(st.sampled_from([10**10] * 4 + [30 * D, 7 * D]))
-    return sc.experiment(topo, g, seed=draw(st.integers(0, 2**63 - 1)), time_limit_ps=limit,
-                         name=name, **draw(networks()))
+    exp = sc.experiment(topo, g, seed=draw(st.integers(0, 2**63 - 1)), time_limit_ps=limit,
+                        name=name, **draw(networks()))
+    return dataclasses.replace(exp, **draw(monitors()))
+
+
+@st.composite
+def monitors(draw: st.DrawFn) -> dict:
+    """Monitor settings of an Experiment: off half of the time; else a sampling period from 1 ps
+    to several windows (some equal to event spacings: a full packet, a link delay), the link
+    monitor or not, and a cap from 1 sample to more than most experiments need."""
+    if draw(st.booleans()):
+        return {}
+    period = draw(st.sampled_from([D // 3, 250_000, 50_000, T, D, 7_777, 1]) | st.integers(1_000, 5 * D))
+    return {"queue_monitor_ps": period, "link_monitor": draw(st.booleans()),
+            "monitor_max_samples": draw(st.sampled_from([1000, 1000, 1000, 100, 7, 1]))}
 
 
 # ------------------------------------------------------------------------------------ 2. engine == reference
@@ -336,13 +349,20 @@ def differences(r: ExperimentResult, ref: ExperimentResult) -> list[str]:
     """What differs between two results (everything ``same_as`` compares), for messages."""
     out = [f"{f}: {getattr(r, f)!r} vs {getattr(ref, f)!r}" for f in ("status", "end_ps", "makespan_ps")
            if getattr(r, f) != getattr(ref, f)]
-    for f in ("task_start_ps", "task_finish_ps", "flow_fct_ps", "port_max_queue_bytes"):
+    out += [f"{f}: {getattr(r, f)!r} vs {getattr(ref, f)!r}" for f in ("monitor_interval_ps", "monitor_samples_dropped")
+            if getattr(r, f) != getattr(ref, f)]
+    for f in ("task_start_ps", "task_finish_ps", "flow_fct_ps", "port_max_queue_bytes", "port_tx_bytes",
+              "queue_samples", "link_tx_samples"):
         a, b = getattr(r, f), getattr(ref, f)
-        if a.shape != b.shape:
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                out.append(f"{f}: {'absent' if a is None else 'present'} vs {'absent' if b is None else 'present'}")
+        elif a.shape != b.shape:
             out.append(f"{f}: shapes {a.shape} vs {b.shape}")
         elif not np.array_equal(a, b):
-            i = np.nonzero(a != b)[0][:5]
-            out.append(f"{f}[{i.tolist()}]: {a[i].tolist()} vs {b[i].tolist()}")
+            i = np.argwhere(a != b)[:5]
+            idx = tuple(i.T)
+            out.append(f"{f}[{i.tolist()}]: {a[idx].tolist()} vs {b[idx].tolist()}")
     out += [f"{k}: {r.counters[k]} vs {ref.counters.get(k)}" for k in r.counters if r.counters[k] != ref.counters.get(k)]
     return out
 
@@ -350,6 +370,7 @@ def differences(r: ExperimentResult, ref: ExperimentResult) -> list[str]:
 def assert_matches_reference(r: ExperimentResult, exp: Experiment, ref: ExperimentResult | None = None) -> None:
     ref = ref if ref is not None else simulate_reference(exp)
     assert r.same_as(ref), f"{exp.name}: engine vs reference: " + "; ".join(differences(r, ref))
+    assert r.windows == ref.windows, f"{exp.name}: {r.windows} windows vs {ref.windows} in the reference"
     c = r.counters
     in_network = (c["data_packets_sent"] - c["data_packets_delivered"] - c["data_packets_dropped"]
                   - c["out_of_order_packets"])
@@ -373,7 +394,8 @@ def test_many_random_experiments_match_the_reference(backend, exp) -> None:
 
 @pytest.mark.parametrize("name", sorted(TOPOLOGIES))
 def test_every_topology_matches_the_reference(backend, name: str) -> None:
-    """A permutation plus an incast on each topology; CC, LB, PFC and buffer vary with it."""
+    """A permutation plus an incast on each topology; CC, LB, PFC and buffer vary with it; the
+    queue monitor (and every other time the link monitor) samples it."""
     k = sorted(TOPOLOGIES).index(name)
     topo = topology(name)
     n = int(topo.n_host)
@@ -384,8 +406,11 @@ def test_every_topology_matches_the_reference(backend, name: str) -> None:
         g.flow(h, 0, 50_000, start_ps=2 * D)
     exp = sc.experiment(topo, g, name=name, seed=k, cc=["none", "dcqcn", "hpcc", "dctcp"][k % 4],
                         lb=["ecmp", "spray"][k // 4 % 2], pfc={"enabled": k % 3 != 2},
-                        buffer_mb=[0.1, 0.3, 1.0][k % 3], time_limit_ps=10**10)
-    assert_matches_reference(run1(backend, exp), exp)
+                        buffer_mb=[0.1, 0.3, 1.0][k % 3], time_limit_ps=10**10,
+                        queue_monitor_ps=[100_000, T, 333_333][k % 3], link_monitor=k % 2 == 0)
+    r = run1(backend, exp)
+    assert r.queue_samples.max() > 0 or name == "line"     # (two hosts: the queues stay short)
+    assert_matches_reference(r, exp)
 
 
 def test_stand_in_topologies_compile_faithfully() -> None:
@@ -527,6 +552,7 @@ def check_invariants(exp: Experiment, r: ExperimentResult) -> None:
         assert c["ecn_marks"] == 0
     assert (r.port_max_queue_bytes <= queue_bound(exp)).all()
     assert r.windows >= 1
+    check_monitors(exp, r)
     if r.status != "done":
         assert (r.flow_fct_ps == -1).any() or (r.task_finish_ps == -1).any()
         return
@@ -554,6 +580,29 @@ def check_invariants(exp: Experiment, r: ExperimentResult) -> None:
         ideal = ideal_fct(exp.topology, p, int(f), int(g.src[f]), int(g.dst[f]), int(g.size_bytes[f]))
         assert r.flow_fct_ps[k] >= ideal, f"flow {f}"
         assert r.task_finish_ps[f] - r.task_start_ps[f] < r.flow_fct_ps[k]
+
+
+def check_monitors(exp: Experiment, r: ExperimentResult) -> None:
+    """Monitor samples: absent when off; else at most the cap per port, sampled queues within the
+    maximum queue, hosts' queues empty, transmitted bytes growing up to the port's total."""
+    if exp.queue_monitor_ps == 0:
+        assert r.queue_samples is None and r.link_tx_samples is None
+        assert r.monitor_interval_ps == r.monitor_samples_dropped == 0
+        return
+    q, n_host = r.queue_samples, int(exp.topology.n_host)
+    n_port = len(r.port_max_queue_bytes)
+    assert r.monitor_interval_ps == exp.queue_monitor_ps
+    assert q.shape[0] == n_port and 1 <= q.shape[1] <= exp.monitor_max_samples
+    assert r.monitor_samples_dropped >= 0 and (r.monitor_samples_dropped == 0 or q.shape[1] == exp.monitor_max_samples)
+    assert q.shape[1] + r.monitor_samples_dropped == r.end_ps // exp.queue_monitor_ps + 1   # 0 .. end_ps
+    assert (q[:, 0] == 0).all() and (q >= 0).all() and (q <= r.port_max_queue_bytes[:, None]).all()
+    assert (q[np.asarray(exp.topology.port_node) < n_host] == 0).all()     # hosts have no data queue
+    w = r.link_tx_samples
+    if not exp.link_monitor:
+        assert w is None
+        return
+    assert w.shape == q.shape and (w[:, 0] == 0).all()
+    assert (np.diff(w, axis=1) >= 0).all() and (w[:, -1] <= r.port_tx_bytes).all()
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -602,12 +651,13 @@ def batch_mix() -> list[Experiment]:
     timeout = TaskGraphBuilder()
     timeout.flow(0, 15, 500_000)
     return [sc.experiment(ft, perm, name="perm-dcqcn-spray", cc="dcqcn", lb="spray", seed=7),
-            sc.experiment(ls, inc, name="incast-hpcc", cc="hpcc", buffer_mb=0.2),
+            sc.experiment(ls, inc, name="incast-hpcc", cc="hpcc", buffer_mb=0.2, queue_monitor_ps=T,
+                          link_monitor=True, monitor_max_samples=300),
             sc.experiment(compiled(sc.star(4)), lossy, name="lossy-dctcp", cc="dctcp",
                           pfc={"enabled": False}, buffer_mb=0.05, rto_us=50.0),
             sc.experiment(topology("torus"), deps, name="deps-none", cc="none"),
             dataclasses.replace(ring_deadlock(), name="deadlock"),
-            sc.experiment(ft, timeout, name="timeout", cc="dcqcn", time_limit_ps=10 * D)]
+            sc.experiment(ft, timeout, name="timeout", cc="dcqcn", time_limit_ps=10 * D, queue_monitor_ps=D // 4)]
 
 
 def same_everything(a: ExperimentResult, b: ExperimentResult) -> bool:
@@ -864,3 +914,150 @@ def test_bad_tasks_raise_config_errors_naming_the_task(backend, build, task: int
     with pytest.raises(ConfigError) as err:
         run(backend, sc.experiment(fat_tree(), g, cc="none"))
     assert f"tasks[{task}]" in str(err.value)
+
+
+# ------------------------------------------------------------------------------------ 6. monitors
+
+
+def port_between(topo, a: int, b: int) -> int:
+    """The port of node ``a`` on its link to node ``b``."""
+    return int(np.nonzero((np.asarray(topo.port_node) == a) & (np.asarray(topo.port_peer_node) == b))[0][0])
+
+
+def test_a_lone_flow_through_an_idle_switch_never_queues(backend) -> None:
+    """One flow over a star's switch, sampled every T (one full packet): each packet reaches the
+    switch as its egress port becomes free and leaves at once, so the queue is empty at every
+    sample (sample k = the state after every event before k T), although port_max_queue_bytes
+    saw each packet between its enqueue and its dequeue at the same instant. The sender starts
+    packet i at i T, so by k T it has put min(k, n) packets on the wire (a packet starting at
+    k T is not counted yet); the switch starts packet i at (i + 1) T + D."""
+    n = 40
+    topo = compiled(sc.star(2))
+    exp = flows(topo, [(0, 1)], n * PAYLOAD, queue_monitor_ps=T, link_monitor=True)
+    r = run1(backend, exp)
+    assert r.status == "done", r.diagnostic
+    assert_matches_reference(r, exp)
+    q, w = r.queue_samples, r.link_tx_samples
+    egress = port_between(topo, 2, 1)
+    assert (q == 0).all() and r.port_max_queue_bytes[egress] == PAYLOAD + HEADER
+    assert q.shape == (4, r.end_ps // T + 1) and r.monitor_samples_dropped == 0    # samples from 0 to end_ps
+    k = np.arange(q.shape[1])
+    assert w[port_between(topo, 0, 2)].tolist() == (np.minimum(k, n) * (PAYLOAD + HEADER)).tolist()
+    started = np.clip(-((T + D - k * T) // T), 0, n)          # #{i < n: (i + 1) T + D < k T}
+    assert w[egress].tolist() == (started * (PAYLOAD + HEADER)).tolist()
+    assert (w[:, -1] == r.port_tx_bytes).all()
+
+
+def monitored_incast(senders: int = 4, n: int = 20, **mon) -> Experiment:
+    """``senders`` hosts of a star send n packets each to host 0, links of D = 12 T, sampled every
+    T: samples fall exactly on the switch's arrival and transmission times."""
+    topo = compiled(sc.star(senders + 1, delay_ns=12 * T / 1000))
+    return flows(topo, [(s, 0) for s in range(1, senders + 1)], n * PAYLOAD,
+                 **{"queue_monitor_ps": T, "link_monitor": True, **mon})
+
+
+def test_incast_queue_samples_in_closed_form(backend) -> None:
+    """4 senders start packet j at j T; it reaches the switch at a_j = (j + 1) T + D. The egress
+    to host 0 starts a packet at a_0 + i T for i < 4n (it never idles: 4 arrive per T, one
+    leaves). Sample k at s = k T counts the arrivals and starts before s only, so at s = a_j the
+    4 packets arriving then are not in it yet: queue(s) = (4 #{j < n: a_j < s} - #{i < 4n:
+    a_0 + i T < s}) x 1048 B, 3 m packets at s = a_m. port_max_queue_bytes is larger: right after
+    the last 4 arrivals, before the dequeue at the same instant (3 (n - 1) + 4 packets)."""
+    senders, n = 4, 20
+    exp = monitored_incast(senders, n)
+    d = int(exp.topology.port_delay_ps[0])
+    assert d == 12 * T
+    r = run1(backend, exp)
+    assert r.status == "done", r.diagnostic
+    assert_matches_reference(r, exp)
+    egress = port_between(exp.topology, senders + 1, 0)
+    s = np.arange(r.queue_samples.shape[1]) * T
+    arrived = senders * np.clip(-((d - s) // T) - 1, 0, n)
+    started = np.clip(-((T + d - s) // T), 0, senders * n)
+    assert r.queue_samples[egress].tolist() == ((arrived - started) * (PAYLOAD + HEADER)).tolist()
+    assert r.queue_samples[egress, 13 + n] == 3 * n * (PAYLOAD + HEADER) == r.queue_samples.max()
+    assert r.port_max_queue_bytes[egress] == (3 * (n - 1) + 4) * (PAYLOAD + HEADER)
+    assert r.link_tx_samples[egress].tolist() == (started * (PAYLOAD + HEADER)).tolist()
+
+
+def test_the_monitor_cap_keeps_the_first_samples_and_counts_the_rest(backend) -> None:
+    full = monitored_incast()
+    capped = dataclasses.replace(full, monitor_max_samples=25)
+    one = dataclasses.replace(full, monitor_max_samples=1, link_monitor=False)
+    rf, rc, r1 = run(backend, full, capped, one)
+    total = rf.queue_samples.shape[1]
+    assert rf.monitor_samples_dropped == 0 and total > 25
+    assert rc.queue_samples.shape == rc.link_tx_samples.shape == (len(rf.port_max_queue_bytes), 25)
+    assert rc.monitor_samples_dropped == total - 25 and r1.monitor_samples_dropped == total - 1
+    assert np.array_equal(rc.queue_samples, rf.queue_samples[:, :25])
+    assert np.array_equal(rc.link_tx_samples, rf.link_tx_samples[:, :25])
+    assert (r1.queue_samples == 0).all() and r1.queue_samples.shape[1] == 1 and r1.link_tx_samples is None
+    for r, exp in ((rc, capped), (r1, one)):
+        assert_matches_reference(r, exp)
+        assert without_monitors(r).same_as(without_monitors(rf)) and r.windows == rf.windows
+
+
+def without_monitors(r: ExperimentResult) -> ExperimentResult:
+    return dataclasses.replace(r, monitor_interval_ps=0, queue_samples=None, link_tx_samples=None,
+                               monitor_samples_dropped=0)
+
+
+def test_monitors_off_cost_no_memory_and_change_nothing(backend) -> None:
+    """Off (the default): each monitor table is one unused row and results are those of a
+    monitored run without its samples. On: ports x cap rows per monitor, as the planner expects."""
+    from mvopt.engine.batch import build_batch
+    from mvopt.engine.plan import batch_bytes, experiment_counts
+
+    off = [dataclasses.replace(e, queue_monitor_ps=0, link_monitor=False) for e in batch_mix()]
+    on = [dataclasses.replace(e, queue_monitor_ps=D // 3, link_monitor=True, monitor_max_samples=50) for e in off]
+    queue_only = [dataclasses.replace(e, link_monitor=False) for e in on]
+    b_off, b_on, b_q = build_batch(off), build_batch(on), build_batch(queue_only)
+    assert b_off.cols["mon_q"].size == b_off.cols["mon_w"].size == 1
+    rows = b_off.counts["n_port"] * 50
+    assert b_on.nbytes - b_off.nbytes == 2 * (rows - 1) * 8 and b_q.nbytes - b_off.nbytes == (rows - 1) * 8
+    for exps, b in ((off, b_off), (on, b_on), (queue_only, b_q)):
+        counts = [experiment_counts(e) for e in exps]
+        assert batch_bytes({k: sum(c[k] for c in counts) for k in counts[0]}) == b.nbytes
+    r_off, r_on, r_q = run(backend, *off), run(backend, *on), run(backend, *queue_only)
+    for a, b, c in zip(r_off, r_on, r_q):
+        assert a.queue_samples is None and a.link_tx_samples is None and a.monitor_interval_ps == 0
+        assert b.queue_samples is not None and np.array_equal(b.queue_samples, c.queue_samples)
+        assert c.link_tx_samples is None
+        for x in (b, c):
+            assert without_monitors(x).same_as(a) and x.windows == a.windows and x.diagnostic == a.diagnostic
+
+
+def test_link_monitor_needs_a_sampling_period() -> None:
+    exp = dataclasses.replace(flows(compiled(sc.star(2)), [(0, 1)], 1000), link_monitor=True)
+    with pytest.raises(ConfigError, match="simulation.link_monitor: needs simulation.queue_monitor_ns > 0"):
+        exp.params
+
+
+def test_samples_after_the_last_window_of_a_timeout_are_the_final_state(backend) -> None:
+    """A 1-byte flow and a delay task that ends at 50 us, past the 20 us limit: idle skipping
+    jumps from the window that ends after the flow's last ACK past the limit, so the engine's
+    windows end long before it. The result still holds the samples up to the limit (end_ps):
+    from the last event on they are the final state, as in the reference."""
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 1)
+    g.delay(1, 50 * D)
+    exp = sc.experiment(compiled(sc.line(1)), g, cc="none", time_limit_ps=20 * D, queue_monitor_ps=D // 2,
+                        link_monitor=True)
+    r = run1(backend, exp)
+    assert r.status == "timeout" and r.end_ps == 20 * D
+    assert r.queue_samples.shape[1] == 41 and r.monitor_samples_dropped == 0
+    assert (r.link_tx_samples[:, 10:] == r.port_tx_bytes[:, None]).all() and r.port_tx_bytes.sum() > 0
+    assert_matches_reference(r, exp)
+
+
+def test_a_task_due_after_a_timeout_has_not_started(backend) -> None:
+    """A task scheduled for 50 us in an experiment that times out at 20 us never started: -1, as
+    in the reference (the engine reported its ready time, which task_start_ps holds as the mark
+    of a scheduled task; found while extending the reference comparison to the monitors)."""
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 1)
+    g.delay(1, D, start_ps=50 * D)
+    exp = sc.experiment(compiled(sc.line(1)), g, cc="none", time_limit_ps=20 * D)
+    r = run1(backend, exp)
+    assert r.status == "timeout" and r.task_start_ps.tolist() == [0, -1] and r.task_finish_ps[1] == -1
+    assert_matches_reference(r, exp)

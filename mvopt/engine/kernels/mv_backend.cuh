@@ -4,6 +4,7 @@
 #if defined(MV_BACKEND_CUDA)
   #include <cooperative_groups.h>
   #define MV_DEV __device__ inline
+  #define MV_COLD __device__ __noinline__   // rarely called: kept out of the callers' registers
   #define MV_GLOBAL extern "C" __global__
   // grid-stride loop: every thread of the grid takes rows i, i + stride, ...
   #define MV_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -19,6 +20,7 @@
   #include <stdint.h>
   #include <string.h>
   #define MV_DEV static inline
+  #define MV_COLD static __attribute__((noinline, cold))   // rarely called: kept out of hot loops
   #define MV_GLOBAL extern "C"
   #ifdef _OPENMP
     static int mv_nthreads = 1;   // set per run by mv_run: small batches do not pay for a big team

@@ -16,7 +16,10 @@ enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
 
 // exp_i[e * NEXP_I + k]
 enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
-       EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, EI_DCQCN_CLAMP, EI_COUNT };
+       EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, EI_DCQCN_CLAMP,
+       // monitors: sampling period (ps, 0 = off), samples kept per port, the experiment's ports, and the
+       // first row of its queue / link tables in mon_q / mon_w (-1: that monitor is off)
+       EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO, EI_COUNT };
 // exp_d[e * NEXP_D + k]
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,

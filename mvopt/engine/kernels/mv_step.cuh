@@ -37,6 +37,38 @@ MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
   return m;
 }
 
+// ---- monitors (docs/engine.md, "Monitors") ---------------------------------------------------
+// Sample k is the state at time k * interval after every event before that time: a node records
+// the samples due by an event's time before it processes the event, and those due by the window's
+// end when the window ends. Samples before the window were recorded in earlier windows: the first
+// one left is exp_mon_k (set by the advance phase). MV_INF when monitors are off or the table is
+// full, so that without monitors a window pays one comparison per event.
+MV_DEV int64_t mon_next(const Ctx* c, int64_t e) {
+  int64_t iv = EI(c, e, EI_MON_PS);
+  if (iv <= 0) return MV_INF;
+  int64_t k = c->exp_mon_k[e];
+  return k < EI(c, e, EI_MON_CAP) ? k * iv : MV_INF;
+}
+
+// Record node v's samples due at or before t, starting with the one due at s (a multiple of the
+// interval); returns the time of the next one, MV_INF once the cap is reached. Only v's own ports
+// (rows), so the tables need no synchronisation. Not inlined: the event loops only pay a
+// comparison with the next sample time.
+MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
+  int64_t iv = EI(c, e, EI_MON_PS), cap = EI(c, e, EI_MON_CAP), np = EI(c, e, EI_MON_NPORT);
+  int64_t qlo = EI(c, e, EI_MON_QLO), wlo = EI(c, e, EI_MON_WLO);
+  int64_t lo = c->node_port_lo[v], hi = c->node_port_hi[v], j0 = lo - c->exp_port_lo[e];
+  int64_t k = s / iv;
+  for (; s <= t && k < cap; ++k, s += iv) {
+    int64_t row = k * np + j0 - lo;
+    for (int64_t p = lo; p < hi; ++p) {
+      c->mon_q[qlo + row + p] = c->port_qbytes[p * 2 + Q_DATA];
+      if (wlo >= 0) c->mon_w[wlo + row + p] = c->port_wire_bytes[p];
+    }
+  }
+  return k < cap ? s : MV_INF;
+}
+
 // Ports whose next-event times a switch thread caches (in thread-local arrays) while it works
 // through a window; wider switches take the same decisions by rescanning every port.
 #ifndef MV_CACHE_PORTS
@@ -52,6 +84,7 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   bool cached = n <= MV_CACHE_PORTS;
   int64_t ta_p[MV_CACHE_PORTS], td_p[MV_CACHE_PORTS];
   int8_t what_p[MV_CACHE_PORTS];
+  int64_t ms = mon_next(c, e);   // next monitor sample
   if (cached) {
     for (int64_t k = 0; k < n; ++k) {
       int what;
@@ -73,11 +106,13 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
     if (ta >= te && td >= te) {
+      if (ms <= te) mon_record(c, e, v, ms, te);
       c->node_next_ps[v] = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
       c->node_prog_ps[v] = c->node_next_ps[v];
       return;
     }
     now = ta <= td ? ta : td;
+    if (ms <= now) ms = mon_record(c, e, v, ms, now);
     c->node_event_ps[v] = now;
     int64_t a = -1, b = -1;   // ports whose cached transmission times the event changed
     if (ta <= td) {
@@ -114,6 +149,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t q = c->port_peer[p];
   int64_t notify = MV_INF;
   int64_t now = c->exp_T_ps[e];
+  int64_t ms = mon_next(c, e);   // next monitor sample
   for (;;) {
     int64_t ta = ring_head_t(c, q, par);
     int64_t tt = heap_top_t(c, v);
@@ -123,12 +159,14 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     if (tx < MV_INF && tx < now) tx = now;
     int64_t t = mv_min(mv_min(ta, tt), mv_min(tm, tx));
     if (t >= te) {
+      if (ms <= te) mon_record(c, e, v, ms, te);
       int64_t prog = mv_min(mv_min(mv_min(ta, tt), mv_min(rto, tx)), mv_min(notify, node_sent_min(c, v, par)));
       c->node_prog_ps[v] = prog;
       c->node_next_ps[v] = mv_min(prog, tm);
       return;
     }
     int64_t nt = MV_INF;
+    if (ms <= t) ms = mon_record(c, e, v, ms, t);
     now = t;
     c->node_event_ps[v] = t;
     if (ta == t) {
@@ -174,6 +212,8 @@ MV_DEV void advance_exp(Ctx* c, int64_t e) {
   }
   int64_t w = c->exp_window_ps[e];
   c->exp_iter[e] += 1;
+  int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
+  if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
   if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) { c->exp_status[e] = ST_DONE; return; }
   if (prog >= MV_INF) { c->exp_status[e] = ST_STUCK; return; }
   int64_t t = mv_max(c->exp_T_ps[e] + w, next);
