@@ -102,7 +102,7 @@ def report(command: str) -> str:
     return f"""## Memory model
 
 Model: `mvopt.workload.memory` (model state per the bytes-per-parameter table of `published.yaml`,
-18 B/parameter or 6 + 12/d with the distributed optimizer; Korthikanti activations per layer
+18 B/parameter or 6 + 12/d with the distributed optimizer, 16 B for the fp16 SC21 rows (`mixed_adam`); Korthikanti activations per layer
 times the layers in flight on each pipeline stage; output-layer and recompute transients;
 {DEFAULT_RESERVE_BYTES / GiB:g} GiB reserve). Capacity is the data-sheet size read as GiB.
 

@@ -123,6 +123,9 @@ _REGISTRY: dict[str, Callable[[], Evaluator]] = {
 }
 
 
+_ENGINE_SPECS = ("cpu", "gpu")  # spec heads that mean the simulator with devices/workers: gpu:0,1, cpu:4
+
+
 def register_evaluator(name: str, factory: Callable[[], Evaluator]) -> None:
     """Make ``factory()`` available as ``--backend NAME`` (replaces an existing name)."""
     _REGISTRY[name] = factory
@@ -137,8 +140,11 @@ def make_evaluator(name: str) -> Evaluator:
     """The evaluator registered under ``name``.
 
     ``module:attr`` names are imported on demand (``attr`` is a factory or an Evaluator class),
-    so that worker processes can use evaluators defined outside mvopt (tests do).
+    so that worker processes can use evaluators defined outside mvopt (tests do). The engine's
+    backend specs ``gpu:0,1``, ``cpu:N`` and ``auto`` (mvopt.engine.plan) are the simulator.
     """
+    if name == "auto" or name.partition(":")[0] in _ENGINE_SPECS and ":" in name:
+        return SimulatorEvaluator(name)
     if name not in _REGISTRY and ":" in name:
         module_name, _, attr = name.partition(":")
         try:

@@ -5,10 +5,10 @@ trial with its parameters and attributes, setting each user attribute, setting t
 and telling the values were about 55 ms of SQLite time per trial (measured; docs/optimizer.md),
 a minute per generation of 1,000. A :class:`TrialWriter` takes a whole batch instead:
 
-* :class:`RdbTrialWriter` (SQLite, PostgreSQL, MySQL): one transaction creates every new RUNNING
-  trial of a generation (rows of ``trials``, ``trial_params``, ``trial_user_attributes``,
-  ``trial_system_attributes`` and ``trial_heartbeats``), one transaction finishes a batch (state,
-  ``trial_values``, attributes). The rows are exactly those Optuna's own ``RDBStorage`` writes
+* :class:`RdbTrialWriter` (SQLite and PostgreSQL, both tested; MySQL has a code path, untested):
+  one transaction creates every new RUNNING trial of a generation (rows of ``trials``,
+  ``trial_params``, ``trial_user_attributes``, ``trial_system_attributes`` and
+  ``trial_heartbeats``), one transaction finishes a batch (state, ``trial_values``, attributes). The rows are exactly those Optuna's own ``RDBStorage`` writes
   (same tables, same encodings: JSON attributes, internal parameter representation, naive-UTC
   datetimes, ±inf value types, trial numbers counted under the study's row lock), so Optuna,
   optuna-dashboard and this package read them back unchanged (tests compare field by field). It
