@@ -31,7 +31,8 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
 * NACKs, like ACKs, carry the CE echo and the INT of the packet that triggered them (as HPCC
   ns-3), and congestion control reacts to both. A NACK sets ``snd_nxt = a``, which equals
   ``snd_una`` since feedback of a flow always arrives in order (one ECMP path, FIFO queues).
-* RTO (lossy mode only: with PFC on the network is lossless): armed while ``snd_nxt > snd_una``,
+* RTO (lossy mode, and with PFC when packets are sprayed: reordering can leave a gap whose NACK
+  the NACK rate limit suppresses): armed while ``snd_nxt > snd_una``,
   due ``rto`` after the last *progress*: an ACK that
   advanced ``snd_una``, an RTO firing, or a data send made while nothing was outstanding (so a
   flow that was idle, e.g. paused, does not time out at once when it sends again).
@@ -698,7 +699,7 @@ class ReferenceSimulator:
 
     def _update_rto(self, flow: FlowSender) -> None:
         due = (flow.progress + self.p.rto_ps
-               if flow.done_at < 0 and flow.outstanding and not self.p.pfc else None)
+               if flow.done_at < 0 and flow.outstanding and (not self.p.pfc or self.p.lb_spray) else None)
         self.arm(flow.rto, due, flow.src, TIMER, flow.id, T_RTO, self._rto_fired, flow)
 
     def _rto_fired(self, flow: FlowSender) -> None:

@@ -91,13 +91,12 @@ def test_space_with_a_small_workload_gives_values(tmp_path, name):
 
 
 # Found by running the topology space as shipped on the CPU: every trial with packet spraying
-# (network.lb: spray, PFC on, the default) ended `stuck` (leaf-spine 16 leaves: 163,924 flows
-# unfinished at 356 ms, e.g. one at 639/640 packets acknowledged, no drop, no PFC pause); the same
-# trials with ECMP finish. Minimal case below (21 flows, k=4 fat-tree, cc none): spraying reorders
-# packets, go-back-N retransmits, and a flow whose last packet was discarded as out of order is
-# never recovered — the RTO is armed in lossy mode only (mvopt/engine/reference.py: "RTO (lossy
-# mode only: with PFC on the network is lossless)") and no later packet triggers a NACK. The same
-# graph with ECMP, or with spraying and PFC off, finishes. Reported to the engine's owner.
+# (network.lb: spray, PFC on, the default) ended `stuck` (e.g. a flow at 639/640 packets
+# acknowledged, no drop, no PFC pause); the same trials with ECMP finished. Minimal case below
+# (21 flows, k=4 fat-tree, cc none): spraying reorders packets, go-back-N retransmits, and a flow
+# whose last packet was discarded as out of order was never recovered, since the RTO was armed in
+# lossy mode only and the NACK rate limit suppressed the second NACK. The RTO is now also armed
+# with PFC when packets are sprayed (docs/engine.md).
 SPRAY_FLOWS = [(10, 2, 2000), (9, 12, 2000), (6, 11, 640), (5, 2, 2000), (3, 7, 2000), (7, 3, 2000), (4, 7, 40),
                (0, 1, 640), (2, 15, 640), (5, 2, 40), (9, 14, 640), (10, 1, 40), (8, 4, 2000), (0, 14, 2000),
                (9, 10, 40), (11, 10, 640), (5, 3, 640), (8, 0, 640), (3, 4, 2000), (9, 15, 640), (3, 12, 40)]
@@ -118,9 +117,9 @@ def test_spray_case_controls_finish():
     assert ecmp.status == "done" and spray_lossy.status == "done"
 
 
-@pytest.mark.xfail(strict=True, reason="engine: spraying with PFC on can leave a flow's tail unrecovered (no RTO "
-                                       "in lossless mode); reported")
 def test_spraying_with_pfc_finishes():
+    """Spraying reorders a flow's packets; with PFC on, the RTO recovers a gap whose NACK the rate
+    limit suppressed (this case ended stuck before the RTO was armed with spraying)."""
     from mvopt.experiment import run
     spray = run([_spray_case("spray", True)])[0]
     assert spray.status == "done", spray.diagnostic

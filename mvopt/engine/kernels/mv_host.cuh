@@ -11,8 +11,10 @@ MV_DEV bool flow_win_bound(const Ctx* c, int64_t e, int64_t f) {
 MV_DEV bool flow_can_send(const Ctx* c, int64_t e, int64_t f) {
   return c->f_snd_nxt[f] < c->f_npkt[f] && !flow_win_bound(c, e, f);
 }
+// RTO: in lossy mode, and with PFC when packets are sprayed: reordering can leave a gap whose
+// NACK the per-flow NACK rate limit suppresses, with nothing left in flight to trigger another.
 MV_DEV int64_t flow_rto_t(const Ctx* c, int64_t e, int64_t f) {
-  if (EI(c, e, EI_PFC) || c->f_snd_nxt[f] <= c->f_snd_una[f]) return MV_INF;
+  if ((EI(c, e, EI_PFC) && !EI(c, e, EI_SPRAY)) || c->f_snd_nxt[f] <= c->f_snd_una[f]) return MV_INF;
   return c->f_progress_ps[f] + EI(c, e, EI_RTO_PS);
 }
 

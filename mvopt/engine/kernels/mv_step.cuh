@@ -75,6 +75,29 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
 #define MV_CACHE_PORTS 64
 #endif
 
+// Switches with more cached ports than this find their next arrival and transmission with two
+// tournament trees over the cached times (log2 ports per update) instead of a scan per event.
+#ifndef MV_TREE_PORTS
+#define MV_TREE_PORTS 8
+#endif
+
+// Tournament tree over val[0..n) padded to P (a power of two) leaves: w[i] (1 <= i < P) is the
+// winner of internal node i, i.e. the index of the smallest value below it, the lower index on
+// ties (the order of a left-to-right scan). Leaves are implicit: node P + k is port k.
+MV_DEV int tree_winner(const int16_t* w, int P, int i) { return i >= P ? i - P : w[i]; }
+MV_DEV void tree_fix(int16_t* w, const int64_t* val, int n, int P, int i) {
+  int l = tree_winner(w, P, 2 * i), r = tree_winner(w, P, 2 * i + 1);
+  int64_t vl = l < n ? val[l] : MV_INF, vr = r < n ? val[r] : MV_INF;
+  w[i] = (int16_t)(vr < vl ? r : l);
+}
+MV_DEV void tree_build(int16_t* w, const int64_t* val, int n, int P) {
+  for (int i = P - 1; i >= 1; --i) tree_fix(w, val, n, P, i);
+}
+MV_DEV void tree_update(int16_t* w, const int64_t* val, int n, int P, int k) {
+  for (int i = (P + k) >> 1; i >= 1; i >>= 1) tree_fix(w, val, n, P, i);
+}
+MV_DEV int tree_min(const int16_t* w, int P) { return P > 1 ? w[1] : 0; }
+
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
 // before transmissions, lower port index first.
@@ -82,9 +105,13 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t now = c->exp_T_ps[e];
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   bool cached = n <= MV_CACHE_PORTS;
+  bool tree = cached && n > MV_TREE_PORTS;
   int64_t ta_p[MV_CACHE_PORTS], td_p[MV_CACHE_PORTS];
   int8_t what_p[MV_CACHE_PORTS];
   int64_t ms = mon_next(c, e);   // next monitor sample
+  int16_t wa[MV_CACHE_PORTS], wd[MV_CACHE_PORTS];   // tree winners (arrivals, transmissions)
+  int P = 1;
+  while (P < n) P <<= 1;
   if (cached) {
     for (int64_t k = 0; k < n; ++k) {
       int what;
@@ -92,16 +119,28 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       td_p[k] = switch_port_next(c, lo + k, &what);
       what_p[k] = (int8_t)what;
     }
+    if (tree) { tree_build(wa, ta_p, (int)n, P); tree_build(wd, td_p, (int)n, P); }
   }
   for (;;) {
     int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
     int what_d = -1;
-    for (int64_t k = 0; k < n; ++k) {
+    bool scan = true;
+    if (tree) {
+      int ka = tree_min(wa, P), kd = tree_min(wd, P);
+      if (ka < n && ta_p[ka] < MV_INF) { ta = ta_p[ka]; ia = lo + ka; }
+      int64_t m = kd < n ? td_p[kd] : MV_INF;
+      // transmissions due before `now` all start at `now`, the lowest port first: only then scan
+      if (m >= now) {
+        scan = false;
+        if (m < MV_INF) { td = m; id = lo + kd; what_d = what_p[kd]; }
+      }
+    }
+    for (int64_t k = 0; scan && k < n; ++k) {
       int64_t t, t2;
       int what;
       if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
       else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
-      if (t < ta) { ta = t; ia = lo + k; }
+      if (!tree && t < ta) { ta = t; ia = lo + k; }
       if (t2 < MV_INF && t2 < now) t2 = now;
       if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
@@ -121,7 +160,10 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
       c->port_head[q * 2 + par] = head + 1;
       a = ia;
-      if (cached) ta_p[ia - lo] = ring_head_t(c, q, par);
+      if (cached) {
+        ta_p[ia - lo] = ring_head_t(c, q, par);
+        if (tree) tree_update(wa, ta_p, (int)n, P, (int)(ia - lo));
+      }
     } else {
       a = id;
       // the start may have been moved up to `now`, when more may be queued: decide what goes then
@@ -136,9 +178,11 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       int what;
       td_p[a - lo] = switch_port_next(c, a, &what);
       what_p[a - lo] = (int8_t)what;
+      if (tree) tree_update(wd, td_p, (int)n, P, (int)(a - lo));
       if (b >= 0) {
         td_p[b - lo] = switch_port_next(c, b, &what);
         what_p[b - lo] = (int8_t)what;
+        if (tree) tree_update(wd, td_p, (int)n, P, (int)(b - lo));
       }
     }
   }
