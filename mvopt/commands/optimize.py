@@ -9,6 +9,7 @@ import yaml
 
 from mvopt.errors import MvoptError
 
+from mvopt.optimize.evaluator import make_evaluator
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
 from mvopt.optimize.space_file import load_space
 from mvopt.optimize.storage import make_storage
@@ -54,9 +55,10 @@ def run(args: argparse.Namespace) -> int:
     sampler = args.sampler or space.run.sampler
     gen = args.generation_size or space.run.generation_size
     seed = args.seed if args.seed is not None else space.run.seed
+    evaluator = make_evaluator(args.backend)       # before the storage: nothing written if it fails
     storage = make_storage(args.storage, heartbeat_s=args.heartbeat)
     study = create_or_resume(storage, space, study_name=args.study, sampler=sampler, generation_size=gen,
                              seed=seed, resume=args.resume)
     budget = budget_from_args(args, space, default_trials=None if sampler == "grid" else DEFAULT_TRIALS)
-    run_study(study, space, args, generation_size=gen, budget=budget)
+    run_study(study, space, args, generation_size=gen, budget=budget, evaluator=evaluator)
     return 0

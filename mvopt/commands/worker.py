@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from mvopt.optimize.evaluator import make_evaluator
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
 from mvopt.optimize.storage import make_storage
 from mvopt.optimize.study import join_study
@@ -23,9 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     quiet_optuna()
+    evaluator = make_evaluator(args.backend)       # before the storage: nothing written if it fails
     storage = make_storage(args.storage, heartbeat_s=args.heartbeat)
     study, space, gen = join_study(storage, args.study, sampler=args.sampler,
                                    generation_size=args.generation_size, seed=args.seed)
     budget = budget_from_args(args, space, default_trials=None)
-    run_study(study, space, args, generation_size=gen, budget=budget)
+    run_study(study, space, args, generation_size=gen, budget=budget, evaluator=evaluator)
     return 0

@@ -51,6 +51,9 @@ def parse_backend(spec: str) -> list[Worker]:
     if kind == "gpu":
         from mvopt.engine._gpu import gpu_count
         n = gpu_count()
+        if n == 0:
+            raise BackendUnavailable(f"backend {spec!r}: no CUDA GPU found (the GPU backend needs CuPy "
+                                     "and an NVIDIA GPU; use --backend cpu or auto)")
         if not arg:
             return [Worker("gpu", d) for d in range(n)]
         devices = _int_list(spec, arg)

@@ -12,7 +12,7 @@ import optuna
 
 from mvopt.errors import MvoptError
 from mvopt.optimize.artifacts import default_artifact_dir
-from mvopt.optimize.evaluator import evaluator_names, make_evaluator
+from mvopt.optimize.evaluator import Evaluator, evaluator_names, make_evaluator
 from mvopt.optimize.loop import Budget, GenerationLoop, RunSummary
 from mvopt.optimize.progress import ConsoleProgress, SilentProgress
 from mvopt.optimize.samplers import sampler_names
@@ -87,9 +87,11 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace, *, generation_size: int,
-              budget: Budget) -> RunSummary:
-    """Run the loop, print the summary and the best configurations, attach best-trial plots."""
-    evaluator = make_evaluator(args.backend)
+              budget: Budget, evaluator: Evaluator | None = None) -> RunSummary:
+    """Run the loop, print the summary and the best configurations, attach best-trial plots.
+    Commands pass the `evaluator` they made before opening the storage (a backend this machine
+    lacks then fails before the study is touched)."""
+    evaluator = evaluator or make_evaluator(args.backend)
     progress = SilentProgress() if args.quiet else ConsoleProgress()
     if not args.quiet:
         print(f"mvopt: study {study.study_name!r} in {describe_storage(args.storage)}: {len(space.parameters)} "

@@ -79,6 +79,8 @@ class SimulatorEvaluator:
     """The packet-level simulator, through ``mvopt.experiment.evaluate(configs, backend=...)``."""
 
     def __init__(self, backend: str = "cpu") -> None:
+        from mvopt.engine.plan import parse_backend
+        parse_backend(backend)        # a backend this machine lacks fails before any trial exists
         self.name = backend
         self.backend = backend
         self._evaluate: Callable[..., list[Evaluation]] | None = None

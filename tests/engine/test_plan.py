@@ -58,8 +58,9 @@ def test_backend_specs() -> None:
     with pytest.raises(BackendUnavailable, match="unknown backend"):
         parse_backend("tpu")
     if "gpu" not in available_backends():
-        with pytest.raises(BackendUnavailable):
-            parse_backend("gpu:0")
+        for spec in ("gpu", "gpu:0"):
+            with pytest.raises(BackendUnavailable, match="no CUDA GPU found"):
+                parse_backend(spec)
 
 
 @pytest.mark.parametrize("spec,processes", [("cpu:3", False), ("cpu:2", True), ("gpu:0,0", None)])

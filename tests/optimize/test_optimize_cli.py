@@ -24,6 +24,17 @@ def test_bad_space_is_one_line_error(tmp_path, subprocess_env):
     assert not (tmp_path / "x.db").exists()  # nothing created before the space validated
 
 
+def test_a_backend_this_machine_lacks_fails_before_the_study_exists(tmp_path, subprocess_env):
+    from mvopt.testing.backends import available_backends
+    if "gpu" in available_backends():
+        pytest.skip("this machine has a GPU")
+    db = tmp_path / "g.db"
+    res = run(["optimize", str(REPO / "search_spaces" / "quickstart.yaml"), "--storage", f"sqlite:///{db}",
+               "--backend", "gpu", "-n", "2"], subprocess_env)
+    assert res.returncode == 1 and "Traceback" not in res.stderr and "no CUDA GPU found" in res.stderr
+    assert not db.exists()
+
+
 def test_optimize_then_report(tmp_path, subprocess_env):
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump(small_space_data(name="cli", run={"generation_size": 4, "n_trials": 12})))
