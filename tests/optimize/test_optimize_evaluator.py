@@ -33,11 +33,11 @@ def test_simulator_evaluator_calls_experiment_evaluate_once_per_batch(monkeypatc
         Evaluation(True, iteration_time_s=1.0) for _ in configs]
     monkeypatch.setitem(sys.modules, "mvopt.experiment", fake)
     from mvopt.config import load_config
-    out = SimulatorEvaluator("gpu").evaluate([load_config(), load_config()])
-    assert len(out) == 2 and calls == [(2, "gpu")]
+    out = SimulatorEvaluator("cpu:2").evaluate([load_config(), load_config()])
+    assert len(out) == 2 and calls == [(2, "cpu:2")]
     fake.evaluate = lambda configs, backend: []
     with pytest.raises(MvoptError, match="returned 0 results for 1"):
-        SimulatorEvaluator("gpu").evaluate([load_config()])
+        SimulatorEvaluator("cpu").evaluate([load_config()])
 
 
 def test_registry():

@@ -71,7 +71,9 @@ def _final_checks(name: str, n_points: int) -> list:
 
 def test_three_workers_evaluate_every_point_exactly_once(tmp_path, subprocess_env):
     name, n_points = _new_study(_grid([50.0, 100.0, 350.0]), gen=3)
-    procs = _workers(name, subprocess_env, tmp_path)
+    # half a second per batch: with trials created in one transaction, a worker alone could
+    # otherwise finish all 6 generations before the other two have started their interpreters
+    procs = _workers(name, {**subprocess_env, "MVOPT_TEST_EVAL_SLEEP": "0.5"}, tmp_path)
     for p in procs:
         out, err = p.communicate(timeout=180)
         assert p.returncode == 0, err
