@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device-machine call that runs the GPU measurements still owed (issues 4, 6, 7, 8), most
+# important first, each under its own time limit, logs and JSON under $OUT. Meant for the
+# `nvidia-h200-x2` kind (two GPUs; the one-GPU steps use GPU 0), carrying .whl (optuna, from
+# ../shared/tools/device-wheels.sh) for the optimizer step:
+#
+#   bash experiments/device_session.sh [STEPS]      # STEPS: comma list, default all in order
+#
+# Steps: tests (GPU test modules), multi (issue 8: diag + bench_multi_gpu), profile (kernel and
+# launch variants), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on the GPU).
+# Afterwards copy $OUT/*/*.json to experiments/results/gpu/ (named by commit) and run
+# experiments/report_gpu.py here.
+set -u
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+steps=${1:-tests,multi,profile,bench,optimizer}
+run() {  # name seconds command...
+  local name=$1 secs=$2; shift 2
+  case ",$steps," in *",$name,"*) ;; *) return 0 ;; esac
+  mkdir -p "$OUT/$name"
+  echo "== $name (limit ${secs}s) $(date -u +%H:%M:%S)"
+  timeout "$secs" "$@" > "$OUT/$name/log.txt" 2>&1
+  echo "   rc=$? ; last lines:"; tail -4 "$OUT/$name/log.txt" | sed 's/^/   /'
+}
+nvidia-smi -L
+git rev-parse --short HEAD 2>/dev/null > "$OUT/commit.txt" || true
+run tests 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
+  tests/engine/test_batch.py tests/engine/test_engine.py -k "gpu or plan or batch or launch"
+run multi 200 bash -c "python3 experiments/diag_multi_gpu.py --batch 1024 --mib 16 && \
+  python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 1400"
+run profile 150 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch 4096 --variants base,cache8,graph
+run bench 300 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
+  --batches 1024,4096 --cpu-batches 256 --cc none,dcqcn --b-mib 1 --budget-s 270
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
+    && export PYTHONPATH=$PWD/.site:$PYTHONPATH
+  run optimizer 200 python3 experiments/bench_optimizer.py --backend gpu:0 --generation 1000 --generations 1 \
+    --out "$OUT/optimizer"
+fi
+echo "done $(date -u +%H:%M:%S)"
