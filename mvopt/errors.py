@@ -55,3 +55,7 @@ class InfeasibleError(MvoptError):
 
 class BackendUnavailable(MvoptError, RuntimeError):
     """The requested simulation backend cannot be used here (no compiler, no CuPy, no GPU)."""
+
+
+class ApproximationWarning(UserWarning):
+    """A requested shortcut (e.g. ``workload.rail_sample``) is only approximate for this input."""

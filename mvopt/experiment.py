@@ -28,13 +28,14 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from mvopt.config import ExperimentConfig
-from mvopt.errors import ConfigError, InfeasibleError, InputFileError, MvoptError
+from mvopt.errors import ApproximationWarning, ConfigError, InfeasibleError, InputFileError, MvoptError
 
 __all__ = ["build_experiment", "build", "Built", "build_tasks", "run", "evaluate", "training_setup",
            "training_report", "UNSUPPORTED_KINDS"]
@@ -132,6 +133,12 @@ def training_setup(cfg: ExperimentConfig, topo):
     check_memory(model, par, gpu, precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout,
                  reserve_bytes=reserve)
     trace = OperatorTrace.read(cfg.resolve_path(w.operator_trace)) if w.operator_trace else None
+    cl = cfg.cluster
+    if w.rail_sample and cl.topology == "rail_optimized" and cl.tiers == 3 and cl.resolved_nics_per_server > 1:
+        warnings.warn("workload.rail_sample on a 3-tier rail_optimized cluster is approximate: pod spines "
+                      "and cores carry every rail, so the other rails' traffic that shares them is not "
+                      "simulated (exact on 2 tiers)", ApproximationWarning,
+                      stacklevel=2)
     return TrainingSetup(
         model=model, par=par, gpu=gpu, compute=ComputeModel(gpu, trace=trace), intra=_intra_model(cfg),
         gpus_per_server=int(topo.gpus_per_server), gpu_host=np.asarray(topo.gpu_host), collective=cfg.collective,

@@ -179,6 +179,19 @@ def test_rail_sample_gives_the_full_iteration_time():
     assert one["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=1e-9)
 
 
+def test_rail_sample_on_three_tiers_warns_that_it_is_approximate():
+    import warnings
+    from mvopt.errors import ApproximationWarning
+    par = {"tp": 8, "pp": 1, "dp": 4, "global_batch": 4}
+    three = {"topology": "rail_optimized", "servers": 4, "servers_per_group": 2, "gpus_per_server": 8,
+             "tiers": 3, "groups_per_pod": 1}
+    with pytest.warns(ApproximationWarning, match="3-tier"):
+        build(_cfg(par, three, rail_sample=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ApproximationWarning)
+        build(_cfg(par, rail_sample=True))                                  # 2 tiers: exact, silent
+
+
 def test_rail_sample_refuses_layouts_that_leave_the_rail():
     with pytest.raises(ConfigError, match="rail_sample"):
         build(_cfg({"tp": 2, "pp": 8, "dp": 2, "global_batch": 8}, rail_sample=True))
