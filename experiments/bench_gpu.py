@@ -82,6 +82,19 @@ def cluster54k_experiment(kib: int) -> Experiment:
     return Experiment(topology=topo, network=cfg.network, tasks=g.build(), name="fat-tree-k60-neighbour")
 
 
+def idle_experiments(n: int) -> list[Experiment]:
+    """`n` k=4 fat-trees whose host 0 runs a chain of 2,000 delay tasks of 1 us: every window is
+    idle in the network (the overhead floor)."""
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
+    topo = build_topology(cfg.cluster)
+    g = TaskGraphBuilder()
+    prev = None
+    for _ in range(2000):
+        prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
+    graph = g.build()
+    return [Experiment(topology=topo, network=cfg.network, tasks=graph) for _ in range(n)]
+
+
 def timed(backend: str, exps: list[Experiment], max_iters: int | None = None, deadline_s: float | None = None):
     be = get_backend(backend)
     t0 = time.perf_counter()
@@ -89,8 +102,8 @@ def timed(backend: str, exps: list[Experiment], max_iters: int | None = None, de
     t1 = time.perf_counter()
     iters = be.run(batch, max_iters=max_iters, **({"deadline_s": deadline_s} if backend == "gpu" else {}))
     t2 = time.perf_counter()
-    timed.last = dict(getattr(be, "last_timing", {}))   # GPU: upload / kernel / download seconds
-    return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes
+    gpu_timing = dict(getattr(be, "last_timing", {}))   # GPU: upload / kernel / download seconds
+    return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes, gpu_timing
 
 
 def main() -> None:
@@ -117,14 +130,14 @@ def main() -> None:
 
     def row_of(backend: str, what: str, exps: list[Experiment], max_iters: int | None) -> dict:
         left = args.budget_s - (time.time() - start)
-        res, tb, tr, nbytes = timed(backend, exps, max_iters, deadline_s=max(5.0, left))
+        res, tb, tr, nbytes, gpu_timing = timed(backend, exps, max_iters, deadline_s=max(5.0, left))
         hops = sum(r.counters["packet_hops"] for r in res)
         wins = max(r.windows for r in res)
         row = {"backend": backend, "workload": what, "batch": len(exps), "build_s": tb, "run_s": tr,
                "packet_hops": hops, "windows": wins, "hops_per_s": hops / tr, "windows_per_s": wins / tr,
                "status": sorted({r.status for r in res}),
                "partial": max_iters is not None or any(r.status == "running" for r in res),
-               "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes, **timed.last}
+               "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes, **gpu_timing}
         print(f"  {backend} {what} x{len(exps)}: run {tr:.2f}s build {tb:.2f}s {hops / tr / 1e9:.3f} Ghops/s "
               f"{wins / tr:,.0f} windows/s status {row['status']}{' (partial)' if row['partial'] else ''} "
               f"mem {nbytes / len(exps) / 2**20:.1f} MiB/exp", flush=True)
@@ -151,7 +164,7 @@ def main() -> None:
                 if time.time() - start > args.budget_s:
                     print(f"budget reached: skipping {backend} {cc} batch {b}", flush=True)
                     continue
-                res, tb, tr, nbytes = timed(backend, [exp] * b)
+                res, tb, tr, nbytes, gpu_timing = timed(backend, [exp] * b)
                 hops = sum(r.counters["packet_hops"] for r in res)
                 wins = sum(r.windows for r in res)
                 row = {"backend": backend, "cc": cc, "batch": b, "mib": args.mib, "build_s": tb, "run_s": tr,
@@ -159,7 +172,7 @@ def main() -> None:
                        "makespan_us": res[0].makespan_ps / 1e6, "batch_bytes": nbytes,
                        "hops_per_s": hops / tr, "windows_per_s": wins / tr,
                        "experiments_per_hour": b / (tr + tb) * 3600,
-                       "same_as_first": all(r.same_as(res[0]) for r in res), **timed.last}
+                       "same_as_first": all(r.same_as(res[0]) for r in res), **gpu_timing}
                 report["rows"].append(row)
                 print(f"{backend} {cc} B={b}: run {tr:.2f}s build {tb:.2f}s {hops / tr / 1e9:.3f} Ghops/s "
                       f"{wins / tr:,.0f} windows/s {row['experiments_per_hour']:,.0f} exp/h "
@@ -191,17 +204,11 @@ def main() -> None:
         (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
 
     # 5. idle windows: 1,000 experiments whose hosts only run chains of 1 us delay tasks
-    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
-    topo = build_topology(cfg.cluster)
-    g = TaskGraphBuilder()
-    prev = None
-    for _ in range(2000):
-        prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
-    idle = [Experiment(topology=topo, network=cfg.network, tasks=g.build()) for _ in range(1000)]
-    for backend in ("gpu", "cpu") if "idle" in args.sections else ():
-        res, tb, tr, _ = timed(backend, idle)
+    idle = idle_experiments(1000) if "idle" in args.sections else []
+    for backend in ("gpu", "cpu") if idle else ():
+        res, tb, tr, _, gpu_timing = timed(backend, idle)
         w = res[0].windows
-        report["idle"][backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6, **timed.last}
+        report["idle"][backend] = {"windows": w, "run_s": tr, "us_per_window": tr / w * 1e6, **gpu_timing}
         print(f"idle {backend}: {w} windows of 1000 idle experiments, {tr / w * 1e6:.1f} us per window", flush=True)
     (out / "bench_gpu.json").write_text(json.dumps(report, indent=1))
 

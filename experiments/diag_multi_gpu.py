@@ -41,7 +41,6 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--mib", type=float, default=16.0)
     args = ap.parse_args()
-    res: dict = {}
     for d in (0, 1):
         one(d, 64, 1.0, {})                                   # compile, load, warm
     for d in (0, 1):
@@ -65,7 +64,6 @@ def main() -> None:
     for p in ps:
         p.join()
     print("processes: " + ", ".join(f"gpu{d} run {got[d][0]:.2f} s kernel {got[d][1]['kernel_s']:.2f} s" for d in (0, 1)), flush=True)
-    del res
 
 
 if __name__ == "__main__":

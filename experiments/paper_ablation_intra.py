@@ -240,7 +240,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # cost
     a_cost = analytical_cost_s(model, get_gpu("H100"))
-    walls = [w for ws in sim_wall.values() for w in ws]
     i_mid = int(np.searchsorted(sizes, 64 * MiB, side="right")) - 1     # the largest size <= 64 MiB
     mid_wall = statistics.median(sim_wall[n_][i_mid] for n_ in names)
     mid_hops = err[names[-1]]["_hops"][i_mid]

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_gpu import idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
-from mvopt.cluster import build_topology  # noqa: E402
-from mvopt.config import load_config  # noqa: E402
-from mvopt.engine import Experiment, TaskGraphBuilder, build_batch  # noqa: E402
+from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._gpu import GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
@@ -42,16 +42,6 @@ def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
     batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave)
     iters = be.run(batch, max_iters=max_iters)
     return extract_results(batch, iters), dict(be.last_timing)
-
-
-def idle_experiments(n: int) -> list[Experiment]:
-    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
-    topo = build_topology(cfg.cluster)
-    g = TaskGraphBuilder()
-    prev = None
-    for _ in range(2000):
-        prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
-    return [Experiment(topology=topo, network=cfg.network, tasks=g.build()) for _ in range(n)]
 
 
 def main() -> None:

@@ -102,7 +102,7 @@ def render() -> str:
              "regenerates this section.\n"]
     lines += workload_a(load("bench_gpu_a_13fb4aa"), "13fb4aa")
     lines += variants([("profile_b1024_403e885", "403e885"), ("profile_b4096_403e885", "403e885")])
-    lines += [f"### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce)\n",
+    lines += ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce)\n",
               f"Commit `63470b1`. Bytes per experiment (planner, exact): {bc['b']['bytes_per_experiment'] / 2**20:.1f} MiB; "
               f"**{bc['b']['fit']:,} fit in one batch** on the H200 (85% of its free memory). One experiment "
               "(4 MiB all-reduce) ran in 8.55 s (284 windows/s, from the run's log; the row was not saved). The batch of "

@@ -8,7 +8,6 @@ engine does not deduplicate), so a batch of B costs B experiments' work.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Iterable

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import types
-import typing
 from typing import Any, Callable, Literal, Union, get_args, get_origin, get_type_hints
 
 from mvopt.errors import ConfigError

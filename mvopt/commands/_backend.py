@@ -18,16 +18,14 @@ def add_backend_options(parser: argparse.ArgumentParser, default: str = "cpu") -
 def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
     """The engine backend spec of the options (see mvopt.engine.plan); with `announce`, says on
     stderr what 'auto' chose."""
+    from mvopt.engine import resolve_backend
     from mvopt.engine.plan import describe_backend
     from mvopt.errors import MvoptError
     spec = args.backend
     if args.gpus:
         if args.backend == "cpu":
             raise MvoptError("--gpus needs --backend gpu or auto")
-        spec = f"{'auto' if args.backend == 'auto' else 'gpu'}:{args.gpus}"
-        if args.backend == "auto":
-            from mvopt.engine import resolve_backend
-            spec = f"gpu:{args.gpus}" if resolve_backend("auto") == "gpu" else "cpu"
+        spec = f"gpu:{args.gpus}" if resolve_backend(args.backend) == "gpu" else "cpu"
     what = describe_backend(spec)
     if announce and args.backend == "auto":
         print(f"mvopt: backend auto: {what}", file=sys.stderr)

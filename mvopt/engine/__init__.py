@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from mvopt.engine.batch import Batch, build_batch, extract_results
+from mvopt.engine.batch import build_batch
 from mvopt.engine.params import Experiment, resolve
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import DELAY, FLOW, TaskGraph, TaskGraphBuilder

@@ -52,6 +52,7 @@ class GpuBackend:
         phases; the default) or 'graph' (one launch per phase, many iterations replayed as a
         CUDA graph); default from $MVOPT_GPU_LAUNCH, else 'coop'."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "coop")
+        self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         if self.launch not in ("coop", "graph"):
             raise BackendUnavailable(f"GPU launch mode must be coop or graph, got {self.launch!r}")
         try:
@@ -84,14 +85,38 @@ class GpuBackend:
                 per_sm = 1
             self.max_blocks = max(1, self.sms * int(per_sm))
 
+    @staticmethod
+    def _finished(status, total: int, max_iters: int | None, deadline_s: float | None, t_start: float) -> bool:
+        """The host's only decision between launches: stop when no experiment runs any more, or
+        at the iteration or wall-clock budget."""
+        return (not (status == 0).any() or (max_iters is not None and total >= max_iters)
+                or (deadline_s is not None and time.perf_counter() - t_start > deadline_s))
+
+    def _run_coop(self, blocks: int, status, chunk_iters: int, max_iters: int | None,
+                  deadline_s: float | None, t_start: float) -> int:
+        """The megakernel: each cooperative launch runs up to `chunk_iters` iterations."""
+        cp = self.cp
+        out = cp.zeros(2, dtype=np.int64)
+        total = 0
+        while True:
+            n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
+            # kernels of a module built with enable_cooperative_groups launch cooperatively
+            self.kernel((blocks,), (THREADS,), (np.int64(n), out))
+            done = cp.cuda.Event(block=False)
+            done.record()
+            while not done.done:          # poll, so that other threads of this process keep the GIL
+                time.sleep(0.0005)
+            total += int(out[0].get())
+            if self._finished(status, total, max_iters, deadline_s, t_start):
+                return total
+
     def _run_graph(self, batch: Batch, status, chunk_iters: int, max_iters: int | None,
                    deadline_s: float | None, t_start: float) -> int:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
-        grid = {"node": max(1, -(-int(batch.counts["n_node"]) // THREADS)),
-                "exp": max(1, -(-int(batch.counts["n_exp"]) // THREADS))}
-        sizes = (grid["node"], grid["node"], grid["exp"])
+        node_blocks = max(1, -(-int(batch.counts["n_node"]) // THREADS))
+        sizes = (node_blocks, node_blocks, max(1, -(-int(batch.counts["n_exp"]) // THREADS)))
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
@@ -105,22 +130,19 @@ class GpuBackend:
                 stream.begin_capture()
                 iterations()
                 graph = stream.end_capture()
-                self.graph_used = True
             except (AttributeError, RuntimeError):   # no graph capture in this CuPy: launch directly
                 if stream.is_capturing():
                     stream.end_capture()
-                graph, self.graph_used = None, False
+                graph = None
+        self.graph_used = graph is not None
         total = 0
-        while max_iters is None or total < max_iters:
+        while True:
             with stream:
                 graph.launch() if graph is not None else iterations()
             stream.synchronize()
             total += per_graph
-            if not (status == 0).any():
-                break
-            if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
-                break
-        return total
+            if self._finished(status, total, max_iters, deadline_s, t_start):
+                return total
 
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
@@ -146,33 +168,20 @@ class GpuBackend:
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
-            out = cp.zeros(2, dtype=np.int64)
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
             blocks = int(min(self.max_blocks, max(1, -(-n_rows // THREADS))))
             status = dev["exp_status"]
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
-            total = 0
             if self.launch == "graph":
                 total = self._run_graph(batch, status, chunk_iters, max_iters, deadline_s, t1)
-            while self.launch == "coop" and (max_iters is None or total < max_iters):
-                n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
-                # kernels of a module built with enable_cooperative_groups launch cooperatively
-                self.kernel((blocks,), (THREADS,), (np.int64(n), out))
-                done = cp.cuda.Event(block=False)
-                done.record()
-                while not done.done:          # poll, so other workers' threads keep the GIL
-                    time.sleep(0.0005)
-                total += int(out[0].get())
-                if not (status == 0).any():
-                    break
-                if deadline_s is not None and time.perf_counter() - t1 > deadline_s:
-                    break
+            else:
+                total = self._run_coop(blocks, status, chunk_iters, max_iters, deadline_s, t1)
             t2 = time.perf_counter()
             for name in RESULT_COLUMNS:
                 if batch.cols[name].size:
                     batch.cols[name][...] = dev[name].get()
             del dev                           # the device memory goes back to CuPy's pool now
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks, "threads_per_block": THREADS}
+                                "blocks": blocks, "threads_per_block": THREADS, "launch": self.launch}
             return total

@@ -197,9 +197,10 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
                      "busy_s": time.perf_counter() - t0}
 
 
-def _share_in_process(worker: Worker, exps: list, memory_bytes: int | None):
-    """run_share in a worker process; an exception comes back as a value (some of ours do not
-    survive pickling with their arguments, so they travel as an MvoptError with their text)."""
+def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None):
+    """run_share as (ok, value) for a worker thread or process: an exception comes back as a
+    value (some of ours do not survive pickling with their arguments, so those travel as an
+    MvoptError with their text)."""
     try:
         return True, run_share(worker, exps, memory_bytes)
     except BaseException as exc:
@@ -209,6 +210,28 @@ def _share_in_process(worker: Worker, exps: list, memory_bytes: int | None):
             return False, exc
         except Exception:
             return False, MvoptError(f"{type(exc).__name__}: {exc}")
+
+
+_POOLS: dict[int, object] = {}
+
+
+def _pool(n: int):
+    """A pool of `n` worker processes kept for the life of this process, so that successive
+    calls (an optimizer's generations) do not pay interpreter start-up, imports, kernel loading
+    and GPU context creation again; each process keeps its backends (one per device it used)."""
+    if n not in _POOLS:
+        import atexit
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        if not _POOLS:
+            atexit.register(_close_pools)
+        _POOLS[n] = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    return _POOLS[n]
+
+
+def _close_pools() -> None:
+    while _POOLS:
+        _POOLS.popitem()[1].shutdown(wait=True)
 
 
 def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
@@ -236,15 +259,18 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     use_processes = processes if processes is not None else workers[0].kind == "gpu"
     outcomes: list = [None] * len(workers)
     if use_processes:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(max_workers=len(workers), mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(_share_in_process, workers[w], [exps[i] for i in shares[w]], memory_bytes)
+        from concurrent.futures.process import BrokenProcessPool
+        pool = _pool(len(workers))
+        try:
+            futures = [pool.submit(_share_outcome, workers[w], [exps[i] for i in shares[w]], memory_bytes)
                        for w in range(len(workers))]
             outcomes = [f.result() for f in futures]
+        except BrokenProcessPool:
+            _POOLS.pop(len(workers), None)      # a worker process died: the next call starts fresh ones
+            raise
     else:
         def work(w: int) -> None:
-            outcomes[w] = _share_in_process(workers[w], [exps[i] for i in shares[w]], memory_bytes)
+            outcomes[w] = _share_outcome(workers[w], [exps[i] for i in shares[w]], memory_bytes)
         threads = [threading.Thread(target=work, args=(w,), name=f"mvopt-worker-{w}") for w in range(len(workers))]
         for t in threads:
             t.start()

@@ -15,7 +15,7 @@ Everything per copy is an array operation, so a part of ``n`` tasks copied ``R``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -265,7 +265,3 @@ class Assembly:
                     start_ps=np.zeros(n, np.int64), pred_offset=offset, pred=pred, category=cat,
                     categories=tuple(sorted(cats, key=cats.get)))
 
-
-def export_ids(base: np.ndarray, local: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Global ids [R, k] of local tasks ``local`` in every copy."""
-    return np.asarray(base, np.int64)[:, None] + np.asarray(local, np.int64)[None, :]

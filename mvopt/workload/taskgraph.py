@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +54,7 @@ from mvopt.workload.gpus import GpuSpec
 from mvopt.workload.memory import PRECISIONS, memory_per_stage
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import Layout, check_layout, num_microbatches
-from mvopt.workload.replicate import FLOW, Assembly, Part, export_ids
+from mvopt.workload.replicate import FLOW, Assembly, Part
 
 __all__ = ["TrainingSetup", "TrainingPlan", "StageCosts", "stage_program", "stage_costs", "build_training",
            "training_counts",
