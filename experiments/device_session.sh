@@ -25,11 +25,11 @@ run() {  # name seconds command...
 }
 nvidia-smi -L
 git rev-parse --short HEAD 2>/dev/null > "$OUT/commit.txt" || true
-run tests 150 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
+run tests 120 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
   tests/engine/test_batch.py tests/engine/test_engine.py -k "gpu or plan or batch or launch"
 run multi 200 bash -c "python3 experiments/diag_multi_gpu.py --batch 1024 --mib 16 && \
   python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 1400"
-run profile 150 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch 4096 --variants base,cache8,graph
+run profile 200 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch 4096 --variants base,coop,graph,minblocks4
 run bench 300 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches 1024,4096 --cpu-batches 256 --cc none,dcqcn --b-mib 1 --budget-s 270
 if [ -d .whl ]; then

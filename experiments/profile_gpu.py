@@ -6,7 +6,7 @@ variant gives identical results, and reports kernel time, packet-hops/s and the 
 download times; then the all-idle window cost. With ``--ncu-once`` it runs one short launch
 only, for Nsight Compute:
 
-    MVOPT_LINEINFO=1 ncu --clock-control none --set full --import-source yes -k mv_run_coop -c 1 \\
+    MVOPT_LINEINFO=1 ncu --clock-control none --set full --import-source yes -k mv_run_async -c 1 \\
         -o prof python experiments/profile_gpu.py --ncu-once --batch 256 --iters 300
 
 Writes DIR/profile_gpu.json. Needs CuPy and a GPU.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gpu import idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
-from mvopt.engine._gpu import GpuBackend  # noqa: E402
+from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
@@ -34,7 +34,9 @@ VARIANTS = {"base": {}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE
             "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
             "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
             "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
+            "coop": {"launch": "coop"},     # grid-wide barriers between phases, one launch
             "graph": {"launch": "graph"}}   # one launch per phase, replayed as a CUDA graph
+# (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
 def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
@@ -65,10 +67,10 @@ def main() -> None:
     for name in args.variants.split(","):
         t = time.perf_counter()
         spec = dict(VARIANTS[name])
-        be = GpuBackend(launch=spec.pop("launch", "coop"), defines=spec)
+        be = GpuBackend(launch=spec.pop("launch", None), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
-        for interleave in ((True, False) if name == "base" else (True,)):
+        for interleave in ((True, False) if name in ("base", "coop") else (False,)):
             res, tm = run_once(be, exps, interleave)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
@@ -82,13 +84,14 @@ def main() -> None:
                   f"{row['ghops_per_s']:.3f} G hops/s  upload {tm['upload_s']:.3f} s  download {tm['download_s']:.3f} s  "
                   f"blocks {tm['blocks']}  identical {same}", flush=True)
     idle = {}
-    be = GpuBackend()
-    for interleave in (True, False):
-        res, tm = run_once(be, idle_experiments(1000), interleave)
-        idle[str(interleave)] = {"windows": res[0].windows, **tm,
-                                 "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
-        print(f"idle 1000 exps interleave={interleave}: {idle[str(interleave)]['us_per_window']:.1f} us per window "
-              f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
+    for launch in LAUNCH_MODES:
+        be = GpuBackend(launch=launch)
+        for interleave in ((True, False) if launch == "async" else (False,)):
+            res, tm = run_once(be, idle_experiments(1000), interleave)
+            key = f"{launch} interleave={interleave}"
+            idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
+            print(f"idle 1000 exps {key}: {idle[key]['us_per_window']:.1f} us per window "
+                  f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
                                                                   "batch": args.batch, "cc": args.cc}, indent=1))

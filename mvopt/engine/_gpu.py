@@ -1,10 +1,11 @@
 """GPU backend: the same kernel sources compiled by NVRTC through CuPy, run as a megakernel.
 
-The batch tables are uploaded once (the packet slots are allocated and chained on the device,
-never copied), the column addresses go to constant memory, the cooperative kernel runs up to
-``chunk_iters`` iterations per launch (grid-wide barriers between phases, see
-kernels/mv_cuda_main.cuh), the host only checks how many experiments are still running, and
-the result columns come back once at the end. Compiled with ``--fmad=false`` so that results
+The batch tables are uploaded once (the packet slots are allocated on the device, never
+copied), the column addresses go to constant memory, one launch runs many windows of every
+experiment (by default without any grid-wide barrier: each experiment advances when its own
+nodes have finished a window, see kernels/mv_cuda_main.cuh), the host only checks whether
+experiments are still running between launches, and the result columns come back once at the
+end. Compiled with ``--fmad=false`` so that results
 are bit-identical to the CPU backend.
 """
 
@@ -24,6 +25,10 @@ from mvopt.errors import BackendUnavailable
 __all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
 THREADS = 128
+# how the step's phases are separated (kernels/mv_cuda_main.cuh): per experiment, inside one
+# launch (async); grid-wide barriers inside one launch (coop); one launch per phase (graph)
+LAUNCH_MODES = ("async", "coop", "graph")
+ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 
 
 def gpu_count() -> int:
@@ -47,14 +52,15 @@ class GpuBackend:
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
-        MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`:
-        'coop' (one cooperative megakernel launch for many iterations, grid barriers between
-        phases; the default) or 'graph' (one launch per phase, many iterations replayed as a
-        CUDA graph); default from $MVOPT_GPU_LAUNCH, else 'coop'."""
-        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "coop")
+        MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`: how
+        the phases of a window are separated: 'async' (the default: one launch, each experiment
+        moves to its next window when its own nodes finished the last one), 'coop' (one
+        cooperative launch, grid-wide barriers) or 'graph' (one launch per phase, replayed as a
+        CUDA graph); default from $MVOPT_GPU_LAUNCH, else 'async'. Results do not depend on it."""
+        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "async")
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
-        if self.launch not in ("coop", "graph"):
-            raise BackendUnavailable(f"GPU launch mode must be coop or graph, got {self.launch!r}")
+        if self.launch not in LAUNCH_MODES:
+            raise BackendUnavailable(f"GPU launch mode must be one of {', '.join(LAUNCH_MODES)}, got {self.launch!r}")
         try:
             import cupy
         except ImportError:
@@ -71,59 +77,75 @@ class GpuBackend:
                 options += ("-lineinfo",)
             self.module = cupy.RawModule(code=kernel_source("cuda"), options=options,
                                          enable_cooperative_groups=True)
-            self.kernel = self.module.get_function("mv_run_coop")
+            # all kernels of this module launch cooperatively, so every block is resident at once
+            # (mv_run_async needs that too: a node may wait for a node of another block)
+            self.coop_kernel = self.module.get_function("mv_run_coop")
+            self.async_kernel = self.module.get_function("mv_run_async")
             self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
             # the per-phase kernels, from a module launched the ordinary way (full grids)
             self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
-            self.phases = [self.phase_module.get_function(f"mv_phase_{p}") for p in ("schedule", "network", "advance")]
+            self.phases = [self.phase_module.get_function(f"mv_phase_{p}") for p in ("window", "advance")]
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
+            kernel = self.coop_kernel if self.launch == "coop" else self.async_kernel
             try:
-                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.kernel.kernel.ptr, THREADS, 0)
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS, 0)
             except Exception:
                 per_sm = 1
             self.max_blocks = max(1, self.sms * int(per_sm))
 
-    @staticmethod
-    def _finished(status, total: int, max_iters: int | None, deadline_s: float | None, t_start: float) -> bool:
-        """The host's only decision between launches: stop when no experiment runs any more, or
-        at the iteration or wall-clock budget."""
-        return (not (status == 0).any() or (max_iters is not None and total >= max_iters)
-                or (deadline_s is not None and time.perf_counter() - t_start > deadline_s))
+    def _active(self, status, iters, cap: int) -> bool:
+        """Whether an experiment still runs and has windows left below `cap`."""
+        return bool(((status == 0) & (iters < cap)).any())
 
-    def _run_coop(self, blocks: int, status, chunk_iters: int, max_iters: int | None,
-                  deadline_s: float | None, t_start: float) -> int:
-        """The megakernel: each cooperative launch runs up to `chunk_iters` iterations."""
-        cp = self.cp
-        out = cp.zeros(2, dtype=np.int64)
-        total = 0
-        while True:
-            n = chunk_iters if max_iters is None else min(chunk_iters, max_iters - total)
-            # kernels of a module built with enable_cooperative_groups launch cooperatively
-            self.kernel((blocks,), (THREADS,), (np.int64(n), out))
-            done = cp.cuda.Event(block=False)
-            done.record()
-            while not done.done:          # poll, so that other threads of this process keep the GIL
-                time.sleep(0.0005)
-            total += int(out[0].get())
-            if self._finished(status, total, max_iters, deadline_s, t_start):
-                return total
+    def _wait(self) -> None:
+        """Wait for the current stream, polling, so that other threads of this process keep the GIL."""
+        done = self.cp.cuda.Event(block=False)
+        done.record()
+        while not done.done:
+            time.sleep(0.0005)
 
-    def _run_graph(self, batch: Batch, status, chunk_iters: int, max_iters: int | None,
-                   deadline_s: float | None, t_start: float) -> int:
+    def _run_launches(self, launch_to, status, iters, start: int, cap_total: int, chunk_iters: int,
+                      deadline_s: float | None, t_start: float) -> None:
+        """The one-launch modes, launch after launch until no experiment runs any more or the
+        budget is spent. `launch_to(cap)` runs experiments up to window `cap`: coop raises it by
+        `chunk` per launch, adapted so that a launch takes a fraction of a second (the host
+        regains control, and an interrupted process releases the GPU, within about a second);
+        async launches stop on a time budget of their own. A launch that moved no experiment
+        forward is a bug in the kernels: an error, never a hang."""
+        cap, chunk = start, max(1, chunk_iters)
+        while self._active(status, iters, cap_total):
+            cap = min(cap_total, cap + chunk) if self.launch == "coop" else cap_total
+            before = int(iters.sum())
+            t = time.perf_counter()
+            launch_to(cap)
+            self._wait()
+            dt = time.perf_counter() - t
+            if int(iters.sum()) == before:
+                raise RuntimeError(f"GPU {self.launch} launch made no progress (a bug in the kernels)")
+            if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
+                return
+            if dt < 0.1:
+                chunk = min(chunk * 4, 1 << 16)
+            elif dt > 1.0:
+                chunk = max(16, chunk // 2)
+
+    def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
+                   deadline_s: float | None, t_start: float) -> None:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
         node_blocks = max(1, -(-int(batch.counts["n_node"]) // THREADS))
-        sizes = (node_blocks, node_blocks, max(1, -(-int(batch.counts["n_exp"]) // THREADS)))
+        sizes = (node_blocks, max(1, -(-int(batch.counts["n_exp"]) // THREADS)))
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
+        cap = np.int64(cap_total)
 
         def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
                 for kernel, blocks in zip(self.phases, sizes):
-                    kernel((blocks,), (THREADS,), ())
+                    kernel((blocks,), (THREADS,), (cap,))
 
         with stream:
             try:
@@ -135,14 +157,12 @@ class GpuBackend:
                     stream.end_capture()
                 graph = None
         self.graph_used = graph is not None
-        total = 0
-        while True:
+        while self._active(status, iters, cap_total):
             with stream:
                 graph.launch() if graph is not None else iterations()
             stream.synchronize()
-            total += per_graph
-            if self._finished(status, total, max_iters, deadline_s, t_start):
-                return total
+            if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
+                return
 
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
@@ -153,13 +173,14 @@ class GpuBackend:
             free, _ = self.cp.cuda.runtime.memGetInfo()
         return int(free * GPU_MEMORY_FRACTION)
 
-    def run(self, batch: Batch, *, chunk_iters: int = 4096, max_iters: int | None = None,
+    def run(self, batch: Batch, *, chunk_iters: int = 256, max_iters: int | None = None,
             deadline_s: float | None = None) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
-        `max_iters` / `deadline_s` (wall seconds) stop early even if experiments are still running
+        Returns the most windows any experiment simulated. `max_iters` (windows per experiment)
+        and `deadline_s` (wall seconds) stop early even if experiments are still running
         (profiling, benchmarks with a time budget); `last_timing` holds the upload / kernel /
-        download seconds. A launch runs at most `chunk_iters` iterations, so the host regains
-        control (and an interrupted process releases the GPU) within a fraction of a second."""
+        download seconds. The first launch runs at most `chunk_iters` windows per experiment, the
+        next ones as many as take a fraction of a second."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
@@ -170,13 +191,23 @@ class GpuBackend:
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
             blocks = int(min(self.max_blocks, max(1, -(-n_rows // THREADS))))
-            status = dev["exp_status"]
+            status, iters = dev["exp_status"], dev["exp_iter"]
+            start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
+            cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             if self.launch == "graph":
-                total = self._run_graph(batch, status, chunk_iters, max_iters, deadline_s, t1)
+                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1)
+            elif self.launch == "coop":
+                out = cp.zeros(2, dtype=np.int64)
+                # kernels of a module built with enable_cooperative_groups launch cooperatively
+                self._run_launches(lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1)
             else:
-                total = self._run_coop(blocks, status, chunk_iters, max_iters, deadline_s, t1)
+                budget = np.int64(ASYNC_LAUNCH_NS)
+                self._run_launches(lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1)
+            total = int(iters.max()) - start if iters.size else 0
             t2 = time.perf_counter()
             for name in RESULT_COLUMNS:
                 if batch.cols[name].size:

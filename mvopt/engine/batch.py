@@ -270,6 +270,8 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     # initial state that is not zero
     for name in ("port_qh", "port_qt", "node_rr"):
         cols[name][:] = -1
+    for name in ("exp_acc_next", "exp_acc_prog"):
+        cols[name][:] = INF_PS
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
                          "split it (mvopt.engine.plan splits batches by memory)")

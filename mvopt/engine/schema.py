@@ -77,6 +77,13 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_mon_k", "i64", "n_exp", "state [advance]: monitor samples due after the windows simulated, "
        "floor((T + W) / interval) + 1 (0 before the first window or with monitors off); the nodes "
        "record sample k (time k * interval) if k < the experiment's cap (EI_MON_*)"),
+    # the GPU's nodes report to their experiment through atomics (kernels/mv_cuda_main.cuh)
+    _c("exp_acc_next", "i64", "n_exp", "state [GPU nodes]: earliest next-event time reported in the current "
+       "window (atomic minimum; MV_INF between windows)"),
+    _c("exp_acc_prog", "i64", "n_exp", "state [GPU nodes]: earliest progress time reported in the current window"),
+    _c("exp_done", "i64", "n_exp", "state [GPU nodes]: tasks finished so far (sum of the nodes' reports)"),
+    _c("exp_acked", "i64", "n_exp", "state [GPU nodes]: flows fully acknowledged so far"),
+    _c("exp_arrive", "i32", "n_exp", "state [GPU nodes]: nodes that finished the current window"),
     # ---- nodes -------------------------------------------------------------------------------
     _c("node_exp", "i32", "n_node", "experiment of the node"),
     _c("node_order", "i32", "n_node", "processing order of the network phase on the GPU: hosts, then "
@@ -110,6 +117,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("node_last_ps", "i64", "n_node", "state [node]: time of the last completion here"),
     _c("node_event_ps", "i64", "n_node", "state [node]: time of the last event processed here"),
     _c("node_ctr", "i64", "n_node", "state [node]: counters (COUNTERS)", NCTR),
+    _c("node_iter", "i64", "n_node", "state [node, GPU]: windows the node has simulated (it may start window "
+       "k when its experiment's exp_iter is k)"),
     # ---- ports (one per link direction, owned by the sender) ---------------------------------
     _c("port_node", "i32", "n_port", "owner node"),
     _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),

@@ -16,6 +16,13 @@
   #define int16_t short
   #define int8_t signed char
   #define uint32_t unsigned int
+  // A value another thread may write in the same phase (a remote task's finish time): read and
+  // written whole, never from a stale cache line (volatile: not cached in L1).
+  #define MV_LOAD_SHARED(x) (*(volatile int64_t*)&(x))
+  #define MV_STORE_SHARED(x, v) (*(volatile int64_t*)&(x) = (v))
+  // Orders this thread's earlier writes before its later ones for every other thread (release)
+  // and, after a load that saw another thread's release, its later reads after it (acquire).
+  #define MV_FENCE() __threadfence()
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -29,6 +36,9 @@
     #define MV_PRAGMA_FOR
   #endif
   #define MV_FOR(i, n) MV_PRAGMA_FOR for (int64_t i = 0; i < (n); ++i)
+  #define MV_LOAD_SHARED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+  #define MV_STORE_SHARED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+  #define MV_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)   // phases end at loop ends: order for the compiler only
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif

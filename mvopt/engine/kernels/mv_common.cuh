@@ -4,6 +4,7 @@
 #pragma once
 
 #define MV_INF 0x3fffffffffffffffLL
+#define MV_ERR (-1LL)   // a node's next/progress time when its window failed (a bug: see advance_with)
 #define PS_PER_S 1000000000000LL
 #define MAX_INT_HOPS 5
 

@@ -1,13 +1,12 @@
-// CPU entry points: the phases as parallel loops (OpenMP when available); a loop end is the
-// barrier between phases. Compiled with MV_BACKEND_CPU after the generated struct Ctx.
+// CPU entry points: the two phases of the step as parallel loops (OpenMP when available); a
+// loop end is the barrier between phases. Compiled with MV_BACKEND_CPU after the generated struct Ctx.
 MV_GLOBAL int64_t mv_run(Ctx* c, int64_t max_iters, int64_t threads) {
 #ifdef _OPENMP
   mv_nthreads = threads > 0 ? (int)threads : 1;
 #endif
   int64_t it = 0;
   for (; it < max_iters; ++it) {
-    MV_FOR(v, c->n_node) schedule_phase_node(c, v);
-    MV_FOR(v, c->n_node) network_node(c, v);
+    MV_FOR(v, c->n_node) node_step(c, v);
     MV_FOR(e, c->n_exp) advance_exp(c, e);
     int64_t running = 0;
     for (int64_t e = 0; e < c->n_exp; ++e) running += c->exp_status[e] == ST_RUN;
@@ -25,8 +24,7 @@ MV_GLOBAL int64_t mv_sizeof_int() { return (int64_t)sizeof(IntHop); }
 static int64_t mv_run_one(Ctx* c, int64_t e, int64_t max_iters) {
   int64_t lo = c->exp_node_lo[e], hi = c->exp_node_hi[e], it = 0;
   for (; it < max_iters && c->exp_status[e] == ST_RUN; ++it) {
-    for (int64_t v = lo; v < hi; ++v) schedule_phase_node(c, v);
-    for (int64_t v = lo; v < hi; ++v) network_node(c, v);
+    for (int64_t v = lo; v < hi; ++v) node_window(c, v);
     advance_exp(c, e);
   }
   return it;

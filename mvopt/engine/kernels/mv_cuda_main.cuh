@@ -1,7 +1,14 @@
-// GPU entry point: the megakernel. One cooperative launch runs many iterations; the three
-// phases of an iteration are separated by grid-wide barriers. `running[parity]` counts the
-// experiments still running after an iteration (the only atomic: it decides when to stop and
-// never feeds into the simulation itself).
+// GPU entry points. Three ways to run the same two-phase step (kernels/mv_step.cuh), chosen by
+// the host (GpuBackend's `launch`); all give identical results:
+//   mv_run_async   (default) one launch, no grid-wide barrier: the nodes of an experiment report
+//                  the end of their window to it, and the last one to arrive advances the
+//                  experiment, which lets its nodes start the next window. Experiments move on
+//                  independently, so no thread waits for the slowest node of the whole batch.
+//   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
+//   mv_phase_*     one launch per phase (the launch boundary is the barrier), replayed as a
+//                  CUDA graph.
+// Every mode runs an experiment only while exp_iter < `cap` (the host raises the cap launch by
+// launch, so that it regains control regularly).
 // The column pointers live in constant memory (set by the host before a launch): every system
 // reads them through the constant cache, and the compiler may keep them in registers across
 // stores, since nothing the kernels write can alias constant memory. (Passed as a pointer to
@@ -17,42 +24,100 @@ __constant__ Ctx mv_ctx;
 #define MV_MIN_BLOCKS 1
 #endif
 
-MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t max_iters, int64_t* out) {
+MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
+  return c->exp_status[e] == ST_RUN && c->exp_iter[e] < cap;
+}
+
+// Node v's window, then its report to experiment e: the minimum of the next-event and progress
+// times and the tasks and flows it finished (integer minima and sums: the order in which the
+// nodes report cannot change the result).
+MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
+  int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
+  node_window(c, v);
+  atomicMin(&c->exp_acc_next[e], c->node_next_ps[v]);
+  atomicMin(&c->exp_acc_prog[e], c->node_prog_ps[v]);
+  int32_t done = c->node_tasks_done[v] - done0, acked = c->node_flows_acked[v] - acked0;
+  if (done) atomicAdd((unsigned long long*)&c->exp_done[e], (unsigned long long)done);
+  if (acked) atomicAdd((unsigned long long*)&c->exp_acked[e], (unsigned long long)acked);
+  c->node_iter[v] += 1;
+}
+
+// Phase 2 from the nodes' reports, which it clears for the next window.
+MV_DEV void advance_reported(Ctx* c, int64_t e) {
+  int64_t next = MV_LOAD_SHARED(c->exp_acc_next[e]), prog = MV_LOAD_SHARED(c->exp_acc_prog[e]);
+  int64_t done = MV_LOAD_SHARED(c->exp_done[e]), acked = MV_LOAD_SHARED(c->exp_acked[e]);
+  c->exp_acc_next[e] = MV_INF;
+  c->exp_acc_prog[e] = MV_INF;
+  advance_with(c, e, next, prog, done, acked);   // publishes exp_iter last, after a fence
+}
+
+MV_DEV int64_t mv_clock_ns() {
+  int64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// `budget_ns`: a thread stops taking windows after this long (a launch returns within about a
+// second, whatever the batch). Stopping between windows is a clean pause: the window counts of
+// the nodes and experiments are in memory, and the next launch carries on from them.
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_async(int64_t cap, int64_t budget_ns) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  int64_t t0 = mv_clock_ns();
+  for (;;) {
+    bool live = false, worked = false;
+    MV_FOR(i, c->n_node) {
+      int64_t v = c->node_order[i], e = c->node_exp[v], k = c->node_iter[v];
+      if (MV_LOAD_SHARED(c->exp_iter[e]) != k) { live = true; continue; }   // others still in window k - 1
+      MV_FENCE();   // acquire: what the experiment's nodes and its advance wrote is visible now
+      if (!exp_active(c, e, cap)) continue;
+      live = worked = true;
+      node_window_report(c, v, e);
+      MV_FENCE();   // release: this window's writes before the arrival
+      if (atomicAdd(&c->exp_arrive[e], 1) == (int)(c->exp_node_hi[e] - c->exp_node_lo[e]) - 1) {
+        c->exp_arrive[e] = 0;   // the last to arrive: every other node of e has finished window k
+        MV_FENCE();
+        advance_reported(c, e);
+      }
+    }
+    if (!live || mv_clock_ns() - t0 > budget_ns) return;   // all my nodes' experiments ended or reached the cap
+    if (!worked) __nanosleep(256);
+  }
+}
+
+// `out[0..1]`: experiments still active after an iteration (the only atomic besides the
+// reports: it decides when to stop and never feeds into the simulation itself).
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t cap, int64_t* out) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   int* running = (int*)&out[1];
   bool lead = blockIdx.x == 0 && threadIdx.x == 0;
   if (lead) { running[0] = 0; running[1] = 0; }
   grid.sync();
-  int64_t it = 0;
-  for (; it < max_iters; ++it) {
-    MV_FOR(v, c->n_node) schedule_phase_node(c, v);
-    grid.sync();
-    MV_FOR(i, c->n_node) network_node(c, c->node_order[i]);
+  for (int64_t it = 0;; ++it) {
+    MV_FOR(i, c->n_node) {
+      int64_t v = c->node_order[i], e = c->node_exp[v];
+      if (exp_active(c, e, cap)) node_window_report(c, v, e);
+    }
     grid.sync();
     MV_FOR(e, c->n_exp) {
-      advance_exp(c, e);
-      if (c->exp_status[e] == ST_RUN) atomicAdd(&running[it & 1], 1);
+      if (!exp_active(c, e, cap)) continue;
+      advance_reported(c, e);
+      if (exp_active(c, e, cap)) atomicAdd(&running[it & 1], 1);
     }
     if (lead) running[(it + 1) & 1] = 0;   // next iteration's counter; nobody adds to it before the next sync
     grid.sync();
-    if (running[it & 1] == 0) { ++it; break; }
+    if (running[it & 1] == 0) return;
   }
-  if (lead) out[0] = it;
 }
 
-// The same iteration as one launch per phase (no grid barrier: the launch boundary is the
-// barrier), for grids larger than what fits at once and for comparison with the megakernel.
-// The host replays a CUDA graph of many iterations; a finished experiment's phases do nothing.
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_schedule() {
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(v, c->n_node) schedule_phase_node(c, v);
+  MV_FOR(i, c->n_node) {
+    int64_t v = c->node_order[i], e = c->node_exp[v];
+    if (exp_active(c, e, cap)) node_window_report(c, v, e);
+  }
 }
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_network() {
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(i, c->n_node) network_node(c, c->node_order[i]);
-}
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance() {
-  Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(e, c->n_exp) advance_exp(c, e);
+  MV_FOR(e, c->n_exp) if (exp_active(c, e, cap)) advance_reported(c, e);
 }

@@ -55,7 +55,7 @@ MV_DEV void task_try_ready(Ctx* c, int64_t v, int32_t k) {
 // Returns when a remote successor's host will learn of it (t + window), or MV_INF.
 MV_DEV int64_t task_finished(Ctx* c, int64_t v, int32_t k, int64_t t) {
   int64_t notify = MV_INF;
-  c->task_finish_ps[k] = t;
+  MV_STORE_SHARED(c->task_finish_ps[k], t);   // remote successors' hosts read it (schedule_node)
   c->node_tasks_done[v] += 1;
   if (t > c->node_last_ps[v]) c->node_last_ps[v] = t;
   for (int32_t i = c->task_succ_lo[k]; i < c->task_succ_hi[k]; ++i) {
@@ -71,12 +71,15 @@ MV_DEV int64_t task_finished(Ctx* c, int64_t v, int32_t k, int64_t t) {
   return notify;
 }
 
-// Schedule phase (per host, between windows): resolve remote predecessors that finished in
-// earlier windows. Reads finish times only; nothing writes them during this phase.
+// Schedule (per host, at the start of its window [T, T + W)): resolve remote predecessors that
+// finished in earlier windows. It runs beside other nodes' windows, which may be writing finish
+// times right now; those are all >= T (a window's events are at or after its start) and every
+// earlier window's are < T, so "finished before T" is exactly what a separate schedule phase
+// between windows would see: the result does not depend on the order of the nodes.
 MV_DEV void schedule_node(Ctx* c, int64_t v) {
   if (c->node_remote_left[v] == 0) return;
   int64_t e = c->node_exp[v];
-  int64_t w = c->exp_window_ps[e];
+  int64_t w = c->exp_window_ps[e], T = c->exp_T_ps[e];
   int32_t left = 0;
   for (int32_t i = c->node_task_lo[v]; i < c->node_task_hi[v]; ++i) {
     int32_t k = c->node_remote_list[i];
@@ -84,8 +87,8 @@ MV_DEV void schedule_node(Ctx* c, int64_t v) {
     int64_t r = 0;
     bool all = true;
     for (int32_t j = c->task_pred_lo[k]; j < c->task_pred_hi[k]; ++j) {
-      int64_t f = c->task_finish_ps[c->task_pred[j]];
-      if (f >= MV_INF) { all = false; break; }
+      int64_t f = MV_LOAD_SHARED(c->task_finish_ps[c->task_pred[j]]);
+      if (f >= T) { all = false; break; }   // not finished, or finishing in this window
       r = mv_max(r, f + w);
     }
     if (!all) { left += 1; continue; }

@@ -1,13 +1,15 @@
-// THE step. One iteration = three phases separated by barriers:
-//   1. schedule  (per host)       pulls finish times of remote predecessors written in earlier
-//                                 iterations; nothing writes finish times in this phase.
-//   2. network   (per node)       each node processes all its events in [T, T + W) of its
-//                                 experiment, in time order. Everything sent in the window arrives
-//                                 at >= T + W (W = minimum link delay), so nodes are independent;
-//                                 a node writes only its own rows (and the ring slots beyond its
+// THE step. One iteration = two phases separated by barriers:
+//   1. window    (per node)       each node processes all its events in [T, T + W) of its
+//                                 experiment, in time order; a host first pulls the finish times
+//                                 of remote predecessors that finished before T (schedule_node).
+//                                 Everything sent in the window arrives at >= T + W
+//                                 (W = minimum link delay), so nodes are independent; a node
+//                                 writes only its own rows (and the ring slots beyond its
 //                                 published tail, which no reader looks at in this window).
-//   3. advance   (per experiment) reduces the nodes' next-event times: T <- max(T + W, earliest
+//   2. advance   (per experiment) reduces the nodes' next-event times: T <- max(T + W, earliest
 //                                 pending event) (idle skipping), or ends the experiment.
+// The "barrier" only has to separate the nodes of one experiment: the GPU's default launch lets
+// each experiment move on alone (kernels/mv_cuda_main.cuh).
 #pragma once
 
 MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
@@ -169,8 +171,7 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       // the start may have been moved up to `now`, when more may be queued: decide what goes then
       what_d = switch_port_class(c, id, td);
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
-        c->exp_status[e] = ST_ERROR;   // ring overflow: capacity planning is wrong (a bug)
-        c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
+        c->node_next_ps[v] = c->node_prog_ps[v] = MV_ERR;   // ring overflow: capacity planning is wrong (a bug)
         return;
       }
     }
@@ -222,29 +223,48 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     } else if (tm == t) {
       host_fire_timers(c, e, v, t);
     } else if (!host_transmit(c, e, v, p, t, par)) {
-      c->exp_status[e] = ST_ERROR;
-      c->node_next_ps[v] = c->node_prog_ps[v] = MV_INF;
+      c->node_next_ps[v] = c->node_prog_ps[v] = MV_ERR;
       return;
     }
     notify = mv_min(notify, nt);
   }
 }
 
-MV_DEV void network_node(Ctx* c, int64_t v) {
+// Node v's window of its (running) experiment: phase 1 of the step.
+MV_DEV void node_window(Ctx* c, int64_t v) {
   int64_t e = c->node_exp[v];
-  if (c->exp_status[e] != ST_RUN) return;
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
+  if (c->node_is_host[v]) schedule_node(c, v);
   node_begin(c, v, par);
   if (c->node_is_host[v]) host_window(c, e, v, te, par);
   else switch_window(c, e, v, te, par);
 }
 
-MV_DEV void schedule_phase_node(Ctx* c, int64_t v) {
-  if (!c->node_is_host[v] || c->exp_status[c->node_exp[v]] != ST_RUN) return;
-  schedule_node(c, v);
+MV_DEV void node_step(Ctx* c, int64_t v) {
+  if (c->exp_status[c->node_exp[v]] == ST_RUN) node_window(c, v);
 }
 
+// Phase 2 of the step for experiment e from its nodes' reports: the earliest pending event
+// (`next`), the earliest one that can make progress (`prog`; MV_ERR if a node failed), and the
+// tasks finished and flows acknowledged so far. The window count is written last, after a
+// fence: on the GPU it is the signal that lets the experiment's nodes start the next window.
+MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked) {
+  int64_t w = c->exp_window_ps[e];
+  int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
+  if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
+  int64_t t = mv_max(c->exp_T_ps[e] + w, next);
+  if (prog < 0) c->exp_status[e] = ST_ERROR;
+  else if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) c->exp_status[e] = ST_DONE;
+  else if (prog >= MV_INF) c->exp_status[e] = ST_STUCK;
+  else if (t > c->exp_limit_ps[e]) c->exp_status[e] = ST_TIMEOUT;
+  else c->exp_T_ps[e] = t;
+  MV_FENCE();
+  MV_STORE_SHARED(c->exp_iter[e], c->exp_iter[e] + 1);
+}
+
+// Phase 2 by a reduction over the experiment's nodes (the CPU's form; the GPU's nodes report
+// through atomics instead).
 MV_DEV void advance_exp(Ctx* c, int64_t e) {
   if (c->exp_status[e] != ST_RUN) return;
   int64_t next = MV_INF, prog = MV_INF, done = 0, acked = 0;
@@ -254,13 +274,5 @@ MV_DEV void advance_exp(Ctx* c, int64_t e) {
     done += c->node_tasks_done[v];
     acked += c->node_flows_acked[v];
   }
-  int64_t w = c->exp_window_ps[e];
-  c->exp_iter[e] += 1;
-  int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
-  if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
-  if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) { c->exp_status[e] = ST_DONE; return; }
-  if (prog >= MV_INF) { c->exp_status[e] = ST_STUCK; return; }
-  int64_t t = mv_max(c->exp_T_ps[e] + w, next);
-  if (t > c->exp_limit_ps[e]) { c->exp_status[e] = ST_TIMEOUT; return; }
-  c->exp_T_ps[e] = t;
+  advance_with(c, e, next, prog, done, acked);
 }
