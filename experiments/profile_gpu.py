@@ -6,7 +6,7 @@ variant gives identical results, and reports kernel time, packet-hops/s and the 
 download times; then the all-idle window cost. With ``--ncu-once`` it runs one short launch
 only, for Nsight Compute:
 
-    MVOPT_LINEINFO=1 ncu --clock-control none --set full --import-source yes -k mv_run_async -c 1 \\
+    MVOPT_LINEINFO=1 ncu --clock-control none --set full --import-source yes -k mv_run_async --launch-skip 1 -c 1 \\
         -o prof python experiments/profile_gpu.py --ncu-once --batch 256 --iters 300
 
 Writes DIR/profile_gpu.json. Needs CuPy and a GPU.
@@ -30,7 +30,7 @@ from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
-VARIANTS = {"base": {}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
+VARIANTS = {"base": {}, "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
             "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
             "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
             "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
@@ -60,7 +60,7 @@ def main() -> None:
     exps = [exp] * args.batch
     if args.ncu_once:
         be = GpuBackend()
-        run_once(be, exps[:1], True, max_iters=10)            # warm-up launch (profiled: -c counts it)
+        run_once(be, exps[:1], True, max_iters=10)            # warm-up launch (skip it: --launch-skip 1)
         run_once(be, exps, True, max_iters=args.iters)
         return
     rows, ref = [], None
