@@ -28,15 +28,15 @@ nvidia-smi -L
 git rev-parse --short HEAD 2>/dev/null > "$OUT/commit.txt" || true
 run tests 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
   tests/engine/test_batch.py tests/engine/test_engine.py -k "gpu or plan or batch or launch"
-run multi 200 bash -c "python3 experiments/diag_multi_gpu.py --batch 1024 --mib 16 && \
-  python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 1400"
-run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch 4096 --variants base,coop,graph,minblocks4
+run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
+run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
+  --variants ${PROFILE_VARIANTS:-async,coop,graph,minblocks4}
 run ncu 150 bash -c "MVOPT_LINEINFO=1 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
   --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters \
   -k mv_run_async --launch-skip 1 -c 1 -f -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --batch 1024 --iters 300 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt"
-run bench 300 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
-  --batches 1024,4096 --cpu-batches 256 --cc none,dcqcn --b-mib 1 --budget-s 270
+run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
+  --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 300
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
     && export PYTHONPATH=$PWD/.site:$PYTHONPATH

@@ -30,7 +30,7 @@ from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
-VARIANTS = {"base": {}, "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
+VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
             "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
             "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
             "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
@@ -70,7 +70,7 @@ def main() -> None:
         be = GpuBackend(launch=spec.pop("launch", None), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
-        for interleave in ((True, False) if name in ("base", "coop") else (False,)):
+        for interleave in ((True, False) if name == "base" else (False,)):
             res, tm = run_once(be, exps, interleave)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))

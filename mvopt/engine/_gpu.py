@@ -26,7 +26,8 @@ __all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
 THREADS = 128
 # how the step's phases are separated (kernels/mv_cuda_main.cuh): per experiment, inside one
-# launch (async); grid-wide barriers inside one launch (coop); one launch per phase (graph)
+# launch (async); grid-wide barriers inside one launch (coop); one launch per phase (graph).
+# "auto" picks per batch (GpuBackend.mode_for), from the measurements in docs/performance.md.
 LAUNCH_MODES = ("async", "coop", "graph")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 
@@ -56,11 +57,13 @@ class GpuBackend:
         the phases of a window are separated: 'async' (the default: one launch, each experiment
         moves to its next window when its own nodes finished the last one), 'coop' (one
         cooperative launch, grid-wide barriers) or 'graph' (one launch per phase, replayed as a
-        CUDA graph); default from $MVOPT_GPU_LAUNCH, else 'async'. Results do not depend on it."""
-        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "async")
+        CUDA graph), or 'auto' (per batch: see mode_for); default from $MVOPT_GPU_LAUNCH, else
+        'auto'. Results do not depend on it."""
+        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "auto")
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
-        if self.launch not in LAUNCH_MODES:
-            raise BackendUnavailable(f"GPU launch mode must be one of {', '.join(LAUNCH_MODES)}, got {self.launch!r}")
+        if self.launch not in LAUNCH_MODES + ("auto",):
+            raise BackendUnavailable(f"GPU launch mode (MVOPT_GPU_LAUNCH) must be auto or one of "
+                                     f"{', '.join(LAUNCH_MODES)}, got {self.launch!r}")
         try:
             import cupy
         except ImportError:
@@ -88,12 +91,22 @@ class GpuBackend:
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
-            kernel = self.coop_kernel if self.launch == "coop" else self.async_kernel
-            try:
-                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS, 0)
-            except Exception:
-                per_sm = 1
-            self.max_blocks = max(1, self.sms * int(per_sm))
+            self.max_blocks = {}      # blocks resident at once, per one-launch kernel
+            for mode, kernel in (("coop", self.coop_kernel), ("async", self.async_kernel)):
+                try:
+                    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS, 0)
+                except Exception:
+                    per_sm = 1
+                self.max_blocks[mode] = max(1, self.sms * int(per_sm))
+
+    def mode_for(self, batch: Batch) -> str:
+        """The launch mode for `batch`: the one asked for, or with 'auto' the faster one measured
+        (docs/performance.md, "Launch modes"): one cooperative launch while every node of the
+        batch has a resident thread of its own, one launch per phase (graph) beyond that, where
+        the hardware's block scheduler balances the nodes better than a grid-stride loop."""
+        if self.launch != "auto":
+            return self.launch
+        return "coop" if int(batch.counts["n_node"]) <= self.max_blocks["coop"] * THREADS else "graph"
 
     def _active(self, status, iters, cap: int) -> bool:
         """Whether an experiment still runs and has windows left below `cap`."""
@@ -106,7 +119,7 @@ class GpuBackend:
         while not done.done:
             time.sleep(0.0005)
 
-    def _run_launches(self, launch_to, status, iters, start: int, cap_total: int, chunk_iters: int,
+    def _run_launches(self, mode: str, launch_to, status, iters, start: int, cap_total: int, chunk_iters: int,
                       deadline_s: float | None, t_start: float) -> None:
         """The one-launch modes, launch after launch until no experiment runs any more or the
         budget is spent. `launch_to(cap)` runs experiments up to window `cap`: coop raises it by
@@ -116,14 +129,14 @@ class GpuBackend:
         forward is a bug in the kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
         while self._active(status, iters, cap_total):
-            cap = min(cap_total, cap + chunk) if self.launch == "coop" else cap_total
+            cap = min(cap_total, cap + chunk) if mode == "coop" else cap_total
             before = int(iters.sum())
             t = time.perf_counter()
             launch_to(cap)
             self._wait()
             dt = time.perf_counter() - t
             if int(iters.sum()) == before:
-                raise RuntimeError(f"GPU {self.launch} launch made no progress (a bug in the kernels)")
+                raise RuntimeError(f"GPU {mode} launch made no progress (a bug in the kernels)")
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 return
             if dt < 0.1:
@@ -189,23 +202,24 @@ class GpuBackend:
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
+            mode = self.mode_for(batch)
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
-            blocks = int(min(self.max_blocks, max(1, -(-n_rows // THREADS))))
+            blocks = int(min(self.max_blocks.get(mode, 1 << 30), max(1, -(-n_rows // THREADS))))
             status, iters = dev["exp_status"], dev["exp_iter"]
             start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
-            if self.launch == "graph":
+            if mode == "graph":
                 self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1)
-            elif self.launch == "coop":
+            elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
-                self._run_launches(lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
+                self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1)
             else:
                 budget = np.int64(ASYNC_LAUNCH_NS)
-                self._run_launches(lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
+                self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1)
             total = int(iters.max()) - start if iters.size else 0
             t2 = time.perf_counter()
@@ -214,5 +228,6 @@ class GpuBackend:
                     batch.cols[name][...] = dev[name].get()
             del dev                           # the device memory goes back to CuPy's pool now
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks, "threads_per_block": THREADS, "launch": self.launch}
+                                "blocks": blocks if mode != "graph" else -(-int(batch.counts["n_node"]) // THREADS),
+                                "threads_per_block": THREADS, "launch": mode}
             return total
