@@ -36,7 +36,7 @@ run ncu 150 bash -c "MVOPT_LINEINFO=1 ncu --clock-control none --section SpeedOf
   -k mv_run_async --launch-skip 1 -c 1 -f -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --batch 1024 --iters 300 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
-  --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 300
+  --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
     && export PYTHONPATH=$PWD/.site:$PYTHONPATH
