@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _report import update_section  # noqa: E402
 
-DEVICE = "one NVIDIA H200 (141 GB), 16 CPU cores (device machine `nvidia-h200`)"
+DEVICE = "GPU 0 of the `nvidia-h200-x2` device machine (NVIDIA H200, 141 GB), 32 CPU cores"
 
 
 def load(name: str) -> dict:
@@ -31,90 +31,125 @@ def load(name: str) -> dict:
 
 def workload_a(d: dict, commit: str) -> list[str]:
     out = [f"### Workload (a): k=4 fat-tree ring all-reduce, {d['rows'][0]['mib']:g} MiB, 1500-byte packets\n",
-           f"Commit `{commit}`, 2026-11-29, {DEVICE}. Command: `python experiments/bench_gpu.py --out OUT "
-           "--batches 1024,4096 --cpu-batches 256 --cc none`. CPU = all 16 cores of the same machine in the "
-           "same run (OpenMP, experiment-major). Run = upload + kernel + download of the result columns. "
-           "(At this commit the GPU node order interleaved experiments; it no longer does, see below.)\n",
-           "| backend | cc | batch | run (s) | kernel (s) | build (s) | G packet-hops/s | windows/s | experiments/hour | MiB per experiment |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           f"Commit `{commit}`, {DEVICE}. Command: `python experiments/bench_gpu.py --out OUT --sections "
+           "identity,idle,a,b,c --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 "
+           "--budget-s 250`. CPU = all 32 cores of the same machine in the same run (OpenMP, experiment-major). "
+           "Run = upload + kernel + download of the result columns. Launch = the GPU launch mode that ran (at this "
+           "commit chosen by node count; `graph` is now the default).\n",
+           "| backend | cc | batch | launch | run (s) | kernel (s) | build (s) | G packet-hops/s | windows/s | experiments/hour | MiB per experiment |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
         k = f"{r['kernel_s']:.2f}" if "kernel_s" in r else "–"
-        out.append(f"| {r['backend']} | {r['cc']} | {r['batch']} | {r['run_s']:.2f} | {k} | {r['build_s']:.2f} | "
-                   f"{r['hops_per_s'] / 1e9:.3f} | {r['windows_per_s']:,.0f} | {r['experiments_per_hour']:,.0f} | "
-                   f"{r['batch_bytes'] / r['batch'] / 2**20:.1f} |")
+        out.append(f"| {r['backend']} | {r['cc']} | {r['batch']} | {r.get('launch', '–')} | {r['run_s']:.2f} | {k} | "
+                   f"{r['build_s']:.2f} | {r['hops_per_s'] / 1e9:.3f} | {r['windows_per_s']:,.0f} | "
+                   f"{r['experiments_per_hour']:,.0f} | {r['batch_bytes'] / r['batch'] / 2**20:.1f} |")
     gpu = max((r for r in d["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
     cpu = max((r for r in d["rows"] if r["backend"] == "cpu"), key=lambda r: r["hops_per_s"])
     idle = d["idle"]["gpu"]
     out.append(f"\nBest GPU {gpu['hops_per_s'] / 1e9:.3f} G packet-hops/s (batch {gpu['batch']}), CPU "
-               f"{cpu['hops_per_s'] / 1e9:.3f}: ratio {gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x, side by side. "
-               f"Identity: {d['identity']['experiments'] - len(d['identity']['different'])} of "
+               f"{cpu['hops_per_s'] / 1e9:.3f} on 32 cores: ratio {gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x, side by "
+               f"side. Identity: {d['identity']['experiments'] - len(d['identity']['different'])} of "
                f"{d['identity']['experiments']} experiments of the mixed batch identical on CPU and GPU. "
-               f"Idle windows (1,000 experiments): {idle['kernel_s'] / idle['windows'] * 1e6:.1f} µs of kernel time per "
-               f"window ({idle['us_per_window']:.1f} µs with the upload and download of that run).\n")
+               f"Idle windows (1,000 experiments, launch {idle.get('launch')}): "
+               f"{idle['kernel_s'] / idle['windows'] * 1e6:.1f} µs of kernel time per window "
+               f"({idle['us_per_window']:.1f} µs with the upload and download of that run); CPU "
+               f"{d['idle']['cpu']['us_per_window']:.1f} µs.\n")
     return out
 
 
-def variants(named: list[tuple[str, str]]) -> list[str]:
-    out = ["### Kernel variants and node orders (experiments/profile_gpu.py)\n",
-           "Workload (a) at 8 MiB, kernel time only, each variant checked identical to the first. Variants: "
-           "`minblocksN` = `__launch_bounds__(128, N)` (fewer registers, more resident threads, spills), "
-           "`cache8` = switches cache at most 8 ports' next-event times (less local memory). "
-           "`interleave` = node order with the same role of different experiments side by side.\n",
-           "| commit | batch | variant | interleave | kernel (s) | G packet-hops/s | blocks | identical |",
-           "|---|---|---|---|---|---|---|---|"]
+def launch_modes(named: list[tuple[str, str]]) -> list[str]:
+    out = ["### Launch modes and kernel variants (experiments/profile_gpu.py)\n",
+           "Workload (a) at 8 MiB, kernel time only, every variant checked identical to the first. Launch modes: "
+           "`graph` = one launch per phase, 64 windows per replayed CUDA graph (the default); `coop` = one "
+           "cooperative launch, grid-wide barriers between the two phases; `async` = one launch without grid-wide "
+           "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
+           "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
+           "resident blocks of the one-launch kernels.\n",
+           "| commit | batch | variant | kernel (s) | G packet-hops/s | blocks | identical |",
+           "|---|---|---|---|---|---|---|"]
     for name, commit in named:
         d = load(name)
         for r in d["rows"]:
-            out.append(f"| `{commit}` | {d['batch']} | {r['variant']} | {r['interleave']} | {r['kernel_s']:.2f} | "
+            if r["interleave"]:
+                continue
+            out.append(f"| `{commit}` | {d['batch']} | {r['variant']} | {r['kernel_s']:.2f} | "
                        f"{r['ghops_per_s']:.3f} | {r['blocks']} | {r['identical']} |")
     d = load(named[-1][0])
-    out.append("\nIdle windows, 1,000 experiments, kernel time per window: " + ", ".join(
-        f"interleave {k}: {v['us_per_window']:.1f} µs" for k, v in d["idle"].items()) + f" (`{named[-1][1]}`).\n")
+    out.append("\nIdle windows (1,000 experiments, kernel time per window, `" + named[-1][1] + "`): " + ", ".join(
+        f"{k.split()[0]} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items() if "False" in k) + ".\n")
+    return out
+
+
+def workload_b(d: dict, commit: str) -> list[str]:
+    b = d["b"]
+    out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce)\n",
+           f"Commit `{commit}`, same run as (a). Bytes per experiment (planner, exact): "
+           f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
+           "memory). The CPU row with 32 experiments is a partial run (the first windows only).\n",
+           "| backend | experiments | launch | status | run (s) | upload / kernel (s) | build (s) | G packet-hops/s | windows/s |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in b["rows"]:
+        uk = f"{r['upload_s']:.2f} / {r['kernel_s']:.2f}" if "kernel_s" in r else "–"
+        out.append(f"| {r['backend']} | {r['batch']} | {r.get('launch', '–')} | {', '.join(r['status'])}"
+                   f"{' (partial)' if r['partial'] else ''} | {r['run_s']:.2f} | {uk} | {r['build_s']:.2f} | "
+                   f"{r['hops_per_s'] / 1e9:.3f} | {r['windows_per_s']:,.0f} |")
+    big = max((r for r in b["rows"] if r["backend"] == "gpu"), key=lambda r: r["batch"])
+    out.append(f"\n**{big['batch']:,} concurrent 128-GPU experiments ran to the end in one batch** on one H200 "
+               f"({big['run_s']:.1f} s; the upload of their {big['batch_bytes'] / 2**30:.0f} GiB took "
+               f"{big['upload_s']:.1f} s of it, the kernels {big['kernel_s']:.1f} s). Since that run, columns that hold "
+               "one value in every row (for these clusters the flows' congestion-control state: more than half of the "
+               "bytes) are created on the GPU instead of copied.\n")
+    return out
+
+
+def workload_c(d: dict, commit: str) -> list[str]:
+    c = d["c"]
+    out = ["### Workload (c): one ~54,000-GPU cluster (fat-tree k=60, 54,000 hosts, DCQCN)\n",
+           f"Commit `{commit}`, same run. Every host sends 256 KiB to the host one pod over (switch pools of 4,096 "
+           f"packet slots). Experiment built in {c['build_experiment_s']:.1f} s.\n",
+           "| backend | status | windows | run (s) | G packet-hops/s | windows/s | GiB |",
+           "|---|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        out.append(f"| {r['backend']} | {', '.join(r['status'])}{' (partial)' if r['partial'] else ''} | "
+                   f"{r['windows']} | {r['run_s']:.2f} | {r['hops_per_s'] / 1e9:.3f} | {r['windows_per_s']:,.0f} | "
+                   f"{r['batch_bytes'] / 2**30:.2f} |")
     return out
 
 
 def multi_gpu(d: dict, commit: str) -> list[str]:
-    out = [f"### Two GPUs (issue 8), first measurement: commit `{commit}`, device machine `nvidia-h200-x2`\n",
+    out = [f"### Two GPUs (issue 8): commit `{commit}`, device machine `nvidia-h200-x2`\n",
            "Command: `python experiments/bench_multi_gpu.py --out OUT --a-batch 2048 --a-mib 16 --b-mib 0.25 "
-           "--b-count 1400`. At that commit the two GPU workers were threads of one process.\n",
-           "| workload | run on | experiments | wall (s) | slowest worker run (s) | G packet-hops/s (run) | per worker: experiments / build s / run s |",
+           "--b-count 2800`. One GPU = the batch on `gpu:0` in this process; two = `gpu:0,1`, one worker process "
+           "per GPU, experiments balanced by estimated cost, results merged in input order and compared with the "
+           "one-GPU results. Run = the slowest worker's simulation time (its sub-batches' upload, kernels and "
+           "download); wall = the whole call, with building the batches and sending the experiments to the worker "
+           "processes; busy = a worker's build + run.\n",
+           "| workload | run on | experiments | wall (s) | run (s) | G packet-hops/s (run) | per worker: experiments / sub-batches / build s / run s / busy s |",
            "|---|---|---|---|---|---|---|"]
     for key, s in d["sections"].items():
         for which in ("one", "all"):
             r = s[which]
-            workers = "; ".join(f"{w}: {v['experiments']} / {v['build_s']:.1f} / {v['run_s']:.1f}"
-                                for w, v in r["workers"].items())
+            workers = "; ".join(f"{w}: {v['experiments']} / {v['sub_batches']} / {v['build_s']:.1f} / {v['run_s']:.1f} / "
+                                f"{v['busy_s']:.1f}" for w, v in r["workers"].items())
             out.append(f"| ({key}) | {r['spec']} | {r['experiments']} | {r['wall_s']:.1f} | {r['run_s']:.1f} | "
                        f"{r['hops_per_s_run'] / 1e9:.3f} | {workers} |")
-        out.append(f"| ({key}) | speed-up | | {s['speedup_wall']:.2f}x | | {s['speedup_run']:.2f}x | identical: {s['identical']} |")
-    out.append("\n**No speed-up**: each GPU took as long for half the experiments as one GPU for all of them, "
-               "and batch building (Python, one interpreter lock) did not overlap either. Since then "
-               "(`mvopt.engine.plan`), each GPU worker runs in its own process; that version has **not been "
-               "measured** yet (the session's device time was spent). The target (>= 1.8x) is not met.\n")
+        out.append(f"| ({key}) | speed-up | | {s['speedup_wall']:.2f}x | | **{s['speedup_run']:.2f}x** | "
+                   f"identical: {s['identical']} |")
     return out
 
 
 def render() -> str:
-    bc = load("bench_gpu_bc_63470b1")
+    commit = "e446fa3"
+    bench = load(f"bench_gpu_{commit}")
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
              "Measured on the device machine on 2026-11-29; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_13fb4aa"), "13fb4aa")
-    lines += variants([("profile_b1024_403e885", "403e885"), ("profile_b4096_403e885", "403e885")])
-    lines += ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce)\n",
-              f"Commit `63470b1`. Bytes per experiment (planner, exact): {bc['b']['bytes_per_experiment'] / 2**20:.1f} MiB; "
-              f"**{bc['b']['fit']:,} fit in one batch** on the H200 (85% of its free memory). One experiment "
-              "(4 MiB all-reduce) ran in 8.55 s (284 windows/s, from the run's log; the row was not saved). The batch of "
-              f"{bc['b']['fit']:,} did not finish within the run's remaining 220 s, so the concurrency target (1,000 "
-              "concurrent experiments *running*) is not demonstrated: these experiments fit, but the GPU runs their "
-              "wider switches (16+ ports) slowly (see the analysis).\n",
-              "Workload (c), the ~54,000-GPU fat-tree: the experiment is built in 6.7 s on one core and needs "
-              "13.7 GiB (planner); it was not run on the GPU this session.\n"]
-    lines += multi_gpu(load("bench_multi_gpu_a5db186"), "a5db186")
-    lines.append("**Targets of issue 4 not met:** 2 x 10⁹ packet-hops/s (best 0.669 G at 4,096 experiments, "
-                 "8 MiB; 0.648 G at 1,024 experiments, 64 MiB), the ~10 µs idle window (18.6 µs), 1,000 "
-                 "concurrent 128-GPU experiments running (they fit: 2,823), the 54,000-GPU run.\n")
+    lines += workload_a(bench, commit)
+    lines += launch_modes([("profile_b1024_e446fa3", "e446fa3"), ("profile_b4096_07518f9", "07518f9")])
+    lines += workload_b(bench, commit)
+    lines += workload_c(bench, commit)
+    lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
 
 

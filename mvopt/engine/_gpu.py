@@ -25,10 +25,11 @@ from mvopt.errors import BackendUnavailable
 __all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
 THREADS = 128
-# how the step's phases are separated (kernels/mv_cuda_main.cuh): per experiment, inside one
-# launch (async); grid-wide barriers inside one launch (coop); one launch per phase (graph).
-# "auto" picks per batch (GpuBackend.mode_for), from the measurements in docs/performance.md.
-LAUNCH_MODES = ("async", "coop", "graph")
+# How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
+# windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
+# docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
+# per-experiment windows inside one launch, no grid-wide barrier (async).
+LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 
 
@@ -54,15 +55,14 @@ class GpuBackend:
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`: how
-        the phases of a window are separated: 'async' (the default: one launch, each experiment
-        moves to its next window when its own nodes finished the last one), 'coop' (one
-        cooperative launch, grid-wide barriers) or 'graph' (one launch per phase, replayed as a
-        CUDA graph), or 'auto' (per batch: see mode_for); default from $MVOPT_GPU_LAUNCH, else
-        'auto'. Results do not depend on it."""
-        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", "auto")
+        the phases of a window are separated: 'graph' (the default: one launch per phase, many
+        windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide barriers)
+        or 'async' (one launch, each experiment moves to its next window when its own nodes
+        finished the last one); default from $MVOPT_GPU_LAUNCH. Results do not depend on it."""
+        self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
-        if self.launch not in LAUNCH_MODES + ("auto",):
-            raise BackendUnavailable(f"GPU launch mode (MVOPT_GPU_LAUNCH) must be auto or one of "
+        if self.launch not in LAUNCH_MODES:
+            raise BackendUnavailable(f"GPU launch mode (MVOPT_GPU_LAUNCH) must be one of "
                                      f"{', '.join(LAUNCH_MODES)}, got {self.launch!r}")
         try:
             import cupy
@@ -98,15 +98,6 @@ class GpuBackend:
                 except Exception:
                     per_sm = 1
                 self.max_blocks[mode] = max(1, self.sms * int(per_sm))
-
-    def mode_for(self, batch: Batch) -> str:
-        """The launch mode for `batch`: the one asked for, or with 'auto' the faster one measured
-        (docs/performance.md, "Launch modes"): one cooperative launch while every node of the
-        batch has a resident thread of its own, one launch per phase (graph) beyond that, where
-        the hardware's block scheduler balances the nodes better than a grid-stride loop."""
-        if self.launch != "auto":
-            return self.launch
-        return "coop" if int(batch.counts["n_node"]) <= self.max_blocks["coop"] * THREADS else "graph"
 
     def _active(self, status, iters, cap: int) -> bool:
         """Whether an experiment still runs and has windows left below `cap`."""
@@ -197,12 +188,13 @@ class GpuBackend:
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
-            dev = {name: cp.asarray(a) if a.size else cp.zeros(1, a.dtype) for name, a in batch.cols.items()}
+            dev = {name: cp.full(max(a.size, 1), batch.uniform[name], a.dtype) if name in batch.uniform
+                   else cp.asarray(a) if a.size else cp.zeros(1, a.dtype) for name, a in batch.cols.items()}
             dev.update(scratch_arrays(batch, cp))     # built on the device, never copied
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
-            mode = self.mode_for(batch)
+            mode = self.launch
             n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
             blocks = int(min(self.max_blocks.get(mode, 1 << 30), max(1, -(-n_rows // THREADS))))
             status, iters = dev["exp_status"], dev["exp_iter"]
@@ -226,7 +218,10 @@ class GpuBackend:
             for name in RESULT_COLUMNS:
                 if batch.cols[name].size:
                     batch.cols[name][...] = dev[name].get()
-            del dev                           # the device memory goes back to CuPy's pool now
+            del dev, status, iters
+            # back to the driver, not only to CuPy's pool: other processes (the other GPU workers,
+            # another study's worker) may need it before this one runs again
+            cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
                                 "blocks": blocks if mode != "graph" else -(-int(batch.counts["n_node"]) // THREADS),
                                 "threads_per_block": THREADS, "launch": mode}

@@ -7,7 +7,7 @@ the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` column
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,9 @@ class Batch:
     experiments: list[Experiment]
     # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
     spans: list[tuple[int, int, int, int, int, int]]
+    # columns that hold one value in every row when built (name -> value): a GPU creates them in
+    # place instead of copying them (for 128-GPU clusters they are more than half of the bytes)
+    uniform: dict[str, int] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -254,6 +257,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     counts["has_int"] = int(n_int_slots > 0)
 
     cols: dict[str, np.ndarray] = {}
+    uniform: dict[str, int] = {}
     for col in schema.COLUMNS:
         if col.doc.startswith("scratch"):
             continue
@@ -266,20 +270,22 @@ def build_batch(experiments: list[Experiment]) -> Batch:
                 raise AssertionError(f"column {col.name}: {arr.size} values for {n} rows")
         else:
             arr = np.zeros(n, dt)
+            uniform[col.name] = 0
         cols[col.name] = np.ascontiguousarray(arr)
     # initial state that is not zero
-    for name in ("port_qh", "port_qt", "node_rr"):
-        cols[name][:] = -1
-    for name in ("exp_acc_next", "exp_acc_prog"):
-        cols[name][:] = INF_PS
+    for name, value in (("port_qh", -1), ("port_qt", -1), ("node_rr", -1), ("node_pool_free", -1),
+                        ("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS)):
+        cols[name][:] = value
+        uniform[name] = value
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
                          "split it (mvopt.engine.plan splits batches by memory)")
-    cols["node_pool_free"][:] = -1
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols)
-    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans)
+    for name in ("node_pool_next", "node_pool_hi", "node_order"):
+        uniform.pop(name, None)
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, uniform=uniform)
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndarray:

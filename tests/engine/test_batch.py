@@ -65,3 +65,15 @@ def test_results_read_only_the_result_columns() -> None:
     after = extract_results(batch, iters)
     assert [r.status for r in before] == ["done", "done", "timeout"]
     assert all(a.same_as(b) and a.diagnostic == b.diagnostic for a, b in zip(before, after))
+
+
+def test_uniform_columns_hold_their_value_in_every_row() -> None:
+    """The GPU creates `Batch.uniform` columns in place instead of copying them, so each must
+    really hold that one value (a column changed after it was built must not be listed)."""
+    from mvopt.testing.scenarios import mixed_experiments
+
+    batch = build_batch(mixed_experiments(5))
+    assert {"f_cci", "f_ccd", "port_qh", "exp_acc_next"} <= set(batch.uniform)
+    assert not {"node_pool_next", "node_pool_hi", "node_order", "task_finish_ps"} & set(batch.uniform)
+    for name, value in batch.uniform.items():
+        assert (batch.cols[name] == value).all(), name
