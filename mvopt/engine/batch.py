@@ -40,8 +40,8 @@ class Batch:
     experiments: list[Experiment]
     # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
     spans: list[tuple[int, int, int, int, int, int]]
-    # columns that hold one value in every row when built (name -> value): a GPU creates them in
-    # place instead of copying them (for 128-GPU clusters they are more than half of the bytes)
+    # columns that hold one value in every row when built (name -> value): a GPU sets the all-zero
+    # ones in place instead of copying them (for 128-GPU clusters more than half of the bytes)
     uniform: dict[str, int] = field(default_factory=dict)
 
     @property

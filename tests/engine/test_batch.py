@@ -68,7 +68,7 @@ def test_results_read_only_the_result_columns() -> None:
 
 
 def test_uniform_columns_hold_their_value_in_every_row() -> None:
-    """The GPU creates `Batch.uniform` columns in place instead of copying them, so each must
+    """The GPU sets all-zero `Batch.uniform` columns in place instead of copying them, so each must
     really hold that one value (a column changed after it was built must not be listed)."""
     from mvopt.testing.scenarios import mixed_experiments
 
