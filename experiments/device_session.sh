@@ -25,7 +25,7 @@ run() {  # name seconds command...
   echo "   rc=$? ; last lines:"; tail -4 "$OUT/$name/log.txt" | sed 's/^/   /'
 }
 nvidia-smi -L
-git rev-parse --short HEAD 2>/dev/null > "$OUT/commit.txt" || true
+# (the device copy of the checkout may not carry the commit: name the result files by the commit you ran)
 run tests 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
   tests/engine/test_batch.py tests/engine/test_engine.py -k "gpu or plan or batch or launch"
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
