@@ -326,13 +326,13 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
 
     out: list = [None] * len(configs)
     todo: list[tuple[int, Built]] = []
-    for i, cfg in enumerate(configs):
-        try:
-            todo.append((i, build(cfg)))
-        except InfeasibleError as e:
-            out[i] = Evaluation.infeasible(str(e), violation=_violation(cfg, e))
-        except (ConfigError, InputFileError) as e:
-            out[i] = Evaluation.infeasible(str(e))
+    t_build = time.perf_counter()
+    for i, (built, reason, violation) in enumerate(build_all(configs)):
+        if built is not None:
+            todo.append((i, built))
+        else:
+            out[i] = Evaluation.infeasible(reason, violation=violation)
+    build_wall_s = time.perf_counter() - t_build
     if todo:
         t0 = time.perf_counter()
         results = simulate([b.experiment for _, b in todo], backend=backend)
@@ -341,6 +341,7 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
             status = _STATUS.get(r.status, "stuck")
             stats = _sim_stats(r, wall, len(todo))
             stats["build_s"] = b.build_s
+            stats["build_wall_s"] = build_wall_s
             if status != "ok":
                 out[i] = Evaluation(feasible=True, reason=r.diagnostic or f"simulation {r.status}",
                                     status=status, sim_stats=stats)
@@ -356,6 +357,54 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
                 out[i] = Evaluation(feasible=True, iteration_time_s=r.makespan_s, status="ok",
                                     breakdown={"makespan": r.makespan_s}, sim_stats=stats)
     return out
+
+
+# Building an experiment is Python and numpy on one core (topology, routes, task graph): for a
+# GPU generation of 1,000 configurations it takes minutes on one core while the simulation takes
+# seconds. From this many configurations on, they are built in worker processes.
+PARALLEL_BUILD_MIN = 16
+
+
+def build_workers(n_configs: int) -> int:
+    """Processes that build `n_configs` configurations: $MVOPT_BUILD_WORKERS if set (1 = build in
+    this process), else one per core when there are at least PARALLEL_BUILD_MIN of them."""
+    import os
+    env = os.environ.get("MVOPT_BUILD_WORKERS", "")
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ConfigError("MVOPT_BUILD_WORKERS", "must be a whole number >= 1", env)
+        n = int(env)
+    else:
+        n = (os.cpu_count() or 1) if n_configs >= PARALLEL_BUILD_MIN else 1
+    return max(1, min(n, n_configs))
+
+
+def _build_outcome(cfg: ExperimentConfig) -> tuple:
+    """(Built, None, 0) or (None, reason, violation) for a configuration that cannot be built
+    (invalid layout, does not fit in GPU memory, a bad input file); other errors propagate."""
+    try:
+        return build(cfg), None, 0.0
+    except InfeasibleError as e:
+        return None, str(e), _violation(cfg, e)
+    except (ConfigError, InputFileError) as e:
+        return None, str(e), 1.0
+
+
+def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
+    """:func:`_build_outcome` of every configuration, in order, in parallel worker processes
+    (kept between calls) when there are many (:func:`build_workers`). The result does not depend
+    on how many processes built it."""
+    n = build_workers(len(configs))
+    if n == 1:
+        return [_build_outcome(c) for c in configs]
+    from concurrent.futures.process import BrokenProcessPool
+
+    from mvopt.procpool import drop_pool, get_pool
+    try:
+        return list(get_pool("build", n).map(_build_outcome, configs, chunksize=max(1, len(configs) // (4 * n))))
+    except BrokenProcessPool:
+        drop_pool("build", n)      # a worker died (killed, out of memory): the next call starts fresh ones
+        raise
 
 
 def _violation(cfg: ExperimentConfig, err: Exception) -> float:

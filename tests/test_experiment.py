@@ -135,3 +135,32 @@ def test_evaluate_all_infeasible_costs_no_simulation(monkeypatch):
 def test_makespan_is_seconds_of_last_task():
     r, = run([load_config(_collective())])
     assert r.makespan_ps == int(np.max(r.task_finish_ps))
+
+
+def test_evaluate_builds_in_worker_processes_with_the_same_outcomes(tmp_path, monkeypatch):
+    """A generation built in worker processes (MVOPT_BUILD_WORKERS=2) gives exactly the
+    outcomes of one built here, invalid configurations included, in order."""
+    configs = [load_config(_collective()), load_config(_collective(hosts=[0, 99])),
+               load_config({"cluster": {"topology": "file", "topology_file": str(tmp_path / "missing.txt")},
+                            "workload": {"kind": "collective"}}),
+               load_config(_collective(op="all_to_all"))]
+    outcomes = {}
+    for workers in ("1", "2"):
+        monkeypatch.setenv("MVOPT_BUILD_WORKERS", workers)
+        outcomes[workers] = [(e.status, e.feasible, e.reason, e.iteration_time_s, e.sim_stats.get("windows"))
+                             for e in evaluate(configs)]
+    assert outcomes["1"] == outcomes["2"]
+    assert [o[0] for o in outcomes["2"]] == ["ok", "infeasible", "infeasible", "ok"]
+
+
+def test_build_workers_setting(monkeypatch):
+    from mvopt.experiment import PARALLEL_BUILD_MIN, build_workers
+
+    monkeypatch.delenv("MVOPT_BUILD_WORKERS", raising=False)
+    assert build_workers(PARALLEL_BUILD_MIN - 1) == 1            # small generations: no processes
+    assert build_workers(3) == 1
+    monkeypatch.setenv("MVOPT_BUILD_WORKERS", "8")
+    assert build_workers(3) == 3                                 # never more processes than configurations
+    monkeypatch.setenv("MVOPT_BUILD_WORKERS", "zero")
+    with pytest.raises(ConfigError, match="MVOPT_BUILD_WORKERS"):
+        build_workers(20)

@@ -23,6 +23,7 @@ from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
+from mvopt.procpool import drop_pool, get_pool
 
 __all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "batch_bytes", "split_by_memory",
            "balance", "run_share", "run_experiments", "INT32_LIMIT"]
@@ -212,28 +213,6 @@ def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None):
             return False, MvoptError(f"{type(exc).__name__}: {exc}")
 
 
-_POOLS: dict[int, object] = {}
-
-
-def _pool(n: int):
-    """A pool of `n` worker processes kept for the life of this process, so that successive
-    calls (an optimizer's generations) do not pay interpreter start-up, imports, kernel loading
-    and GPU context creation again; each process keeps its backends (one per device it used)."""
-    if n not in _POOLS:
-        import atexit
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        if not _POOLS:
-            atexit.register(_close_pools)
-        _POOLS[n] = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
-    return _POOLS[n]
-
-
-def _close_pools() -> None:
-    while _POOLS:
-        _POOLS.popitem()[1].shutdown(wait=True)
-
-
 def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
                     report: dict | None = None, processes: bool | None = None) -> list[ExperimentResult]:
     """Simulate `experiments` on the workers of `backend`; results in input order. `memory_bytes`
@@ -260,13 +239,13 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     outcomes: list = [None] * len(workers)
     if use_processes:
         from concurrent.futures.process import BrokenProcessPool
-        pool = _pool(len(workers))
+        pool = get_pool("engine-workers", len(workers))
         try:
             futures = [pool.submit(_share_outcome, workers[w], [exps[i] for i in shares[w]], memory_bytes)
                        for w in range(len(workers))]
             outcomes = [f.result() for f in futures]
         except BrokenProcessPool:
-            _POOLS.pop(len(workers), None)      # a worker process died: the next call starts fresh ones
+            drop_pool("engine-workers", len(workers))      # a worker process died: the next call starts fresh ones
             raise
     else:
         def work(w: int) -> None:

@@ -1,0 +1,39 @@
+"""Worker-process pools kept for the life of the process.
+
+Successive calls (an optimizer's generations) should not pay interpreter start-up, imports,
+kernel loading and GPU context creation again, so a pool, once started, is kept (per purpose and
+size) until the process exits. Processes are spawned, never forked: a forked child of a process
+that holds a CUDA context or OpenMP threads is not safe.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+
+__all__ = ["get_pool", "drop_pool"]
+
+_POOLS: dict[tuple[str, int], ProcessPoolExecutor] = {}
+
+
+def get_pool(purpose: str, n: int) -> ProcessPoolExecutor:
+    """The pool of `n` spawned worker processes for `purpose` (started on first use)."""
+    key = (purpose, n)
+    if key not in _POOLS:
+        if not _POOLS:
+            atexit.register(_close_all)
+        _POOLS[key] = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    return _POOLS[key]
+
+
+def drop_pool(purpose: str, n: int) -> None:
+    """Forget a pool whose processes died (BrokenProcessPool): the next call starts fresh ones."""
+    pool = _POOLS.pop((purpose, n), None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _close_all() -> None:
+    while _POOLS:
+        _POOLS.popitem()[1].shutdown(wait=True)
