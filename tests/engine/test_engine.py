@@ -728,10 +728,16 @@ def test_incast_keeps_the_bottleneck_busy_and_shares_fairly(backend, cc: str, si
     check_invariants(exp, r)
     busy, spread = incast_figures(exp, r)
     assert busy >= 0.9, f"busy {busy:.3f}, makespan {r.makespan_ps}"
-    # HPCC: spread 0.929 (200 KB, max_stage 0) and 0.854 (1 MB). Its only equalising term is
-    # W_AI (40 Mb/s, ~0.3 % of a 12 G flow per RTT), while with paced, deterministic arrivals
-    # each flow's INT samples see its own share of the queue (1 MB, 200-600 us: per-flow means
-    # 566-699 B, U 0.9457-0.9492, the fastest flow's the lowest): the rates drift apart.
+    # Fair shares within 10 %: every flow's throughput within 10 % of the mean (its fair share).
+    # HPCC 1 MB (the defaults): 0.939-1.099 of it; 200 KB, max_stage 0: 0.960-1.033.
+    g = exp.tasks
+    thr = g.size_bytes[r.flow_ids] / (r.task_finish_ps[r.flow_ids] - r.task_start_ps[r.flow_ids])
+    assert np.abs(thr / thr.mean() - 1).max() <= 0.1, f"shares {np.round(thr / thr.mean(), 3)}"
+    # The other CCs also keep slowest / fastest >= 0.9. HPCC does not: 0.929 (200 KB, max_stage
+    # 0), 0.854 (1 MB). Its only equalising term is W_AI (40 Mb/s, ~0.3 % of a 12 G flow per
+    # RTT), while with paced, deterministic arrivals each flow's INT samples see its own share of
+    # the queue (1 MB, 200-600 us: per-flow means 566-699 B, U 0.9457-0.9492, the fastest flow's
+    # the lowest): the rates drift apart.
     if cc != "hpcc":
         assert spread >= 0.9, f"throughput spread {spread:.3f}"
 
