@@ -183,7 +183,7 @@ def engine_bytes_per_task() -> dict[str, int]:
     for col in schema.COLUMNS:
         b = col.mult * schema.numpy_dtype(col).itemsize
         if col.length == "n_task":
-            if col.name in ("f_ccd", "f_cci"):
+            if col.name in ("f_ccd", "f_cci"):     # (HPCC's per-hop state, f_hop, only with HPCC)
                 groups["flow congestion control"] += b
             elif col.name.startswith("f_"):
                 groups["flow transport"] += b

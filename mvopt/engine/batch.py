@@ -255,6 +255,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     counts["n_slot"] = n_slot
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
+    counts["n_hop"] = task_base if n_int_slots > 0 else 1     # HPCC's per-flow hop state, by task id
 
     cols: dict[str, np.ndarray] = {}
     uniform: dict[str, int] = {}
@@ -306,15 +307,15 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndar
 
 def scratch_words(counts: dict[str, int]) -> dict[str, int]:
     """Size in int64 words of each scratch column of a batch with these counts."""
-    return {"pkt": int(counts["n_slot"]) * schema.PKT_DTYPE.itemsize // 8,
-            "pkt_int": int(counts["n_int"]) * schema.INT_DTYPE.itemsize // 8}
+    return {col.name: int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize // 8
+            for col in schema.COLUMNS if col.doc.startswith("scratch")}
 
 
 def scratch_arrays(batch: Batch, xp=np) -> dict:
     """The kernels' working memory for `batch`, allocated zeroed with `xp` (numpy, or cupy on a
     GPU). Nothing needs initialising: pools hand out never-used slots first, and the kernels
-    never read a slot (or an INT record) before writing it, so a backend may also reuse old
-    memory (the CPU backend does). Raw words: the kernels see them through `struct Pkt` /
+    never read a slot (an INT record, a flow's hop state) before writing it, so a backend may
+    also reuse old memory (the CPU backend does). Raw words: the kernels see them through `struct Pkt` /
     `struct IntHop`."""
     return {name: xp.zeros(n, dtype=xp.int64) for name, n in scratch_words(batch.counts).items()}
 

@@ -96,17 +96,25 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
             "n_nh": int(np.asarray(topo.nhset_offset)[-1]), "n_slot": n_slot,
             "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0,
+            "n_hop": int(g.n) if exp.network.cc == "hpcc" else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
             "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
 
 
+def batch_counts(summed: dict[str, int]) -> dict[str, int]:
+    """The counts of the batch of experiments whose experiment_counts were summed (what
+    build_batch will report): a batch with any HPCC experiment holds HPCC's hop state for every
+    task (indexed by task id), and tables nobody uses still get one row."""
+    out = dict(summed, n_hop=int(summed["n_task"]) if summed.get("n_hop", 0) > 0 else 0)
+    for k in schema.MIN_ONE_COUNTS:
+        out[k] = max(1, int(out[k]))
+    return out
+
+
 def batch_bytes(counts: dict[str, int]) -> int:
     """Bytes of a batch with these (summed) counts: every column plus the scratch packet slots."""
-    total = 0
-    for col in schema.COLUMNS:
-        n = max(1, int(counts[col.length])) if col.length in schema.MIN_ONE_COUNTS else int(counts[col.length])
-        total += n * col.mult * schema.numpy_dtype(col).itemsize
-    return total
+    counts = batch_counts(counts)
+    return sum(int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize for col in schema.COLUMNS)
 
 
 def experiment_cost(exp: Experiment) -> float:

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "MAX_INT_HOPS",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
-NCCD = 8           # double-valued congestion-control state per flow
-NCCI = 32          # integer congestion-control state per flow (incl. HPCC's last INT per hop)
+NCCD = 4           # double-valued congestion-control state per flow (CD_* in mv_common.cuh)
+NCCI = 11          # integer congestion-control state per flow (CI_*)
+NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with HPCC experiments only
 NEXP_D = 16        # double parameters per experiment
 NEXP_I = 24        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
@@ -35,10 +36,10 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("bytes", "
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_slot", "n_int", "n_heap", "n_list", "n_monq", "n_monw")
+          "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
-# column has a valid address): INT records and the monitor tables.
-MIN_ONE_COUNTS = ("n_int", "n_monq", "n_monw")
+# column has a valid address): INT records, HPCC's per-flow hop state and the monitor tables.
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw")
 SCALARS = COUNTS + ("has_int",)
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -186,6 +187,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("f_done_ps", "i64", "n_task", "state [src]: last byte acknowledged (-1 not yet)"),
     _c("f_ccd", "f64", "n_task", "state [src]: congestion-control doubles (CD_*)", NCCD),
     _c("f_cci", "i64", "n_task", "state [src]: congestion-control integers (CI_*)", NCCI),
+    _c("f_hop", "i64", "n_hop", "scratch: HPCC's last INT per hop (HI_*; written when the flow starts); a row "
+       "per task when the batch has HPCC experiments (they index it by task id), else one", NHOPI),
     _c("f_rx_next", "i64", "n_task", "state [dst]: next expected packet"),
     _c("f_nack_ps", "i64", "n_task", "state [dst]: NACK rate-limit timer"),
     _c("f_last_nack", "i64", "n_task", "state [dst]: sequence of the last NACK"),
@@ -214,7 +217,7 @@ def numpy_dtype(col: Column) -> np.dtype:
 
 def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
-    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}",
+    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}",
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}", "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")

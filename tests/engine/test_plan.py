@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mvopt.engine import build_batch, schema, simulate
-from mvopt.engine.plan import (balance, batch_bytes, experiment_cost, experiment_counts, parse_backend, run_experiments,
-                               split_by_memory)
+from mvopt.engine import build_batch, simulate
+from mvopt.engine.plan import (balance, batch_bytes, batch_counts, experiment_cost, experiment_counts, parse_backend,
+                               run_experiments, split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
 from mvopt.testing.scenarios import mixed_experiments
@@ -18,9 +18,10 @@ EXPS = mixed_experiments(9)
 def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
     batch = build_batch(EXPS)
     summed = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in batch.counts if k != "has_int"}
-    for k in schema.MIN_ONE_COUNTS:           # tables of one row when no experiment uses them
-        summed[k] = max(1, summed[k])
-    assert summed == {k: v for k, v in batch.counts.items() if k != "has_int"}
+    assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k != "has_int"}
+    assert batch.counts["n_hop"] == batch.counts["n_task"]    # HPCC in the mix: hop state for every task
+    no_hpcc = [e for e in EXPS if e.network.cc != "hpcc"]
+    assert build_batch(no_hpcc).counts["n_hop"] == 1
     total = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in experiment_counts(EXPS[0])}
     assert batch_bytes(total) == batch.nbytes
 

@@ -4,17 +4,14 @@
 
 MV_DEV double* CD(Ctx* c, int64_t f, int k) { return &c->f_ccd[f * NCCD + k]; }
 MV_DEV int64_t* CI(Ctx* c, int64_t f, int k) { return &c->f_cci[f * NCCI + k]; }
-
-// Integer CC state beyond mv_common.cuh's CI_*: the wire bytes of the flow's last data packet
-// (HPCC re-derives the pending pacing gap from it when the rate changes, ns-3's ChangeRate).
-enum { CI_LAST_BYTES = CI_COUNT, CI_COUNT_ALL };
-static_assert(CI_COUNT_ALL <= NCCI, "schema.py's NCCI is too small for the CC state");
+MV_DEV int64_t* HI(Ctx* c, int64_t f, int k) { return &c->f_hop[f * NHOPI + k]; }   // batches with HPCC only
 
 MV_DEV void cc_init(Ctx* c, int64_t e, int64_t f) {
   double line = (double)c->f_line_bps[f];
   c->f_rate[f] = line;
   for (int k = 0; k < NCCD; ++k) *CD(c, f, k) = 0.0;
   for (int k = 0; k < NCCI; ++k) *CI(c, f, k) = 0;
+  if (c->has_int) *HI(c, f, HI_NHOP) = 0;   // hop records are read only below HI_NHOP
   *CD(c, f, CD_RT) = line;
   *CD(c, f, CD_RC) = line;
   *CD(c, f, CD_ALPHA) = 1.0;
@@ -103,14 +100,14 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
     double U = 0.0;
     int64_t dt = 0;
     bool used = false;
-    int n = nint < (int)*CI(c, f, CI_NHOP) ? nint : (int)*CI(c, f, CI_NHOP);
+    int n = nint < (int)*HI(c, f, HI_NHOP) ? nint : (int)*HI(c, f, HI_NHOP);
     for (int i = 0; i < n; ++i) {
-      int64_t tau = hop[i].ts - *CI(c, f, CI_HOP0 + 3 * i);
+      int64_t tau = hop[i].ts - *HI(c, f, HI_HOP0 + 3 * i);
       if (tau <= 0) continue;
       used = true;
       double rate = (double)c->port_rate_bps[hop[i].port];
-      double tx_rate = (double)(hop[i].tx - *CI(c, f, CI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
-      int64_t q = mv_min(hop[i].qlen, *CI(c, f, CI_HOP0 + 3 * i + 2));
+      double tx_rate = (double)(hop[i].tx - *HI(c, f, HI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
+      int64_t q = mv_min(hop[i].qlen, *HI(c, f, HI_HOP0 + 3 * i + 2));
       double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));
       if (u > U) { U = u; dt = tau; }
     }
@@ -140,11 +137,11 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
     }
     if (!fast && c->f_snd_nxt[f] > *CI(c, f, CI_LAST_SEQ)) *CI(c, f, CI_LAST_SEQ) = c->f_snd_nxt[f];
   }
-  *CI(c, f, CI_NHOP) = nint;
+  *HI(c, f, HI_NHOP) = nint;
   for (int i = 0; i < nint; ++i) {
-    *CI(c, f, CI_HOP0 + 3 * i) = hop[i].ts;
-    *CI(c, f, CI_HOP0 + 3 * i + 1) = hop[i].tx;
-    *CI(c, f, CI_HOP0 + 3 * i + 2) = hop[i].qlen;
+    *HI(c, f, HI_HOP0 + 3 * i) = hop[i].ts;
+    *HI(c, f, HI_HOP0 + 3 * i + 1) = hop[i].tx;
+    *HI(c, f, HI_HOP0 + 3 * i + 2) = hop[i].qlen;
   }
 }
 

@@ -29,14 +29,17 @@ enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_D
 enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
        C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,
        C_RESUMES, C_HOPS, C_TIMEOUTS, C_COUNT };
-// Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k].
+// Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k]; HPCC's last INT
+// per hop in f_hop[f * NHOPI + k] (rows only in batches with HPCC experiments).
 enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, CD_COUNT };
 enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_ECN_CNT, CI_BATCH,
-       CI_HIGH_SEQ, CI_CWR, CI_NHOP, CI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */,
-       CI_COUNT = CI_HOP0 + 3 * MAX_INT_HOPS };
+       CI_HIGH_SEQ, CI_CWR, CI_LAST_BYTES /* wire bytes of the last data packet (HPCC pacing) */,
+       CI_COUNT };
+enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 + 3 * MAX_INT_HOPS };
 // The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
-static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI,
+static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
+              HI_COUNT <= NHOPI,
               "schema.py table widths are too small for the kernel's enums");
 enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
 
