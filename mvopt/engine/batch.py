@@ -80,6 +80,12 @@ def ring_capacity(rate_bps: np.ndarray, delay_ps: np.ndarray, window_ps: int, ma
     return (1 << np.ceil(np.log2(need)).astype(np.int64)).astype(np.int64)
 
 
+def port_ring_capacities(topo, p: ResolvedParams) -> np.ndarray:
+    """Ring slots of every port of an experiment (build_batch and the planner's count)."""
+    return ring_capacity(np.asarray(topo.port_rate_bps, np.int64), np.asarray(topo.port_delay_ps, np.int64),
+                         p.window_ps, p.payload + p.header, p.min_wire_bytes)
+
+
 def ps_per_byte(rate_bps: np.ndarray) -> np.ndarray:
     """8e12 / rate where that is an integer (serialization is then a multiplication), else 0."""
     rate = np.asarray(rate_bps, np.int64)
@@ -158,8 +164,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         add("port_rate_bps", rate); add("port_delay_ps", delay)
         add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
         add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
-        cap = ring_capacity(rate, delay, p.window_ps, p.payload + p.header,
-                            min(p.ack_bytes, p.pfc_frame_bytes, p.header + 1))
+        cap = port_ring_capacities(topo, p)
         add("port_ring_cap", cap); add("port_ps_per_byte", ps_per_byte(rate))
         # ---- nodes
         is_host = np.arange(nn) < nh

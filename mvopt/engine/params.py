@@ -87,6 +87,7 @@ class ResolvedParams:
     header: int
     ack_bytes: int
     pfc_frame_bytes: int
+    min_wire_bytes: int         # the smallest packet of the experiment (ACK, PFC frame or a flow's last packet)
     nack_interval_ps: int
     rto_ps: int
     # per port
@@ -231,11 +232,17 @@ def resolve(exp: Experiment) -> ResolvedParams:
             win[t] = int(base_rtt[t]) * int(line[t]) // (8 * PS_PER_S)   # Python ints: no overflow
         total = size + npkt[t] * header
         standalone[t] = base_rtt[t] + ser_ps(int(total), bottleneck)
+    # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
+    # frame, or the last packet of the flow with the smallest remainder
+    flows = tasks.kind == FLOW
+    last = (tasks.size_bytes[flows].astype(np.int64) - 1) % payload + 1 if flows.any() else np.zeros(0, np.int64)
+    min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + int(last.min()) if last.size else 1 << 30)
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
         window_ps=window, cc=cc, lb_spray=net.lb == "spray", pfc=net.pfc.enabled, ecn=net.ecn.enabled,
         payload=payload, header=header, ack_bytes=net.ack_bytes, pfc_frame_bytes=net.pfc.frame_bytes,
+        min_wire_bytes=min_wire,
         nack_interval_ps=_ps(net.nack_interval_us), rto_ps=_ps(net.rto_us),
         port_kmin=port_kmin, port_kmax=port_kmax, port_pmax=port_pmax, port_headroom=headroom,
         port_shift=shift, sw_buffer=sw_buffer, sw_reserve=net.pfc.reserve_bytes, sw_slots=sw_slots,

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, monitor_rows, ring_capacity
+from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, monitor_rows, port_ring_capacities
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
@@ -86,8 +86,7 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
     topo, g, p = exp.topology, exp.tasks, exp.params
     nh, nn = int(topo.n_host), int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
-    cap = ring_capacity(np.asarray(topo.port_rate_bps, np.int64), np.asarray(topo.port_delay_ps, np.int64),
-                        p.window_ps, p.payload + p.header, min(p.ack_bytes, p.pfc_frame_bytes, p.header + 1))
+    cap = port_ring_capacities(topo, p)
     n_slot = int(cap.sum()) + nh * HOST_POOL_SLOTS + int(np.asarray(p.sw_slots, np.int64).sum())
     src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
     owner = np.repeat(np.arange(g.n), np.diff(g.pred_offset))

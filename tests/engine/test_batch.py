@@ -77,3 +77,28 @@ def test_uniform_columns_hold_their_value_in_every_row() -> None:
     assert not {"node_pool_next", "node_pool_hi", "node_order", "task_finish_ps"} & set(batch.uniform)
     for name, value in batch.uniform.items():
         assert (batch.cols[name] == value).all(), name
+
+
+def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> None:
+    """Rings hold what a port can send back to back in ser + delay + 2 windows of its smallest
+    packet: an ACK, a PFC frame, or a flow's last packet (header + remainder of its payload)."""
+    from mvopt.engine.batch import port_ring_capacities
+
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
+    topo = build_topology(cfg.cluster)
+
+    def exp(size: int) -> Experiment:
+        g = TaskGraphBuilder()
+        g.flow(0, 5, size)
+        return Experiment(topology=topo, network=cfg.network, tasks=g.build())
+
+    net = cfg.network
+    whole, tiny = exp(3 * net.payload_bytes), exp(3 * net.payload_bytes + 1)
+    assert whole.params.min_wire_bytes == min(net.ack_bytes, net.pfc.frame_bytes)
+    assert tiny.params.min_wire_bytes == net.header_bytes + 1
+    assert (port_ring_capacities(topo, tiny.params) >= port_ring_capacities(topo, whole.params)).all()
+    b = build_batch([tiny])
+    rate = np.asarray(topo.port_rate_bps, np.int64)
+    need = (ser_ps(net.payload_bytes + net.header_bytes, int(rate[0])) + int(topo.port_delay_ps[0])
+            + 2 * tiny.params.window_ps) // ser_ps(net.header_bytes + 1, int(rate[0])) + 4
+    assert b.cols["port_ring_cap"][0] >= need
