@@ -134,7 +134,12 @@ def training_setup(cfg: ExperimentConfig, topo):
                  reserve_bytes=reserve)
     trace = OperatorTrace.read(cfg.resolve_path(w.operator_trace)) if w.operator_trace else None
     cl = cfg.cluster
-    if w.rail_sample and cl.topology == "rail_optimized" and cl.tiers == 3 and cl.resolved_nics_per_server > 1:
+    rail_zero_only = cl.topology == "rail_optimized" and cl.resolved_nics_per_server < cl.gpus_per_server
+    if rail_zero_only and not w.rail_sample:
+        raise ConfigError("cluster.nics_per_server", "1 describes rail 0 of the rail-optimised fabric alone, "
+                          "which carries only the GPUs of local index 0: set workload.rail_sample: true, or "
+                          f"nics_per_server: {cl.gpus_per_server} for the whole fabric", cl.nics_per_server)
+    if w.rail_sample and cl.topology == "rail_optimized" and cl.tiers == 3 and cl.gpus_per_server > 1:
         warnings.warn("workload.rail_sample on a 3-tier rail_optimized cluster is approximate: pod spines "
                       "and cores carry every rail, so the other rails' traffic that shares them is not "
                       "simulated (exact on 2 tiers)", ApproximationWarning,

@@ -83,8 +83,9 @@ class ClusterConfig(Section):
     # --- common
     gpus_per_server: int = field(8, doc="GPUs per server", check=positive)
     nics_per_server: Optional[int] = field(
-        None, doc="NICs (network endpoints) per server", default_doc="gpus_per_server for "
-        "rail_optimized, else 1", check=positive)
+        None, doc="NICs (network endpoints) per server; rail_optimized: gpus_per_server, or 1 to build rail 0 "
+        "alone (its leaves and NICs, with the whole fabric's spines and cores) for workload.rail_sample",
+        default_doc="gpus_per_server for rail_optimized, else 1", check=positive)
     gpu: str = field("H100", doc="GPU type (a name from the GPU table, or a user-defined GPU)")
     link_gbps: list[float] = field([100.0, 100.0, 100.0], unit="Gb/s",
                                    doc="link rate per tier (tier 0 = host links); the last value "
@@ -113,9 +114,10 @@ class ClusterConfig(Section):
             raise ConfigError(f"{path}.link_gbps", "must list at least one rate", list(self.link_gbps))
         if topo == "rail_optimized":
             nics = self.resolved_nics_per_server
-            if nics != self.gpus_per_server:
+            if nics not in (self.gpus_per_server, 1):
                 raise ConfigError(f"{path}.nics_per_server", "must equal gpus_per_server for "
-                                  f"rail_optimized ({self.gpus_per_server})", nics)
+                                  f"rail_optimized ({self.gpus_per_server}), or be 1 to describe rail 0 "
+                                  "alone (for workload.rail_sample)", nics)
             if self.tiers == 3 and self.groups_per_pod is None:
                 raise ConfigError(f"{path}.groups_per_pod", "is required when tiers = 3", show_value=False)
             if self.servers % self.servers_per_group:

@@ -120,7 +120,8 @@ class WorkloadConfig(Section):
         False, doc="kind training: simulate only the GPUs of local index 0 (NIC rail 0) and take their "
         "times for every GPU; exact when TP ranks are symmetric and all inter-server traffic stays on "
         "its rail (rail-optimised cluster, tp x dp a multiple of gpus_per_server, hierarchical DP "
-        "collectives); the cluster may then describe rail 0 alone (nics_per_server: 1)")
+        "collectives); a rail_optimized cluster may then describe rail 0 alone (nics_per_server: 1: its leaves "
+        "and NICs with the whole fabric's spines and cores, about an eighth of the memory)")
 
     def _check(self, path: str) -> None:
         if self.kind == "tasks" and not self.tasks:

@@ -84,14 +84,19 @@ def build_rail_optimized(cluster: Any) -> NetworkSpec:
     tiers=3: ``groups_per_pod`` consecutive groups form a pod with its own u spines (every leaf of
     the pod to every pod spine); pod spine j of every pod links to each core switch of plane j
     (planes of ``pod_leaves x rate1 / rate2`` cores, so pod spines are non-blocking).
+
+    ``nics_per_server: 1`` describes rail 0 alone (for ``workload.rail_sample``): host s is NIC 0
+    of server s and only the rail-0 leaves exist; spines and cores are those of the whole fabric
+    (the cores per plane still count every rail's leaves), so rail 0's paths are unchanged.
     """
     n_server, per_group, g = cluster.servers, cluster.servers_per_group, cluster.gpus_per_server
+    rails = cluster.resolved_nics_per_server          # g, or 1 for rail 0 alone
     n_group = n_server // per_group
     u = uplinks_per_leaf(per_group, cluster)
-    b = SpecBuilder(n_server * g, tier_link_params(cluster))
-    leaves = b.add_switches(n_group * g, 1)
+    b = SpecBuilder(n_server * rails, tier_link_params(cluster))
+    leaves = b.add_switches(n_group * rails, 1)
     host = np.arange(b.n_host)
-    b.attach_hosts(leaves[(host // g // per_group) * g + host % g])
+    b.attach_hosts(leaves[(host // rails // per_group) * rails + host % rails])
     if cluster.tiers == 2:
         spines = b.add_switches(u, 2)
         b.connect_complete(leaves, spines, 1)
@@ -101,16 +106,15 @@ def build_rail_optimized(cluster: Any) -> NetworkSpec:
         raise ConfigError("cluster.groups_per_pod", f"must divide the number of rail groups "
                           f"(servers / servers_per_group = {n_group})", per_pod)
     n_pod = n_group // per_pod
-    pod_leaves = per_pod * g
-    planes = Fraction(pod_leaves) * exact(cluster.tier_gbps(1)) / exact(cluster.tier_gbps(2))
+    planes = Fraction(per_pod * g) * exact(cluster.tier_gbps(1)) / exact(cluster.tier_gbps(2))
     if planes.denominator != 1 or planes < 1:
         raise ConfigError("cluster.link_gbps", f"must make the core switches per plane = leaves per pod "
-                          f"x link_gbps[1] / link_gbps[2] a whole number >= 1 (here {pod_leaves} x "
+                          f"x link_gbps[1] / link_gbps[2] a whole number >= 1 (here {per_pod * g} x "
                           f"{cluster.tier_gbps(1):g} / {cluster.tier_gbps(2):g} = {float(planes):.4g})",
                           list(cluster.link_gbps))
     c = int(planes)
     spines = b.add_switches(n_pod * u, 2).reshape(n_pod, u)
     cores = b.add_switches(u * c, 3).reshape(u, c)
-    b.connect_complete(leaves.reshape(n_pod, pod_leaves), spines, 1)
+    b.connect_complete(leaves.reshape(n_pod, per_pod * rails), spines, 1)
     b.connect(spines[:, :, None], cores[None, :, :], 2)
     return _finish(b, cluster, "rail_optimized")

@@ -192,6 +192,38 @@ def test_rail_sample_on_three_tiers_warns_that_it_is_approximate():
         build(_cfg(par, rail_sample=True))                                  # 2 tiers: exact, silent
 
 
+def test_rail_sample_on_rail_zero_alone_gives_the_same_time_with_fewer_nodes():
+    """`nics_per_server: 1` builds rail 0 of a 3-tier rail-optimised fabric alone (its leaves and
+    NICs, the whole fabric's spines and cores). With one spine per pod and one core per plane (no
+    ECMP choice) and line-rate traffic, the rail-sampled iteration takes exactly as long as on
+    the whole fabric."""
+    import warnings
+
+    from mvopt.errors import ApproximationWarning
+    par = {"tp": 8, "pp": 1, "dp": 4, "global_batch": 4}
+    three = {"topology": "rail_optimized", "servers": 4, "servers_per_group": 2, "gpus_per_server": 8,
+             "tiers": 3, "groups_per_pod": 1, "link_gbps": [100, 200, 1600]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ApproximationWarning)
+        b_all, _, whole = _run(_cfg(par, three, rail_sample=True))
+        b_one, _, alone = _run(_cfg(par, {**three, "nics_per_server": 1}, rail_sample=True))
+    t_all, t_one = b_all.experiment.topology, b_one.experiment.topology
+    assert (t_all.n_host, t_one.n_host) == (32, 4)
+    assert t_one.n_switch == t_all.n_switch - 2 * 7           # 7 of the 8 leaves of each pod are gone
+    assert alone["iteration_time_s"] == whole["iteration_time_s"]
+    assert alone["breakdown"] == whole["breakdown"]
+
+
+def test_rail_zero_alone_needs_the_rail_sample():
+    three = {"topology": "rail_optimized", "servers": 4, "servers_per_group": 2, "gpus_per_server": 8,
+             "tiers": 3, "groups_per_pod": 1, "nics_per_server": 1}
+    with pytest.raises(ConfigError, match="nics_per_server.*rail_sample"):
+        build(_cfg({"tp": 8, "pp": 1, "dp": 4, "global_batch": 4}, three))
+    with pytest.raises(ConfigError, match="nics_per_server"):
+        build(_cfg({"tp": 8, "pp": 1, "dp": 4, "global_batch": 4}, {**three, "nics_per_server": 2},
+                   rail_sample=True))
+
+
 def test_rail_sample_refuses_layouts_that_leave_the_rail():
     with pytest.raises(ConfigError, match="rail_sample"):
         build(_cfg({"tp": 2, "pp": 8, "dp": 2, "global_batch": 8}, rail_sample=True))
