@@ -90,16 +90,17 @@ def config(size: dict, rail: bool, par_extra: dict, coll: dict):
         "parallelism": par})
 
 
-def topology_counts(cfg, topo) -> dict:
-    """experiment_counts of the cluster with a one-task graph: the rows that do not depend on tasks."""
+def topology_counts(cfg, topo, flow_sizes) -> dict:
+    """experiment_counts of the cluster with a graph of one flow per distinct size of the counted
+    graph: the rows that do not depend on tasks, with the wire rings sized for the graph's
+    smallest packet (the last packet of the flow with the smallest remainder)."""
     from mvopt.engine import Experiment
     from mvopt.engine.plan import experiment_counts
     from mvopt.engine.tasks import TaskGraphBuilder
 
     b = TaskGraphBuilder()
-    # one flow whose last packet carries 1 byte: rings sized for the smallest possible packet, as
-    # for a graph whose flow sizes are not known (the exact count of a built graph may be lower)
-    b.flow(0, 1, cfg.network.payload_bytes + 1)
+    for size in flow_sizes:
+        b.flow(0, 1, int(size))
     return experiment_counts(Experiment(topology=topo, network=cfg.network, tasks=b.build()))
 
 
@@ -137,11 +138,14 @@ def measure(name: str) -> dict:
     t0 = time.perf_counter()
     setup = training_setup(cfg, topo)
     out["checks_s"] = time.perf_counter() - t0
-    tc = topology_counts(cfg, topo)
-    out["topology_bytes"] = batch_bytes(dict(tc, n_task=0, n_succ=0, n_pred=0, n_list=0, n_heap=tc["n_node"]))
     c0, t0 = time.process_time(), time.perf_counter()
     cnt = training_counts(setup)
     out.update(count_cpu_s=time.process_time() - c0, count_wall_s=time.perf_counter() - t0)
+    sizes = cnt.pop("flow_sizes")
+    payload = cfg.network.payload_bytes
+    out["smallest_last_payload"] = int(((sizes - 1) % payload + 1).min()) if sizes.size else None
+    tc = topology_counts(cfg, topo, sizes)
+    out["topology_bytes"] = batch_bytes(dict(tc, n_task=0, n_succ=0, n_pred=0, n_list=0, n_heap=tc["n_node"]))
     lo, hi, hi_counts = bytes_from_counts(cnt, tc)
     out.update({k: v for k, v in cnt.items()}, bytes_low=lo, bytes_high=hi,
                int32_over=sorted(k for k, v in hi_counts.items() if v > INT32_LIMIT))
@@ -238,7 +242,8 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
                   f"{'this one' if r.get('machine') == here else r.get('machine', '?')} |")
     full = next((r for r in ok if r["case"] == "full"), None)
     rail = next((r for r in ok if r["case"] == "rail"), None)
-    topo_b = next((r["topology_bytes"] for r in ok if r["case"] in ("rail", "full")), 0)
+    topo_full = full["topology_bytes"] if full else 0
+    topo_b = rail["topology_bytes"] if rail else topo_full      # the rail-sampled cases: rail 0 alone
     per_rows = "\n".join(f"| {k} | {v} |" for k, v in per.items())
     text = [f"## Training experiment of a ~54,000-GPU cluster: graph size and memory\n\n{prov}\n",
             "GPT-3 175B, TP 8 x PP 16 x DP 420 = 53,760 GPUs on 6,720 DGX H100 servers, 3-tier rail-optimised "
@@ -247,9 +252,13 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
             "160 MB buckets, ring DP collectives (one member per server: a flat ring over 420 NICs); DCQCN, 4 KiB "
             "packets; the script's docstring has the details. *Sizing* uses `training_counts` (the templates are "
             "built and placed, the graph's columns are not); the engine bytes are `batch_bytes` of those counts "
-            f"plus the topology's own rows ({topo_b / GiB:,.1f} GiB for this fabric with all 8 rails, mostly "
-            "packet slots), a range only where remote predecessors of anchored dependencies are unresolved. "
-            "Each case ran in its own process on one core.\n",
+            f"plus the topology's own rows, mostly packet slots: {topo_full / GiB:,.1f} GiB for the whole fabric "
+            f"(8 rails, 53,760 NICs), {topo_b / GiB:,.1f} GiB for rail 0 alone (`nics_per_server: 1`: the rail-0 "
+            "leaves and NICs with the whole fabric's spines and cores, docs/topologies.md), which the rail-sampled "
+            "cases use; wire rings sized for the graph's smallest packet (an ACK, or the last packet of the flow "
+            "with the smallest remainder: the distinct flow sizes are counted too). A range only where remote "
+            "predecessors of anchored dependencies are "
+            "unresolved. Each case ran in its own process on one core.\n",
             "\n".join(t), ""]
     if builds:
         text += ["Graphs actually built (`build_training` + `TaskGraph`; for *built* cases also the engine "
@@ -281,14 +290,6 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
         task_part = rail["bytes_low"] - topo_b
         flow_only = (n - f) * (per["task"] + per["heap (2 rows per task)"]) + f * per_task
         flow_only_part = flow_only + task_part - n * per_task
-        limit = PLANNER_GIB * GiB
-        options = {"flow columns for flows only": flow_only_part + topo_b,
-                   "the topology of rail 0 alone": task_part + topo_b / 8,
-                   "both": flow_only_part + topo_b / 8}
-        under = [k for k, v in options.items() if v <= limit]
-        fits_sentence = ("Against the planner's " f"{PLANNER_GIB:.0f} GiB: " + "; ".join(
-            f"{k} {v / GiB:,.0f} GiB" for k, v in options.items()) + ". " + (
-            f"The smallest change that fits: {under[0]}. " if under else "None of them fits. "))
         text.append(
             f"**Reading.** *What fills the graph*: {100 * dpn / n:.1f} % of the tasks are DP collectives. A ring "
             "reduce-scatter or all-gather over D = 420 members is D(D-1) = 175,980 flows, each with its in-order "
@@ -297,25 +298,25 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
             f"{n - dpn:,} tasks. *Full graph*: {full['tasks']:,} tasks and {full['edges']:,} dependencies, "
             + ("beyond the int32 indices of the engine's tables: it cannot be one engine experiment. "
                if full["int32_over"] else "within the engine's int32 indices. ")
-            + f"*Rail-sampled*: {n:,} tasks, {rail['bytes_low'] / GiB:,.0f} GiB ({task_part / GiB:,.0f} GiB of "
-            f"tasks and dependencies, {topo_b / GiB:,.0f} GiB of topology): it does not fit one H200. "
-            "The rail sample is also not exact on this 3-tier fabric: its pod spines and cores carry every "
+            + f"*Rail-sampled*: {n:,} tasks, {rail['bytes_high'] / GiB:,.0f} GiB ({task_part / GiB:,.0f} GiB "
+            f"of tasks and dependencies, {topo_b / GiB:,.0f} GiB of topology for rail 0 alone): "
+            + ("**it fits one H200** within the planner's share of its memory. " if rail["bytes_high"] <= planner
+               else "it does not fit one H200. ")
+            + "The rail sample is not exact on this 3-tier fabric: its pod spines and cores carry every "
             "rail (`mvopt/cluster/clos.py`), and most pipeline transfers (stages 420 servers apart, pods of "
             "448) cross pods, so rails share core links; it is exact on a 2-tier rail-optimised fabric, whose "
             "links each belong to one rail. *Where the memory goes*: the per-rank schedules are already built "
             f"once per distinct schedule and replicated (templates: {rail['template_tasks']:,} tasks, "
-            f"{rail['count_cpu_s']:.0f} s of one core to size the whole graph); what does not fit is the "
-            f"engine's flat table, {per_task} B for every task. Sharing the rows of ranks that run identical "
+            f"{rail['count_cpu_s']:.0f} s of one core to size the whole graph); the rest is the engine's flat "
+            f"table, {per_task} B for every task. Sharing the rows of ranks that run identical "
             "schedules would shrink the pipelines' 0.4 %, not the DP rings: their flows are distinct network "
             "flows, each with its own transport state. Half the tasks are the rings' gates, delays that carry "
             f"the {per['flow transport'] + per['flow congestion control']} B of flow columns unused: with flow "
-            f"columns for flows only, the rail-sampled tasks would need {(flow_only + task_part - n * per_task) / GiB:,.0f} "
-            f"GiB instead of {task_part / GiB:,.0f}, and with the congestion-control state "
-            f"({per['flow congestion control']} B) held only for active flows (a ring has about one per member "
-            "at a time) less again; with the topology described for rail 0 alone (not expressible for a 3-tier "
-            "rail-optimised fabric today: `rail_optimized` needs one NIC per GPU) its packet slots would "
-            f"shrink about 8x (to roughly {topo_b / 8 / GiB:,.0f} GiB, not measured). {fits_sentence}"
-            "Those are engine and topology changes, not made yet. *On the workload side* "
+            f"columns for flows only the rail-sampled tasks would need {flow_only_part / GiB:,.0f} GiB instead of "
+            f"{task_part / GiB:,.0f}. The topology of the whole fabric would add "
+            f"{(topo_full - topo_b) / GiB:,.0f} GiB. Before commit `95e6ce3` the flows' congestion-control "
+            "state took 320 B per task instead of 120, and the rail-sampled experiment on the whole fabric 207 GiB. "
+            "*On the workload side* "
             "nothing else shrinks this graph without changing what is simulated: sampling a subset of the DP "
             "replicas would shorten the rings (a k-member ring has k-1 steps, not 419, so its latency terms "
             "change).")

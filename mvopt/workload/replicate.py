@@ -158,7 +158,8 @@ class Assembly:
         """What :meth:`build` would return, counted without building it (O(templates + anchors)).
 
         ``tasks``, ``flows``, ``edges`` (dependencies; anchors set to -1 are dropped, as in
-        :meth:`build`) and ``tasks_by_category``. For the engine's remote-predecessor lists:
+        :meth:`build`), ``tasks_by_category`` and ``flow_sizes`` (the distinct flow sizes, which
+        size the engine's wire rings). For the engine's remote-predecessor lists:
         ``remote_edges`` / ``remote_owners`` count the dependencies whose predecessor finishes on
         another host than its successor starts on (and the tasks with at least one) among the
         edges inside a copy, exactly; the anchored edges (``anchored_edges``, ``anchored_owners``)
@@ -167,6 +168,7 @@ class Assembly:
         out = dict(tasks=0, flows=0, edges=0, remote_edges=0, remote_owners=0, anchored_edges=0,
                    anchored_owners=0)
         by_cat: dict[str, int] = {}
+        sizes = []
         for p in self.placed:
             fp, hm = p.part, p.hostmap
             r = hm.shape[0]
@@ -174,6 +176,7 @@ class Assembly:
                 continue
             out["tasks"] += r * fp.n
             out["flows"] += r * int((fp.kind == FLOW).sum())
+            sizes.append(np.unique(fp.size[fp.kind == FLOW]))
             for c, k in zip(fp.categories, np.bincount(fp.cat, minlength=len(fp.categories)).tolist()):
                 by_cat[c] = by_cat.get(c, 0) + r * k
             loc = fp.p_local >= 0
@@ -208,6 +211,7 @@ class Assembly:
                     out["remote_edges"] += int(rem.sum())
                     out["remote_owners"] += int((np.add.reduceat(rem, starts, axis=1) > 0).sum())
         out["tasks_by_category"] = by_cat
+        out["flow_sizes"] = np.unique(np.concatenate(sizes)) if sizes else np.zeros(0, np.int64)
         return out
 
     def build(self) -> dict:

@@ -248,6 +248,7 @@ def test_counts_without_building_equal_the_built_graph(par, cluster, rail):
     c = training_counts(b.plan.setup)
     assert (c["tasks"], c["edges"]) == (g.n, g.pred.size)
     assert c["flows"] == int((g.kind == 0).sum())
+    assert (c["flow_sizes"] == np.unique(g.size_bytes[g.kind == 0])).all()
     names = b.plan.columns["categories"]
     assert c["tasks_by_category"] == {n: int((g.category == i).sum()) for i, n in enumerate(names)}
     ec = experiment_counts(b.experiment)
