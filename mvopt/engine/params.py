@@ -232,6 +232,10 @@ def resolve(exp: Experiment) -> ResolvedParams:
             win[t] = int(base_rtt[t]) * int(line[t]) // (8 * PS_PER_S)   # Python ints: no overflow
         total = size + npkt[t] * header
         standalone[t] = base_rtt[t] + ser_ps(int(total), bottleneck)
+    if n and npkt.max() >= 2**31:      # packet indices are int32 (struct Pkt, the flow columns)
+        t = int(npkt.argmax())
+        raise ConfigError("network.payload_bytes", f"task {t} ({int(tasks.size_bytes[t])} B) would be "
+                          f"{int(npkt[t])} packets, more than 2**31 - 1: use larger packets", payload)
     # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
     # frame, or the last packet of the flow with the smallest remainder
     flows = tasks.kind == FLOW
