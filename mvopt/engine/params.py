@@ -217,21 +217,33 @@ def resolve(exp: Experiment) -> ResolvedParams:
     win = np.zeros(n, np.int64)
     standalone = np.zeros(n, np.int64)
     payload, header = net.payload_bytes, net.header_bytes
-    path_cache: dict[tuple[int, int], tuple[int, int, int]] = {}
     use_win = net.resolved_window
-    for t in np.nonzero(tasks.kind == FLOW)[0]:
-        s, d, size = int(tasks.src[t]), int(tasks.dst[t]), int(tasks.size_bytes[t])
-        key = (s, d)
-        if key not in path_cache:
-            path_cache[key] = _path_stats(topo, s, d, payload)
-        pdelay, pser, bottleneck = path_cache[key]
-        npkt[t] = -(-size // payload)
-        line[t] = int(rate[off[s]])
-        base_rtt[t] = 2 * pdelay + pser
-        if use_win:
-            win[t] = int(base_rtt[t]) * int(line[t]) // (8 * PS_PER_S)   # Python ints: no overflow
-        total = size + npkt[t] * header
-        standalone[t] = base_rtt[t] + ser_ps(int(total), bottleneck)
+    fl = np.nonzero(tasks.kind == FLOW)[0]
+    if fl.size:
+        # per (src, dst) pair once (a training graph has few), in Python integers (no overflow):
+        # path stats, line rate, base RTT, window
+        src, dst = tasks.src[fl].astype(np.int64), tasks.dst[fl].astype(np.int64)
+        pairs, inv = np.unique(src * n_host + dst, return_inverse=True)
+        per_pair = []
+        for key in pairs.tolist():
+            s, d = divmod(key, n_host)
+            pdelay, pser, bottleneck = _path_stats(topo, s, d, payload)
+            rtt, nic = 2 * pdelay + pser, int(rate[off[s]])
+            w = rtt * nic // (8 * PS_PER_S) if use_win else 0
+            ppb = 8 * PS_PER_S // bottleneck if (8 * PS_PER_S) % bottleneck == 0 else 0
+            per_pair.append((nic, rtt, w, bottleneck, ppb))
+        nic_p, rtt_p, win_p, bott_p, ppb_p = (np.array(col, np.int64) for col in zip(*per_pair))
+        size = tasks.size_bytes[fl].astype(np.int64)
+        npkt[fl] = -(-size // payload)
+        line[fl], base_rtt[fl], win[fl] = nic_p[inv], rtt_p[inv], win_p[inv]
+        total = size + npkt[fl] * header
+        # standalone = base RTT + ceil(total * 8e12 / bottleneck): a multiplication where the rate
+        # divides 8e12 (every common rate), else ser_ps in Python integers
+        ppb = ppb_p[inv]
+        ser = total * ppb
+        for i in np.nonzero(ppb == 0)[0].tolist():
+            ser[i] = ser_ps(int(total[i]), int(bott_p[inv[i]]))
+        standalone[fl] = base_rtt[fl] + ser
     if n and npkt.max() >= 2**31:      # packet indices are int32 (struct Pkt, the flow columns)
         t = int(npkt.argmax())
         raise ConfigError("network.payload_bytes", f"task {t} ({int(tasks.size_bytes[t])} B) would be "
