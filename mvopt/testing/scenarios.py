@@ -201,7 +201,9 @@ def mixed_experiments(n: int = 9) -> list[Experiment]:
         h = int(t.n_host)
         first = g.flow(0, h - 1, 20_000 + 7_000 * i)
         for k in range(1 + i % 4):
-            g.flow((k + 1) % h, (k + 3 + i) % h, 30_000 * (k + 1), after=[first] if k % 2 else [])
+            src, dst = (k + 1) % h, (k + 3 + i) % h
+            dst = dst if dst != src else (dst + 1) % h      # (from n = 11 on, a flow would loop back)
+            g.flow(src, dst, 30_000 * (k + 1), after=[first] if k % 2 else [])
         g.delay(1, 2_000_000, after=[first])
         out.append(Experiment(topology=t, network=cfg.network, tasks=g.build(), name=f"e{i}", seed=i))
     return out
