@@ -28,8 +28,10 @@ THREADS = 128
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
 # windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
 # docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
-# per-experiment windows inside one launch, no grid-wide barrier (async).
-LAUNCH_MODES = ("graph", "coop", "async")
+# per-experiment windows inside one launch, no grid-wide barrier (async); graph with the window
+# phase as two kernels, hosts then switches, each with only its own registers (graph-split: the
+# switch kernel gets 96 registers instead of 164, 5 blocks per SM instead of 3; not measured yet).
+LAUNCH_MODES = ("graph", "coop", "async", "graph-split")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 
 
@@ -56,8 +58,9 @@ class GpuBackend:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`: how
         the phases of a window are separated: 'graph' (the default: one launch per phase, many
-        windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide barriers)
-        or 'async' (one launch, each experiment moves to its next window when its own nodes
+        windows replayed as a CUDA graph), 'graph-split' (the same with the window phase as two
+        kernels, hosts then switches), 'coop' (one cooperative launch, grid-wide barriers) or
+        'async' (one launch, each experiment moves to its next window when its own nodes
         finished the last one); default from $MVOPT_GPU_LAUNCH. Results do not depend on it."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
@@ -87,7 +90,8 @@ class GpuBackend:
             self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
             # the per-phase kernels, from a module launched the ordinary way (full grids)
             self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
-            self.phases = [self.phase_module.get_function(f"mv_phase_{p}") for p in ("window", "advance")]
+            self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}")
+                           for p in ("window", "window_hosts", "window_switches", "advance")}
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
@@ -143,16 +147,25 @@ class GpuBackend:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
-        node_blocks = max(1, -(-int(batch.counts["n_node"]) // THREADS))
-        sizes = (node_blocks, max(1, -(-int(batch.counts["n_exp"]) // THREADS)))
+        blocks = lambda rows: max(1, -(-int(rows) // THREADS))  # noqa: E731
+        cap = np.int64(cap_total)
+        n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
+        if self.launch == "graph-split":
+            n_hosts = int(batch.cols["node_is_host"].sum())
+            if not (batch.cols["node_is_host"][batch.cols["node_order"][:n_hosts]] == 1).all():
+                raise RuntimeError("graph-split needs a node order with every host first (batch.node_order)")
+            launches = [(self.phases["window_hosts"], blocks(n_hosts), (cap, np.int64(n_hosts))),
+                        (self.phases["window_switches"], blocks(n_node - n_hosts), (cap, np.int64(n_hosts)))]
+        else:
+            launches = [(self.phases["window"], blocks(n_node), (cap,))]
+        launches.append((self.phases["advance"], blocks(n_exp), (cap,)))
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
-        cap = np.int64(cap_total)
 
         def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
-                for kernel, blocks in zip(self.phases, sizes):
-                    kernel((blocks,), (THREADS,), (cap,))
+                for kernel, grid, args in launches:
+                    kernel((grid,), (THREADS,), args)
 
         with stream:
             try:
@@ -206,7 +219,7 @@ class GpuBackend:
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
-            if mode == "graph":
+            if mode in ("graph", "graph-split"):
                 self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
@@ -227,6 +240,6 @@ class GpuBackend:
             # another study's worker) may need it before this one runs again
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks if mode != "graph" else -(-int(batch.counts["n_node"]) // THREADS),
+                                "blocks": -(-int(batch.counts["n_node"]) // THREADS) if mode.startswith("graph") else blocks,
                                 "threads_per_block": THREADS, "launch": mode}
             return total

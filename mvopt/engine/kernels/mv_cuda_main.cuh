@@ -6,7 +6,8 @@
 //                  independently, so no thread waits for the slowest node of the whole batch.
 //   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
 //   mv_phase_*     one launch per phase (the launch boundary is the barrier), replayed as a
-//                  CUDA graph.
+//                  CUDA graph; with "graph-split" the window phase is two launches, hosts then
+//                  switches, each kernel with only its own path's registers.
 // Every mode runs an experiment only while exp_iter < `cap` (the host raises the cap launch by
 // launch, so that it regains control regularly).
 // The column pointers live in constant memory (set by the host before a launch): every system
@@ -33,9 +34,9 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // Node v's window, then its report to experiment e: the minimum of the next-event and progress
 // times and the tasks and flows it finished (integer minima and sums: the order in which the
 // nodes report cannot change the result).
-MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
+template <int KIND = 0> MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
-  node_window(c, v);
+  node_window_of<KIND>(c, v);
   atomicMin(&c->exp_acc_next[e], c->node_next_ps[v]);
   atomicMin(&c->exp_acc_prog[e], c->node_prog_ps[v]);
   int32_t done = c->node_tasks_done[v] - done0, acked = c->node_flows_acked[v] - acked0;
@@ -117,6 +118,22 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window(int64_t cap) {
   MV_FOR(i, c->n_node) {
     int64_t v = c->node_order[i], e = c->node_exp[v];
     if (exp_active(c, e, cap)) node_window_report(c, v, e);
+  }
+}
+// The window phase as two kernels, hosts then switches (node_order puts every host first), each
+// with only its own path's registers: more resident warps for the switches ("graph-split").
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_hosts(int64_t cap, int64_t n_hosts) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(i, n_hosts) {
+    int64_t v = c->node_order[i], e = c->node_exp[v];
+    if (exp_active(c, e, cap)) node_window_report<1>(c, v, e);
+  }
+}
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_switches(int64_t cap, int64_t n_hosts) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(j, c->n_node - n_hosts) {
+    int64_t v = c->node_order[n_hosts + j], e = c->node_exp[v];
+    if (exp_active(c, e, cap)) node_window_report<2>(c, v, e);
   }
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap) {
