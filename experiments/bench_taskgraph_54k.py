@@ -109,7 +109,8 @@ def bytes_from_counts(cnt: dict, topo_counts: dict) -> tuple[int, int, dict]:
     from mvopt.engine.plan import batch_bytes
 
     base = dict(topo_counts)
-    base.update(n_task=cnt["tasks"], n_succ=cnt["edges"], n_heap=2 * cnt["tasks"] + topo_counts["n_node"])
+    base.update(n_task=cnt["tasks"], n_flow=cnt["flows"], n_succ=cnt["edges"],
+                n_heap=2 * cnt["tasks"] + topo_counts["n_node"])
     lo = dict(base, n_pred=cnt["remote_edges"], n_list=cnt["remote_owners"])
     hi = dict(base, n_pred=cnt["remote_edges"] + cnt["anchored_edges"],
               n_list=cnt["remote_owners"] + cnt["anchored_owners"])
@@ -145,7 +146,8 @@ def measure(name: str) -> dict:
     payload = cfg.network.payload_bytes
     out["smallest_last_payload"] = int(((sizes - 1) % payload + 1).min()) if sizes.size else None
     tc = topology_counts(cfg, topo, sizes)
-    out["topology_bytes"] = batch_bytes(dict(tc, n_task=0, n_succ=0, n_pred=0, n_list=0, n_heap=tc["n_node"]))
+    out["topology_bytes"] = batch_bytes(dict(tc, n_task=0, n_flow=0, n_succ=0, n_pred=0, n_list=0,
+                                             n_heap=tc["n_node"]))
     lo, hi, hi_counts = bytes_from_counts(cnt, tc)
     out.update({k: v for k, v in cnt.items()}, bytes_low=lo, bytes_high=hi,
                int32_over=sorted(k for k, v in hi_counts.items() if v > INT32_LIMIT))
@@ -184,21 +186,20 @@ def child(name: str) -> dict:
 
 
 def engine_bytes_per_task() -> dict[str, int]:
-    """Bytes per row of the engine's per-task tables, by role (mvopt.engine.schema)."""
+    """Bytes per row of the engine's per-task and per-flow tables, by role (mvopt.engine.schema)."""
     from mvopt.engine import schema
 
-    groups = {"task": 0, "flow transport": 0, "flow congestion control": 0, "heap (2 rows per task)": 0}
+    groups = {"task": 0, "heap (2 rows per task)": 0, "flow transport (per flow)": 0,
+              "flow congestion control (per flow)": 0}
     for col in schema.COLUMNS:
         b = col.mult * schema.numpy_dtype(col).itemsize
         if col.length == "n_task":
-            if col.name in ("f_ccd", "f_cci"):     # (HPCC's per-hop state, f_hop, only with HPCC)
-                groups["flow congestion control"] += b
-            elif col.name.startswith("f_"):
-                groups["flow transport"] += b
-            else:
-                groups["task"] += b
+            groups["task"] += b
         elif col.length == "n_heap":
             groups["heap (2 rows per task)"] += 2 * b
+        elif col.length == "n_flow":      # (HPCC's per-hop state, f_hop, only in batches with HPCC)
+            groups["flow congestion control (per flow)" if col.name in ("f_ccd", "f_cci")
+                   else "flow transport (per flow)"] += b
     return groups
 
 
@@ -206,7 +207,8 @@ GiB = 2**30
 
 
 def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], here: str) -> str:
-    per_task = sum(per.values())
+    per_task = per["task"] + per["heap (2 rows per task)"]
+    per_flow = per["flow transport (per flow)"] + per["flow congestion control (per flow)"]
     cap = H200_GIB * GiB
     planner = PLANNER_GIB * GiB
     ok = [r for r in rows if "error" not in r]
@@ -282,14 +284,14 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
                      f"build's {a['rss_gb'] - a['rss_after_graph_gb']:.1f} GB for {a['tasks']:,} tasks, scaled). "
                      "`--cases rail_graph` measures the graph on a larger machine.\n"]
     text += ["Engine bytes per task (`mvopt/engine/schema.py`; plus 4 B per dependency and per remote "
-             f"predecessor), {per_task} B in all, the same for a delay as for a flow:\n",
+             f"predecessor): {per_task} B for every task, and {per_flow} B more for every flow (a flow's "
+             "columns exist for flows only):\n",
              "| part | bytes per task |", "|---|---:|", per_rows, ""]
     if rail and full:
         n, f = rail["tasks"], rail["flows"]
         dpn = rail["tasks_by_category"].get("dp_comm", 0)
         task_part = rail["bytes_low"] - topo_b
-        flow_only = (n - f) * (per["task"] + per["heap (2 rows per task)"]) + f * per_task
-        flow_only_part = flow_only + task_part - n * per_task
+        flows_part = f * per_flow
         text.append(
             f"**Reading.** *What fills the graph*: {100 * dpn / n:.1f} % of the tasks are DP collectives. A ring "
             "reduce-scatter or all-gather over D = 420 members is D(D-1) = 175,980 flows, each with its in-order "
@@ -308,14 +310,13 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
             "links each belong to one rail. *Where the memory goes*: the per-rank schedules are already built "
             f"once per distinct schedule and replicated (templates: {rail['template_tasks']:,} tasks, "
             f"{rail['count_cpu_s']:.0f} s of one core to size the whole graph); the rest is the engine's flat "
-            f"table, {per_task} B for every task. Sharing the rows of ranks that run identical "
+            f"tables: {per_task} B for every task and {per_flow} B more for every flow "
+            f"({flows_part / GiB:,.0f} GiB for the {f:,} flows). Sharing the rows of ranks that run identical "
             "schedules would shrink the pipelines' 0.4 %, not the DP rings: their flows are distinct network "
-            "flows, each with its own transport state. Half the tasks are the rings' gates, delays that carry "
-            f"the {per['flow transport'] + per['flow congestion control']} B of flow columns unused: with flow "
-            f"columns for flows only the rail-sampled tasks would need {flow_only_part / GiB:,.0f} GiB instead of "
-            f"{task_part / GiB:,.0f}. The topology of the whole fabric would add "
-            f"{(topo_full - topo_b) / GiB:,.0f} GiB. Before commit `95e6ce3` the flows' congestion-control "
-            "state took 320 B per task instead of 120, and the rail-sampled experiment on the whole fabric 207 GiB. "
+            "flows, each with its own transport state. The topology of the whole fabric would add "
+            f"{(topo_full - topo_b) / GiB:,.0f} GiB. Before commit `95e6ce3` every task carried 440 B of flow "
+            "columns (the rings' gates, half the tasks, unused), and the rail-sampled experiment on the whole "
+            "fabric needed 207 GiB. "
             "*On the workload side* "
             "nothing else shrinks this graph without changing what is simulated: sampling a subset of the DP "
             "replicas would shorten the rings (a k-member ring has k-1 steps, not 419, so its latency terms "

@@ -92,7 +92,7 @@ def config(workload: str, gpus: int, cc: str, mib: float) -> dict:
     raise SystemExit(f"unknown workload {workload!r} (choose from {', '.join(WORKLOADS)})")
 
 
-GROUPS = {"n_slot": "packet slots", "n_int": "packet slots", "n_task": "tasks", "n_hop": "tasks", "n_pred": "tasks",
+GROUPS = {"n_slot": "packet slots", "n_int": "packet slots", "n_task": "tasks", "n_flow": "tasks", "n_hop": "tasks", "n_pred": "tasks",
           "n_succ": "tasks", "n_heap": "tasks", "n_list": "tasks", "n_port": "ports", "n_node": "nodes",
           "n_route": "routes", "n_nh": "routes", "n_exp": "experiment"}
 

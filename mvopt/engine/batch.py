@@ -8,6 +8,7 @@ the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` column
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,6 +32,18 @@ ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", 
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 
 
+class Span(NamedTuple):
+    """An experiment's rows in a batch: nodes, ports, tasks and flows [lo, hi)."""
+    node_lo: int
+    node_hi: int
+    port_lo: int
+    port_hi: int
+    task_lo: int
+    task_hi: int
+    flow_lo: int
+    flow_hi: int
+
+
 @dataclass
 class Batch:
     """The batch: counts and one numpy array per column of :mod:`mvopt.engine.schema`."""
@@ -38,8 +51,7 @@ class Batch:
     counts: dict[str, int]
     cols: dict[str, np.ndarray]
     experiments: list[Experiment]
-    # per experiment: (node_lo, node_hi, port_lo, port_hi, task_lo, task_hi)
-    spans: list[tuple[int, int, int, int, int, int]]
+    spans: list["Span"]              # per experiment: its rows of nodes, ports, tasks and flows
     # columns that hold one value in every row when built (name -> value): a GPU sets the all-zero
     # ones in place instead of copying them (for 128-GPU clusters more than half of the bytes)
     uniform: dict[str, int] = field(default_factory=dict)
@@ -133,7 +145,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed)."""
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
     spans = []
-    node_base = port_base = task_base = route_base = nh_base = heap_base = list_base = 0
+    node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = monq_base = monw_base = 0
     slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
 
@@ -202,9 +214,14 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         r_off, r_pred = _csr(remote_owner, nt, remote_pred)
         s_off, s_task = _csr(pred, nt, owner)                           # successors of every task
         has_remote = np.diff(r_off) > 0
+        flow_ids = np.nonzero(g.kind == FLOW)[0]                       # the experiment's flows, in task order
+        nf = int(flow_ids.size)
+        task_flow = np.full(nt, -1, np.int64)
+        task_flow[flow_ids] = flow_base + np.arange(nf)
         add("task_kind", g.kind); add("task_src", src + node_base); add("task_dst", dst + node_base)
-        add("task_src_local", src); add("task_dst_local", dst); add("task_local", np.arange(nt))
-        add("task_size", g.size_bytes); add("task_dur_ps", g.duration_ps); add("task_min_ps", g.start_ps)
+        add("task_flow", task_flow); add("task_dur_ps", g.duration_ps); add("task_min_ps", g.start_ps)
+        add("f_task", flow_ids + task_base); add("f_local", flow_ids)
+        add("f_src_local", src[flow_ids]); add("f_dst_local", dst[flow_ids]); add("f_size", g.size_bytes[flow_ids])
         add("task_pred_lo", r_off[:-1] + pred_base); add("task_pred_hi", r_off[1:] + pred_base)
         add("task_succ_lo", s_off[:-1] + succ_base); add("task_succ_hi", s_off[1:] + succ_base)
         add("task_pred", r_pred + task_base); add("task_succ", s_task + task_base)
@@ -244,13 +261,15 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         heap_base += heap_t.size
         add("task_start_ps", start_ps)
         # flows
-        add("f_npkt", p.flow_npkt); add("f_line_bps", p.flow_line_bps); add("f_base_rtt_ps", p.flow_base_rtt_ps)
-        add("f_win", p.flow_win_bytes); add("f_done_ps", np.full(nt, -1, np.int64))
-        add("f_last_nack", np.full(nt, -1, np.int64))
-        spans.append((node_base, node_base + nn, port_base, port_base + npt, task_base, task_base + nt))
-        node_base += nn; port_base += npt; task_base += nt
+        add("f_npkt", p.flow_npkt[flow_ids]); add("f_line_bps", p.flow_line_bps[flow_ids])
+        add("f_base_rtt_ps", p.flow_base_rtt_ps[flow_ids]); add("f_win", p.flow_win_bytes[flow_ids])
+        add("f_done_ps", np.full(nf, -1, np.int64)); add("f_last_nack", np.full(nf, -1, np.int64))
+        spans.append(Span(node_base, node_base + nn, port_base, port_base + npt, task_base, task_base + nt,
+                          flow_base, flow_base + nf))
+        node_base += nn; port_base += npt; task_base += nt; flow_base += nf
 
     counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
+              "n_flow": flow_base,
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
               "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
@@ -260,7 +279,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     counts["n_slot"] = n_slot
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
-    counts["n_hop"] = task_base if n_int_slots > 0 else 1     # HPCC's per-flow hop state, by task id
+    counts["n_hop"] = max(1, flow_base) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
 
     cols: dict[str, np.ndarray] = {}
     uniform: dict[str, int] = {}
@@ -340,13 +359,13 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
     """Per-experiment results from the final batch state (copied, so the batch can be reused)."""
     c = batch.cols
     out = []
-    for i, (exp, (n0, n1, p0, p1, t0, t1)) in enumerate(zip(batch.experiments, batch.spans)):
+    for i, (exp, (n0, n1, p0, p1, t0, t1, f0, f1)) in enumerate(zip(batch.experiments, batch.spans)):
         g = exp.tasks
         status = STATUS[int(c["exp_status"][i])]
         finish = c["task_finish_ps"][t0:t1].copy()
         start = c["task_start_ps"][t0:t1].copy()
-        flows = np.nonzero(g.kind == FLOW)[0]
-        done = c["f_done_ps"][t0:t1][flows]
+        flows = np.nonzero(g.kind == FLOW)[0]          # flow rows f0.. are these tasks, in order
+        done = c["f_done_ps"][f0:f1]
         fct = np.where(done >= 0, done - start[flows], -1)
         finished = finish < INF_PS
         makespan = int(finish[finished].max()) if finished.any() else 0
@@ -384,7 +403,7 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
     ei = c["exp_i"].reshape(-1, schema.NEXP_I)[i]
     n = min(int(c["exp_mon_k"][i]), int(exp.monitor_max_samples))     # recorded by the nodes
     npt = int(ei[EI.index("mon_nport")])
-    p0, p1 = batch.spans[i][2:4]
+    p0, p1 = batch.spans[i].port_lo, batch.spans[i].port_hi
 
     def table(name: str, lo: int) -> np.ndarray:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
@@ -398,16 +417,17 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
 def _diagnostic(batch: Batch, i: int, status: str) -> str:
     """Which flows are unfinished and which ports are paused, for stuck/timeout reports."""
     c = batch.cols
-    n0, n1, p0, p1, t0, t1 = batch.spans[i]
+    sp = batch.spans[i]
+    p0, p1, t0 = sp.port_lo, sp.port_hi, sp.task_lo
     g = batch.experiments[i].tasks
     lines = [f"status {status} at t = {int(c['exp_T_ps'][i]) / 1e6:.3f} us"]
     flows = np.nonzero(g.kind == FLOW)[0]
-    una = c["f_snd_una"][t0:t1]
-    npkt = c["f_npkt"][t0:t1]
-    unfinished = [int(f) for f in flows if una[f] < npkt[f]]
+    una = c["f_snd_una"][sp.flow_lo:sp.flow_hi]
+    npkt = c["f_npkt"][sp.flow_lo:sp.flow_hi]
+    unfinished = [(int(f), j) for j, f in enumerate(flows) if una[j] < npkt[j]]
     if unfinished:
-        shown = ", ".join(f"task {f} ({int(g.src[f])}->{int(g.dst[f])}, {int(una[f])}/{int(npkt[f])} pkts acked)"
-                          for f in unfinished[:10])
+        shown = ", ".join(f"task {f} ({int(g.src[f])}->{int(g.dst[f])}, {int(una[j])}/{int(npkt[j])} pkts acked)"
+                          for f, j in unfinished[:10])
         more = f" and {len(unfinished) - 10} more" if len(unfinished) > 10 else ""
         lines.append(f"{len(unfinished)} unfinished flows: {shown}{more}")
     pending = [int(t) for t in range(g.n) if c["task_finish_ps"][t0 + t] >= INF_PS and g.kind[t] == DELAY]

@@ -91,11 +91,12 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
     src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
     owner = np.repeat(np.arange(g.n), np.diff(g.pred_offset))
     remote = dst[g.pred.astype(np.int64)] != src[owner]
-    return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_pred": int(remote.sum()),
+    n_flow = int((g.kind == FLOW).sum())
+    return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_flow": n_flow, "n_pred": int(remote.sum()),
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
             "n_nh": int(np.asarray(topo.nhset_offset)[-1]), "n_slot": n_slot,
             "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0,
-            "n_hop": int(g.n) if exp.network.cc == "hpcc" else 0,
+            "n_hop": n_flow if exp.network.cc == "hpcc" else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
             "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
 
@@ -103,8 +104,8 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
 def batch_counts(summed: dict[str, int]) -> dict[str, int]:
     """The counts of the batch of experiments whose experiment_counts were summed (what
     build_batch will report): a batch with any HPCC experiment holds HPCC's hop state for every
-    task (indexed by task id), and tables nobody uses still get one row."""
-    out = dict(summed, n_hop=int(summed["n_task"]) if summed.get("n_hop", 0) > 0 else 0)
+    flow, and tables nobody uses still get one row."""
+    out = dict(summed, n_hop=int(summed["n_flow"]) if summed.get("n_hop", 0) > 0 else 0)
     for k in schema.MIN_ONE_COUNTS:
         out[k] = max(1, int(out[k]))
     return out

@@ -19,7 +19,7 @@ def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
     batch = build_batch(EXPS)
     summed = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in batch.counts if k != "has_int"}
     assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k != "has_int"}
-    assert batch.counts["n_hop"] == batch.counts["n_task"]    # HPCC in the mix: hop state for every task
+    assert batch.counts["n_hop"] == batch.counts["n_flow"]    # HPCC in the mix: hop state for every flow
     no_hpcc = [e for e in EXPS if e.network.cc != "hpcc"]
     assert build_batch(no_hpcc).counts["n_hop"] == 1
     total = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in experiment_counts(EXPS[0])}

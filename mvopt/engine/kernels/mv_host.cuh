@@ -18,7 +18,8 @@ MV_DEV int64_t flow_rto_t(const Ctx* c, int64_t e, int64_t f) {
   return c->f_progress_ps[f] + EI(c, e, EI_RTO_PS);
 }
 
-// The active flows of a host, kept sorted by flow (task) id; round robin follows that order.
+// The active flows of a host, kept sorted by flow row (the order of their task ids); round robin
+// follows that order.
 MV_DEV void host_remove_active(Ctx* c, int64_t v, int32_t j) {
   int64_t base = c->node_heap_lo[v];
   int32_t n = c->node_act_n[v];
@@ -58,7 +59,7 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
       ctr_add(c, v, C_DATA_DELIV, 1);
       ctr_add(c, v, C_DATA_BYTES_DELIV, pk.bytes - EI(c, e, EI_HEADER));
       host_queue_ctl(c, e, v, p, PK_ACK, f, exp_seq + 1, (pk.flags & FL_CE) ? FL_ECHO : 0, slot, pk.nint, t);
-      if (exp_seq + 1 == c->f_npkt[f]) notify = task_finished(c, v, f, t);
+      if (exp_seq + 1 == c->f_npkt[f]) notify = task_finished(c, v, c->f_task[f], t);
     } else {
       ctr_add(c, v, C_OOO, 1);
       if (pk.seq > exp_seq && (t >= c->f_nack_ps[f] || exp_seq != c->f_last_nack[f])) {
@@ -96,10 +97,11 @@ MV_DEV int64_t host_task_event(Ctx* c, int64_t e, int64_t v, int64_t t) {
   heap_pop(c, v);
   if (key & 1) return task_finished(c, v, k, t);
   if (c->task_kind[k] != 0) { heap_push(c, v, t + c->task_dur_ps[k], 2 * k + 1); return MV_INF; }
-  host_insert_active(c, v, k);
-  c->f_next_tx[k] = t;
-  c->f_progress_ps[k] = t;
-  cc_init(c, e, k);
+  int32_t f = c->task_flow[k];     // flows are rows of their own (flow columns), in task order
+  host_insert_active(c, v, f);
+  c->f_next_tx[f] = t;
+  c->f_progress_ps[f] = t;
+  cc_init(c, e, f);
   return MV_INF;
 }
 
@@ -164,7 +166,7 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     int64_t seq = c->f_snd_nxt[f];
     if (seq == c->f_snd_una[f]) c->f_progress_ps[f] = t;   // RTO measures from here
     int64_t pay = EI(c, e, EI_PAYLOAD);
-    int64_t left = c->task_size[f] - seq * pay;
+    int64_t left = c->f_size[f] - seq * pay;
     if (left < pay) pay = left;
     Pkt pk;
     pk.t = 0; pk.flow = f; pk.seq = (int32_t)seq; pk.bytes = (int32_t)(pay + EI(c, e, EI_HEADER));

@@ -64,8 +64,8 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   if (n <= 0) return -1;
   if (n == 1) return c->route_nh[a];
   uint64_t seed = (uint64_t)EI(c, e, EI_SEED);
-  uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->task_local[f], seq, sendno)
-                     : mv_hash(seed, TAG_ECMP, c->node_local[v], c->task_local[f], 0, 0);
+  uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->f_local[f], seq, sendno)
+                     : mv_hash(seed, TAG_ECMP, c->node_local[v], c->f_local[f], 0, 0);
   return c->route_nh[a + (int64_t)(h % (uint64_t)n)];
 }
 
@@ -79,7 +79,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   }
   bool data = pk.type == PK_DATA;
   int32_t f = pk.flow;
-  int32_t dst = data ? c->task_dst_local[f] : c->task_src_local[f];
+  int32_t dst = data ? c->f_dst_local[f] : c->f_src_local[f];
   int64_t out = route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk.seq, pk.sendno);
   int64_t b = pk.bytes;
   if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return -1; }
