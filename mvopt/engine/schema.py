@@ -204,7 +204,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
-    _c("act_flow", "i32", "n_heap", "state [host]: active flows (task ids), in activation order"),
+    _c("act_flow", "i32", "n_heap", "state [host]: active flows (flow rows), sorted (round-robin order)"),
     # ---- monitors (docs/engine.md, "Monitors"; one row when no experiment of the batch uses them)
     _c("mon_q", "i64", "n_monq", "state [node]: queue monitor: data bytes queued at port j of an experiment "
        "at sample k, at EI_MON_QLO + k * EI_MON_NPORT + j (k < EI_MON_CAP)"),

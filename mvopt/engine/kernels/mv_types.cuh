@@ -3,7 +3,7 @@
 
 struct Pkt {
   int64_t t;        // arrival time at the peer (ring) / enqueue time (queue)
-  int32_t flow;     // global task id of the flow
+  int32_t flow;     // the flow's row in the flow columns (global; -1 for PFC frames)
   int32_t seq;      // packet index (data), cumulative ack / expected (ACK, NACK)
   int32_t bytes;    // wire bytes
   int16_t type;     // PK_*
