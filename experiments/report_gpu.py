@@ -105,7 +105,7 @@ def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
                f"Its kernel time ({big[-1]['kernel_s']:.1f} s against {big[0]['kernel_s']:.1f} s) is not explained "
                "yet: a different machine of the same kind, and the run loop of that commit still used CuPy "
                "element-wise operations; to be measured again. At the current commit the planner counts "
-               f"{now / 2**20:.1f} MiB per experiment (compact flow state: int32 packet indices, congestion-control "
+               f"{now / 2**20:.1f} MiB per experiment (compact flow state: flow columns for flows only, int32 packet indices, congestion-control "
                f"state 120 B per flow without HPCC), so about {int(b['fit'] * b['bytes_per_experiment'] / now):,} "
                "would fit in the same memory.\n")
     return out
