@@ -18,7 +18,7 @@ from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
 __all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
-           "HOST_POOL_SLOTS", "INF_PS", "monitor_rows"]
+           "HOST_POOL_SLOTS", "INF_PS", "monitor_rows", "node_pool_slots", "dependency_ends", "port_ring_capacities"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 HOST_POOL_SLOTS = 256          # control packets (ACK/NACK) a host NIC can hold
@@ -96,6 +96,23 @@ def port_ring_capacities(topo, p: ResolvedParams) -> np.ndarray:
     """Ring slots of every port of an experiment (build_batch and the planner's count)."""
     return ring_capacity(np.asarray(topo.port_rate_bps, np.int64), np.asarray(topo.port_delay_ps, np.int64),
                          p.window_ps, p.payload + p.header, p.min_wire_bytes)
+
+
+def node_pool_slots(topo, p: ResolvedParams) -> np.ndarray:
+    """Pool slots of every node of an experiment: a host's control packets, a switch's buffer."""
+    slots = np.full(int(topo.n_node), HOST_POOL_SLOTS, np.int64)
+    slots[int(topo.n_host):] = p.sw_slots
+    return slots
+
+
+def dependency_ends(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner, predecessor, local) of every dependency entry: the task it belongs to, the task it
+    waits for, and whether that one finishes on the host where the owner starts (else the owner
+    learns of it in a later window: a remote dependency)."""
+    src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
+    owner = np.repeat(np.arange(g.n, dtype=np.int64), np.diff(g.pred_offset))
+    pred = g.pred.astype(np.int64)
+    return owner, pred, dst[pred] == src[owner]
 
 
 def ps_per_byte(rate_bps: np.ndarray) -> np.ndarray:
@@ -202,13 +219,10 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         reserved = np.where(np.diff(poff) > 0, reserved, 0)
         reserved[:nh] = 0
         add("node_buffer", buf); add("node_reserved", reserved)
-        slots = np.full(nn, HOST_POOL_SLOTS, np.int64); slots[nh:] = p.sw_slots
-        slot_sizes.append((cap, slots, exp.network.cc == "hpcc"))
+        slot_sizes.append((cap, node_pool_slots(topo, p), exp.network.cc == "hpcc"))
         # ---- tasks
         src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
-        owner = np.repeat(np.arange(nt), np.diff(g.pred_offset))     # task owning each pred entry
-        pred = g.pred.astype(np.int64)
-        local = dst[pred] == src[owner]                                 # pred finishes where task starts
+        owner, pred, local = dependency_ends(g)
         local_left = np.bincount(owner[local], minlength=nt)
         remote_owner, remote_pred = owner[~local], pred[~local]
         r_off, r_pred = _csr(remote_owner, nt, remote_pred)

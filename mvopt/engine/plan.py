@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import HOST_POOL_SLOTS, build_batch, extract_results, monitor_rows, port_ring_capacities
+from mvopt.engine.batch import (build_batch, dependency_ends, extract_results, monitor_rows, node_pool_slots,
+                                port_ring_capacities)
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
@@ -84,13 +85,11 @@ def experiment_counts(exp: Experiment) -> dict[str, int]:
     n_int is the INT slots it needs: its packet slots if it uses HPCC, else 0; n_monq / n_monw the
     rows of its monitor tables, 0 when its monitors are off)."""
     topo, g, p = exp.topology, exp.tasks, exp.params
-    nh, nn = int(topo.n_host), int(topo.n_node)
+    nn = int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
-    cap = port_ring_capacities(topo, p)
-    n_slot = int(cap.sum()) + nh * HOST_POOL_SLOTS + int(np.asarray(p.sw_slots, np.int64).sum())
-    src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
-    owner = np.repeat(np.arange(g.n), np.diff(g.pred_offset))
-    remote = dst[g.pred.astype(np.int64)] != src[owner]
+    n_slot = int(port_ring_capacities(topo, p).sum()) + int(node_pool_slots(topo, p).sum())
+    owner, _, local = dependency_ends(g)
+    remote = ~local
     n_flow = int((g.kind == FLOW).sum())
     return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_flow": n_flow, "n_pred": int(remote.sum()),
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
