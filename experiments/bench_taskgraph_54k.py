@@ -3,6 +3,8 @@ and engine batch bytes; does it fit one H200?
 
     python experiments/bench_taskgraph_54k.py              # writes docs/performance.md (section taskgraph_54k)
     python experiments/bench_taskgraph_54k.py --no-write
+    python experiments/bench_taskgraph_54k.py --no-write --cases rail_run     # on a GPU machine (> 64 GB
+                                   # of host memory): build it and simulate it, $MVOPT_54K_BUDGET_S seconds at most
     python experiments/bench_taskgraph_54k.py --no-write --cases rail_graph   # on a machine with > 32 GB:
                                    # build the rail-sampled 53,760-GPU graph itself; its JSON row can then
                                    # be merged into a run here: --merge experiments/results/taskgraph_54k_graph.json
@@ -58,6 +60,7 @@ PLANNER_GIB = 0.85 * H200_GIB     # what the planner lets one batch take on an H
 FULL = {"servers": 6720, "dp": 420, "groups_per_pod": 14}
 SCALED = {"servers": 2240, "dp": 140, "groups_per_pod": 14}
 SCALED2 = {"servers": 4480, "dp": 280, "groups_per_pod": 14}
+TINY = {"servers": 64, "dp": 4, "groups_per_pod": 1}
 MICRO_BATCHES = 16
 
 CASES = {   # name: (label, size, rail_sample, parallelism overrides, collective overrides, mode)
@@ -67,6 +70,9 @@ CASES = {   # name: (label, size, rail_sample, parallelism overrides, collective
     "scaled_build": ("rail-sampled, DP 140 (17,920 GPUs), built", SCALED, True, {}, {}, "build"),
     "scaled_count": ("rail-sampled, DP 140 (17,920 GPUs)", SCALED, True, {}, {}, "count"),
     "scaled2_graph": ("rail-sampled, DP 280 (35,840 GPUs), graph built", SCALED2, True, {}, {}, "graph"),
+    # simulate it (on a GPU machine; MVOPT_54K_BACKEND, MVOPT_54K_BUDGET_S; not in the default cases)
+    "rail_run": ("rail-sampled, simulated", FULL, True, {}, {}, "run"),
+    "tiny_run": ("rail-sampled, DP 4 (512 GPUs), simulated (smoke test)", TINY, True, {}, {}, "run"),
     "whatif_bucket": ("what-if: 640 MB buckets (4x fewer DP collectives)", FULL, True, {"bucket_mb": 640.0}, {},
                       "count"),
     "whatif_tree": ("what-if: all-reduce, NCCL tree (no distributed optimizer)", FULL, True,
@@ -151,7 +157,7 @@ def measure(name: str) -> dict:
     lo, hi, hi_counts = bytes_from_counts(cnt, tc)
     out.update({k: v for k, v in cnt.items()}, bytes_low=lo, bytes_high=hi,
                int32_over=sorted(k for k, v in hi_counts.items() if v > INT32_LIMIT))
-    if mode in ("build", "graph"):
+    if mode in ("build", "graph", "run"):
         from mvopt.engine import Experiment, TaskGraph
 
         del cnt
@@ -163,13 +169,44 @@ def measure(name: str) -> dict:
                    graph_host_bytes=sum(getattr(graph, f).nbytes for f in (
                        "kind", "src", "dst", "size_bytes", "duration_ps", "start_ps", "pred_offset", "pred",
                        "category")))
-        del plan
-        if mode == "build":
+        if mode != "run":
+            del plan
+        if mode in ("build", "run"):
             t0 = time.perf_counter()
             exp = Experiment(topology=topo, network=cfg.network, tasks=graph)
             ec = experiment_counts(exp)
             out.update(exact_bytes=batch_bytes(ec), exact_counts=ec, experiment_s=time.perf_counter() - t0)
+        if mode == "run":
+            out.update(simulate_case(exp, plan))
     out["rss_gb"] = rss_gb()
+    return out
+
+
+def simulate_case(exp, plan) -> dict:
+    """Run the experiment on $MVOPT_54K_BACKEND (default gpu) for at most $MVOPT_54K_BUDGET_S wall
+    seconds (default 300; the CPU backend stops after $MVOPT_54K_CPU_WINDOWS windows instead):
+    how far the iteration got, or its time when it ended."""
+    from mvopt.engine import build_batch, get_backend
+    from mvopt.engine.batch import extract_results
+    from mvopt.experiment import training_report
+
+    backend = os.environ.get("MVOPT_54K_BACKEND", "gpu")
+    be = get_backend(backend)
+    t0 = time.perf_counter()
+    batch = build_batch([exp])
+    out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    if backend == "cpu":
+        iters = be.run(batch, max_iters=int(os.environ.get("MVOPT_54K_CPU_WINDOWS", "2000")))
+    else:
+        iters = be.run(batch, deadline_s=float(os.environ.get("MVOPT_54K_BUDGET_S", "300")))
+    out["run_s"] = time.perf_counter() - t0
+    r = extract_results(batch, iters)[0]
+    clock = int(batch.cols["exp_T_ps"][0])           # the experiment's clock when it stopped
+    out.update(run_status=r.status, run_windows=r.windows, run_simulated_ms=max(clock, r.end_ps) / 1e9,
+               run_packet_hops=r.counters["packet_hops"], run_timing=dict(getattr(be, "last_timing", {})))
+    if r.status == "done":
+        out["iteration_time_s"] = training_report(plan, r)["iteration_time_s"]
     return out
 
 
@@ -283,6 +320,18 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
                      f"{(a['rss_gb'] - a['rss_after_graph_gb']) * rail['tasks'] / a['tasks']:.0f} GB more (the DP 140 "
                      f"build's {a['rss_gb'] - a['rss_after_graph_gb']:.1f} GB for {a['tasks']:,} tasks, scaled). "
                      "`--cases rail_graph` measures the graph on a larger machine.\n"]
+    runs = [r for r in ok if r["mode"] == "run"]
+    if runs:
+        text += ["Simulated (`--cases rail_run` on a GPU machine; the smoke test on the CPU stops after its "
+                 "first windows):\n",
+                 "| case | backend | status | windows | simulated (ms) | iteration time (s) | run (s) | "
+                 "packet-hops | machine |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+        for r in runs:
+            it = f"{r['iteration_time_s']:.3f}" if "iteration_time_s" in r else "–"
+            text.append(f"| {r['label']} | {r['run_backend']} | {r['run_status']} | {r['run_windows']:,} | "
+                        f"{r['run_simulated_ms']:.3f} | {it} | {r['run_s']:.1f} | {r['run_packet_hops']:,} | "
+                        f"{'this one' if r.get('machine') == here else r.get('machine', '?')} |")
+        text.append("")
     text += ["Engine bytes per task (`mvopt/engine/schema.py`; plus 4 B per dependency and per remote "
              f"predecessor): {per_task} B for every task, and {per_flow} B more for every flow (a flow's "
              "columns exist for flows only):\n",
@@ -355,7 +404,8 @@ def main() -> None:
             from _report import update_section
             update_section(ROOT / "docs" / "performance.md", "taskgraph_54k", text)
         return
-    names = [c for c in args.cases.split(",") if c] or [c for c in CASES if c != "rail_graph"]
+    names = [c for c in args.cases.split(",") if c] or [c for c in CASES if c != "rail_graph"
+                                                           and CASES[c][5] != "run"]
     rows = []
     for name in names:
         rows.append(child(name))
