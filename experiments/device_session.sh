@@ -10,7 +10,9 @@
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the async
-# kernel), multi (issue 8: bench_multi_gpu on two GPUs).
+# kernel), multi (issue 8: bench_multi_gpu on two GPUs), train54k (build the rail-sampled
+# 53,760-GPU training experiment, ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds:
+# a call of its own).
 # Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by the commit that ran (the
 # device copy of the checkout may not carry it), and run experiments/report_gpu.py here.
 set -u
@@ -36,6 +38,8 @@ run ncu 150 bash -c "MVOPT_LINEINFO=1 ncu --clock-control none --section SpeedOf
   --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters \
   -k mv_run_async --launch-skip 1 -c 1 -f -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --batch 1024 --iters 300 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt"
+run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
+  --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
