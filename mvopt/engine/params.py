@@ -172,6 +172,12 @@ def resolve(exp: Experiment) -> ResolvedParams:
         raise ConfigError("cluster.link_delay_ns", "must be > 0 on every link (the engine's window "
                           "is the smallest link delay)", int(delays.min()) / 1000 if delays.size else 0)
     window = int(delays.min())
+    # the packet record keeps wire bytes and a switch's ingress port index in 16 bits
+    if net.payload_bytes + net.header_bytes > 32767:
+        raise ConfigError("network.payload_bytes", f"payload + header must be at most 32767 bytes (header "
+                          f"{net.header_bytes})", net.payload_bytes)
+    if int(np.diff(np.asarray(topo.node_port_offset, np.int64)).max(initial=0)) > 32767:
+        raise ConfigError("cluster", "a switch may have at most 32767 ports", show_value=False)
     rate = np.asarray(topo.port_rate_bps, np.int64)
     nic_bps = int(rate[np.asarray(topo.node_port_offset[:n_host], np.int64)].max())
     bw_gbps = rate / 1e9

@@ -29,9 +29,9 @@ NEXP_I = 24        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
-PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("bytes", "<i4"),
-                      ("type", "<i2"), ("flags", "<i2"), ("next", "<i4"), ("in_port", "<i4"),
-                      ("nint", "<i4"), ("sendno", "<i4")])
+PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<i4"), ("sendno", "<i4"),
+                      ("bytes", "<i2"), ("in_port", "<i2"), ("type", "i1"), ("flags", "i1"), ("nint", "i1"),
+                      ("pad", "i1")])
 # One INT hop record (HPCC), MAX_INT_HOPS per packet slot when the batch uses HPCC.
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 

@@ -40,8 +40,8 @@ MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, in
   int32_t s = pool_alloc(c, v);
   if (s < 0) { ctr_add(c, v, C_CTL_DROP, 1); return; }
   Pkt* pk = &c->pkt[s];
-  pk->t = t; pk->flow = f; pk->seq = (int32_t)seq; pk->bytes = (int32_t)EI(c, e, EI_ACK);
-  pk->type = (int16_t)type; pk->flags = flags; pk->in_port = -1; pk->nint = nint; pk->sendno = 0;
+  pk->t = t; pk->flow = f; pk->seq = (int32_t)seq; pk->bytes = (int16_t)EI(c, e, EI_ACK);
+  pk->type = (int8_t)type; pk->flags = (int8_t)flags; pk->in_port = -1; pk->nint = (int8_t)nint; pk->sendno = 0;
   if (int_src >= 0) copy_int(c, s, int_src, nint);
   q_push(c, p, Q_CTL, s);
 }
@@ -169,7 +169,7 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     int64_t left = c->f_size[f] - seq * pay;
     if (left < pay) pay = left;
     Pkt pk;
-    pk.t = 0; pk.flow = f; pk.seq = (int32_t)seq; pk.bytes = (int32_t)(pay + EI(c, e, EI_HEADER));
+    pk.t = 0; pk.flow = f; pk.seq = (int32_t)seq; pk.bytes = (int16_t)(pay + EI(c, e, EI_HEADER));
     pk.type = PK_DATA; pk.flags = 0; pk.next = -1; pk.in_port = -1; pk.nint = 0;
     pk.sendno = (int32_t)c->f_sends[f];
     c->f_sends[f] += 1;

@@ -96,7 +96,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   }
   c->pkt[s] = pk;
   c->pkt[s].t = t;
-  c->pkt[s].in_port = (int32_t)i;
+  c->pkt[s].in_port = (int16_t)(i - c->node_port_lo[v]);
   copy_int(c, s, slot, pk.nint);
   if (data) {
     mmu_enqueue(c, e, v, i, b);
@@ -138,7 +138,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   *touched = -1;
   if (what == 2) {
     Pkt pk;
-    pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int32_t)EI(c, e, EI_PFC_FRAME);
+    pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int16_t)EI(c, e, EI_PFC_FRAME);
     pk.type = c->port_in_paused[p] ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
     pk.in_port = -1; pk.nint = 0; pk.sendno = 0;
     c->port_pfc_sent[p] = c->port_in_paused[p];
@@ -149,7 +149,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   int32_t s = q_pop(c, p, what);
   Pkt* pk = &c->pkt[s];
   if (what == Q_DATA) {
-    int64_t i = pk->in_port;
+    int64_t i = c->node_port_lo[v] + pk->in_port;
     *touched = i;
     mmu_dequeue(c, e, v, i, pk->bytes);
     pfc_check(c, e, v, i, t, false);
