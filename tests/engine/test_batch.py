@@ -4,6 +4,7 @@ placement, which columns results are read from)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mvopt.cluster import build_topology
 from mvopt.config import load_config
@@ -102,3 +103,15 @@ def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> Non
     need = (ser_ps(net.payload_bytes + net.header_bytes, int(rate[0])) + int(topo.port_delay_ps[0])
             + 2 * tiny.params.window_ps) // ser_ps(net.header_bytes + 1, int(rate[0])) + 4
     assert b.cols["port_ring_cap"][0] >= need
+
+
+def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:
+    """The packet record keeps wire bytes in 16 bits: payload + header must stay <= 32767."""
+    from mvopt.errors import ConfigError
+
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": {"payload_bytes": 32767}})
+    g = TaskGraphBuilder()
+    g.flow(0, 5, 100_000)
+    exp = Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build())
+    with pytest.raises(ConfigError, match="network.payload_bytes"):
+        exp.params
