@@ -1,12 +1,12 @@
 """GPU backend: the same kernel sources compiled by NVRTC through CuPy, run as a megakernel.
 
 The batch tables are uploaded once (the packet slots are allocated on the device, never
-copied), the column addresses go to constant memory, one launch runs many windows of every
-experiment (by default without any grid-wide barrier: each experiment advances when its own
-nodes have finished a window, see kernels/mv_cuda_main.cuh), the host only checks whether
-experiments are still running between launches, and the result columns come back once at the
-end. Compiled with ``--fmad=false`` so that results
-are bit-identical to the CPU backend.
+copied; all-zero columns are set there), the column addresses go to constant memory, many
+windows of every experiment run per host round trip (by default the two phases of a window as
+two kernels, 64 windows replayed as one CUDA graph; see LAUNCH_MODES and
+kernels/mv_cuda_main.cuh), the host only checks whether experiments are still running, and the
+result columns come back once at the end. Compiled with ``--fmad=false`` so that results are
+bit-identical to the CPU backend.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ from mvopt.errors import BackendUnavailable
 __all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
 THREADS = 128
+
+
+def _blocks(rows: int) -> int:
+    """Blocks of THREADS threads that cover `rows` rows (at least one)."""
+    return max(1, -(-int(rows) // THREADS))
+
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
 # windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
 # docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
@@ -105,9 +111,9 @@ class GpuBackend:
 
     @staticmethod
     def _active(status, iters, cap: int) -> bool:
-        """Whether an experiment still runs and has windows left below `cap`. On the host: CuPy's
-        element-wise operations would be compiled at their first use in a process (measured:
-        5.9 s of the first run on a fresh machine)."""
+        """Whether an experiment still runs and has windows left below `cap`. On the host (here
+        and in _run_launches): CuPy's element-wise operations would be compiled at their first
+        use in a process (measured: 5.9 s of the first run on a fresh machine)."""
         return bool(((status.get() == 0) & (iters.get() < cap)).any())
 
     def _wait(self) -> None:
@@ -126,14 +132,15 @@ class GpuBackend:
         async launches stop on a time budget of their own. A launch that moved no experiment
         forward is a bug in the kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
-        while self._active(status, iters, cap_total):
+        windows = iters.get()
+        while ((status.get() == 0) & (windows < cap_total)).any():
             cap = min(cap_total, cap + chunk) if mode == "coop" else cap_total
-            before = int(iters.get().sum())
             t = time.perf_counter()
             launch_to(cap)
             self._wait()
             dt = time.perf_counter() - t
-            if int(iters.get().sum()) == before:
+            before, windows = windows, iters.get()
+            if (windows == before).all():
                 raise RuntimeError(f"GPU {mode} launch made no progress (a bug in the kernels)")
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 return
@@ -147,18 +154,17 @@ class GpuBackend:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
-        blocks = lambda rows: max(1, -(-int(rows) // THREADS))  # noqa: E731
         cap = np.int64(cap_total)
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
         if self.launch == "graph-split":
             n_hosts = int(batch.cols["node_is_host"].sum())
             if not (batch.cols["node_is_host"][batch.cols["node_order"][:n_hosts]] == 1).all():
                 raise RuntimeError("graph-split needs a node order with every host first (batch.node_order)")
-            launches = [(self.phases["window_hosts"], blocks(n_hosts), (cap, np.int64(n_hosts))),
-                        (self.phases["window_switches"], blocks(n_node - n_hosts), (cap, np.int64(n_hosts)))]
+            launches = [(self.phases["window_hosts"], _blocks(n_hosts), (cap, np.int64(n_hosts))),
+                        (self.phases["window_switches"], _blocks(n_node - n_hosts), (cap, np.int64(n_hosts)))]
         else:
-            launches = [(self.phases["window"], blocks(n_node), (cap,))]
-        launches.append((self.phases["advance"], blocks(n_exp), (cap,)))
+            launches = [(self.phases["window"], _blocks(n_node), (cap,))]
+        launches.append((self.phases["advance"], _blocks(n_exp), (cap,)))
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
@@ -205,15 +211,16 @@ class GpuBackend:
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
             # all-zero columns are set on the device (a memset), not copied
-            dev = {name: cp.zeros(max(a.size, 1), a.dtype) if batch.uniform.get(name, 1) == 0 or not a.size
+            dev = {name: cp.zeros(max(a.size, 1), a.dtype) if name in batch.zero_columns or not a.size
                    else cp.asarray(a) for name, a in batch.cols.items()}
             dev.update(scratch_arrays(batch, cp))     # built on the device, never copied
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             mode = self.launch
-            n_rows = max(int(batch.counts["n_node"]), int(batch.counts["n_exp"]))
-            blocks = int(min(self.max_blocks.get(mode, 1 << 30), max(1, -(-n_rows // THREADS))))
+            # one-launch modes: a resident grid; graph modes launch full grids (for the record)
+            blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])))
+            blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
             status, iters = dev["exp_status"], dev["exp_iter"]
             start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
             cap_total = start + max_iters if max_iters is not None else 1 << 62
@@ -240,6 +247,5 @@ class GpuBackend:
             # another study's worker) may need it before this one runs again
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": -(-int(batch.counts["n_node"]) // THREADS) if mode.startswith("graph") else blocks,
-                                "threads_per_block": THREADS, "launch": mode}
+                                "blocks": blocks, "threads_per_block": THREADS, "launch": mode}
             return total

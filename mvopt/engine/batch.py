@@ -7,7 +7,7 @@ the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` column
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -51,10 +51,10 @@ class Batch:
     counts: dict[str, int]
     cols: dict[str, np.ndarray]
     experiments: list[Experiment]
-    spans: list["Span"]              # per experiment: its rows of nodes, ports, tasks and flows
-    # columns that hold one value in every row when built (name -> value): a GPU sets the all-zero
-    # ones in place instead of copying them (for 128-GPU clusters more than half of the bytes)
-    uniform: dict[str, int] = field(default_factory=dict)
+    spans: list[Span]                # per experiment: its rows of nodes, ports, tasks and flows
+    # columns that are zero in every row when built: a GPU sets them in place instead of copying
+    # them (for 128-GPU clusters more than half of the bytes)
+    zero_columns: frozenset[str] = frozenset()
 
     @property
     def nbytes(self) -> int:
@@ -296,7 +296,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     counts["n_hop"] = max(1, flow_base) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
 
     cols: dict[str, np.ndarray] = {}
-    uniform: dict[str, int] = {}
+    zero: set[str] = set()
     for col in schema.COLUMNS:
         if col.doc.startswith("scratch"):
             continue
@@ -309,22 +309,22 @@ def build_batch(experiments: list[Experiment]) -> Batch:
                 raise AssertionError(f"column {col.name}: {arr.size} values for {n} rows")
         else:
             arr = np.zeros(n, dt)
-            uniform[col.name] = 0
+            zero.add(col.name)
         cols[col.name] = np.ascontiguousarray(arr)
     # initial state that is not zero
     for name, value in (("port_qh", -1), ("port_qt", -1), ("node_rr", -1), ("node_pool_free", -1),
                         ("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS)):
         cols[name][:] = value
-        uniform[name] = value
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
                          "split it (mvopt.engine.plan splits batches by memory)")
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols)
-    for name in ("node_pool_next", "node_pool_hi", "node_order"):
-        uniform.pop(name, None)
-    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, uniform=uniform)
+    filled = {"port_qh", "port_qt", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
+              "node_pool_hi", "node_order"}
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans,
+                 zero_columns=frozenset(zero - filled))
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndarray:

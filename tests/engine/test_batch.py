@@ -68,16 +68,17 @@ def test_results_read_only_the_result_columns() -> None:
     assert all(a.same_as(b) and a.diagnostic == b.diagnostic for a, b in zip(before, after))
 
 
-def test_uniform_columns_hold_their_value_in_every_row() -> None:
-    """The GPU sets all-zero `Batch.uniform` columns in place instead of copying them, so each must
-    really hold that one value (a column changed after it was built must not be listed)."""
+def test_zero_columns_are_zero_in_every_row() -> None:
+    """The GPU sets `Batch.zero_columns` in place instead of copying them, so each must really be
+    all zero (a column filled after it was built must not be listed)."""
     from mvopt.testing.scenarios import mixed_experiments
 
     batch = build_batch(mixed_experiments(5))
-    assert {"f_cci", "f_ccd", "port_qh", "exp_acc_next"} <= set(batch.uniform)
-    assert not {"node_pool_next", "node_pool_hi", "node_order", "task_finish_ps"} & set(batch.uniform)
-    for name, value in batch.uniform.items():
-        assert (batch.cols[name] == value).all(), name
+    assert {"f_cci", "f_ccd", "node_iter"} <= batch.zero_columns
+    assert not {"node_pool_next", "node_pool_hi", "node_order", "port_qh", "exp_acc_next",
+                "task_finish_ps"} & batch.zero_columns
+    for name in batch.zero_columns:
+        assert not batch.cols[name].any(), name
 
 
 def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> None:

@@ -1,13 +1,13 @@
 // GPU entry points. Three ways to run the same two-phase step (kernels/mv_step.cuh), chosen by
 // the host (GpuBackend's `launch`); all give identical results:
-//   mv_run_async   (default) one launch, no grid-wide barrier: the nodes of an experiment report
-//                  the end of their window to it, and the last one to arrive advances the
-//                  experiment, which lets its nodes start the next window. Experiments move on
-//                  independently, so no thread waits for the slowest node of the whole batch.
+//   mv_phase_*     (default) one launch per phase (the launch boundary is the barrier), replayed
+//                  as a CUDA graph; with "graph-split" the window phase is two launches, hosts
+//                  then switches, each kernel with only its own path's registers.
 //   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
-//   mv_phase_*     one launch per phase (the launch boundary is the barrier), replayed as a
-//                  CUDA graph; with "graph-split" the window phase is two launches, hosts then
-//                  switches, each kernel with only its own path's registers.
+//   mv_run_async   one launch, no grid-wide barrier: the nodes of an experiment report the end of
+//                  their window to it, and the last one to arrive advances the experiment, which
+//                  lets its nodes start the next window (no thread waits for the slowest node of
+//                  the whole batch; measured slower than the barriers, docs/performance.md).
 // Every mode runs an experiment only while exp_iter < `cap` (the host raises the cap launch by
 // launch, so that it regains control regularly).
 // The column pointers live in constant memory (set by the host before a launch): every system

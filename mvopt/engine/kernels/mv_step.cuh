@@ -8,7 +8,7 @@
 //                                 published tail, which no reader looks at in this window).
 //   2. advance   (per experiment) reduces the nodes' next-event times: T <- max(T + W, earliest
 //                                 pending event) (idle skipping), or ends the experiment.
-// The "barrier" only has to separate the nodes of one experiment: the GPU's default launch lets
+// The "barrier" only has to separate the nodes of one experiment: the GPU's async launch lets
 // each experiment move on alone (kernels/mv_cuda_main.cuh).
 #pragma once
 
