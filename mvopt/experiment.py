@@ -370,17 +370,23 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
 PARALLEL_BUILD_MIN = 16
 
 
+def _build_pool_size() -> int | None:
+    """$MVOPT_BUILD_WORKERS (1 = build in this process), else None (one per core)."""
+    import os
+    env = os.environ.get("MVOPT_BUILD_WORKERS", "")
+    if not env:
+        return None
+    if not env.isdigit() or int(env) < 1:
+        raise ConfigError("MVOPT_BUILD_WORKERS", "must be a whole number >= 1", env)
+    return int(env)
+
+
 def build_workers(n_configs: int) -> int:
     """Processes that build `n_configs` configurations: $MVOPT_BUILD_WORKERS if set (1 = build in
     this process), else one per core when there are at least PARALLEL_BUILD_MIN of them."""
     import os
-    env = os.environ.get("MVOPT_BUILD_WORKERS", "")
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ConfigError("MVOPT_BUILD_WORKERS", "must be a whole number >= 1", env)
-        n = int(env)
-    else:
-        n = (os.cpu_count() or 1) if n_configs >= PARALLEL_BUILD_MIN else 1
+    size = _build_pool_size()
+    n = size if size is not None else (os.cpu_count() or 1) if n_configs >= PARALLEL_BUILD_MIN else 1
     return max(1, min(n, n_configs))
 
 
@@ -399,16 +405,18 @@ def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
     """:func:`_build_outcome` of every configuration, in order, in parallel worker processes
     (kept between calls) when there are many (:func:`build_workers`). The result does not depend
     on how many processes built it."""
+    import os
     n = build_workers(len(configs))
     if n == 1:
         return [_build_outcome(c) for c in configs]
     from concurrent.futures.process import BrokenProcessPool
 
     from mvopt.procpool import drop_pool, get_pool
+    size = _build_pool_size() or os.cpu_count() or 1     # one pool for every generation, whatever its size
     try:
-        return list(get_pool("build", n).map(_build_outcome, configs, chunksize=max(1, len(configs) // (4 * n))))
+        return list(get_pool("build", size).map(_build_outcome, configs, chunksize=max(1, len(configs) // (4 * n))))
     except BrokenProcessPool:
-        drop_pool("build", n)      # a worker died (killed, out of memory): the next call starts fresh ones
+        drop_pool("build", size)   # a worker died (killed, out of memory): the next call starts fresh ones
         raise
 
 

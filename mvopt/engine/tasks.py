@@ -80,8 +80,7 @@ class TaskGraph:
             raise ConfigError(f"{where}.tasks[{t}].dst", "must differ from src", int(self.dst[t]))
         if self.pred.size and (self.pred.min() < 0 or self.pred.max() >= n):
             raise ConfigError(f"{where}.tasks", "predecessor ids must be task ids", int(self.pred.max()))
-        order = None if self.acyclic else topological_order(self)
-        if order is None and not self.acyclic:
+        if not self.acyclic and topological_order(self) is None:
             done = np.zeros(n, bool)
             done[_kahn(self)] = True
             t = int(np.nonzero(~done)[0][0])
