@@ -225,6 +225,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
     payload, header = net.payload_bytes, net.header_bytes
     use_win = net.resolved_window
     fl = np.nonzero(tasks.kind == FLOW)[0]
+    smallest_last = 1 << 30          # payload of the smallest last packet of a flow
     if fl.size:
         # per (src, dst) pair once (a training graph has few), in Python integers (no overflow):
         # path stats, line rate, base RTT, window
@@ -241,6 +242,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
         nic_p, rtt_p, win_p, bott_p, ppb_p = (np.array(col, np.int64) for col in zip(*per_pair))
         size = tasks.size_bytes[fl].astype(np.int64)
         npkt[fl] = -(-size // payload)
+        smallest_last = int(((size - 1) % payload + 1).min())
         line[fl], base_rtt[fl], win[fl] = nic_p[inv], rtt_p[inv], win_p[inv]
         total = size + npkt[fl] * header
         # standalone = base RTT + ceil(total * 8e12 / bottleneck): a multiplication where the rate
@@ -256,9 +258,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
                           f"{int(npkt[t])} packets, more than 2**31 - 1: use larger packets", payload)
     # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
     # frame, or the last packet of the flow with the smallest remainder
-    flows = tasks.kind == FLOW
-    last = (tasks.size_bytes[flows].astype(np.int64) - 1) % payload + 1 if flows.any() else np.zeros(0, np.int64)
-    min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + int(last.min()) if last.size else 1 << 30)
+    min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + smallest_last)
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
