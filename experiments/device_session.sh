@@ -9,8 +9,8 @@
 # ../shared/tools/device-wheels.sh) for the optimizer step.
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
-# the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the async
-# kernel), multi (issue 8: bench_multi_gpu on two GPUs), train54k (build the rail-sampled
+# the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on graph-split's
+# host and switch kernels, steady state of workload (a)), multi (issue 8: bench_multi_gpu on two GPUs), train54k (build the rail-sampled
 # 53,760-GPU training experiment, ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds:
 # a call of its own).
 # Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by the commit that ran (the
@@ -29,15 +29,16 @@ run() {  # name seconds command...
   echo "   rc=$? ; last lines:"; tail -4 "$OUT/$name/log.txt" | sed 's/^/   /'
 }
 nvidia-smi -L
-run tests 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_launch.py tests/engine/test_plan.py \
-  tests/engine/test_batch.py tests/engine/test_engine.py -k "gpu or plan or batch or launch"
+run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine -k gpu --durations=25
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,graph-split,coop}
-run ncu 150 bash -c "MVOPT_LINEINFO=1 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
-  --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters \
-  -k mv_run_async --launch-skip 1 -c 1 -f -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --batch 1024 --iters 300 \
-  && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt"
+run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph-split ncu --clock-control none --section SpeedOfLight \
+  --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+  --section SourceCounters --section InstructionStats --import-source yes -k regex:mv_phase_window_ --launch-skip 428 -c 2 -f \
+  -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
+  && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
+  && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
