@@ -9,10 +9,11 @@
 # ../shared/tools/device-wheels.sh) for the optimizer step.
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
-# the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on graph-split's
-# host and switch kernels, steady state of workload (a)), multi (issue 8: bench_multi_gpu on two GPUs), train54k (build the rail-sampled
-# 53,760-GPU training experiment, ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds:
-# a call of its own).
+# the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
+# mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU: an SPME
+# batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), multi (issue 8:
+# bench_multi_gpu on two GPUs), train54k (build the rail-sampled 53,760-GPU training experiment,
+# ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
 # Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by the commit that ran (the
 # device copy of the checkout may not carry it), and run experiments/report_gpu.py here.
 set -u
@@ -32,21 +33,23 @@ nvidia-smi -L
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine -k gpu --durations=25
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
-  --variants ${PROFILE_VARIANTS:-graph,graph-split,coop}
-run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph-split ncu --clock-control none --section SpeedOfLight \
+  --variants ${PROFILE_VARIANTS:-graph,graph-2phase,coop}
+run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
-  --section SourceCounters --section InstructionStats --import-source yes -k regex:mv_phase_window_ --launch-skip 428 -c 2 -f \
+  --section SourceCounters --section InstructionStats --import-source yes -k mv_phase_window_advance --launch-skip 214 -c 1 -f \
   -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
   && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
+run spme 170 bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
+  --jobs 16 && cp docs/performance.md $OUT/spme/"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
     && export PYTHONPATH=$PWD/.site:$PYTHONPATH
-  run optimizer 200 python3 experiments/bench_optimizer.py --backend gpu:0 --generation 1000 --generations 1 \
-    --out "$OUT/optimizer"
+  run optimizer 270 python3 experiments/bench_optimizer.py --backend gpu:0 --generation 1000 --generations 2 \
+    --small --small-bytes ${OPT_SMALL_BYTES:-33554432} --out "$OUT/optimizer"
 fi
 echo "done $(date -u +%H:%M:%S)"

@@ -1,8 +1,10 @@
 // GPU entry points. Three ways to run the same two-phase step (kernels/mv_step.cuh), chosen by
 // the host (GpuBackend's `launch`); all give identical results:
-//   mv_phase_*     (default) one launch per phase (the launch boundary is the barrier), replayed
-//                  as a CUDA graph; with "graph-split" the window phase is two launches, hosts
-//                  then switches, each kernel with only its own path's registers.
+//   mv_phase_window_advance  (default, "graph") one launch per window, replayed as a CUDA graph:
+//                  the launch boundary is the barrier between windows, and inside a launch the
+//                  last node of an experiment to finish its window advances the experiment
+//                  (no separate launch for phase 2).
+//   mv_phase_window, mv_phase_advance  ("graph-2phase") the same with a launch per phase.
 //   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
 //   mv_run_async   one launch, no grid-wide barrier: the nodes of an experiment report the end of
 //                  their window to it, and the last one to arrive advances the experiment, which
@@ -34,9 +36,9 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // Node v's window, then its report to experiment e: the minimum of the next-event and progress
 // times and the tasks and flows it finished (integer minima and sums: the order in which the
 // nodes report cannot change the result).
-template <int KIND = 0> MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
+MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
-  node_window_of<KIND>(c, v);
+  node_window(c, v);
   atomicMin(&c->exp_acc_next[e], c->node_next_ps[v]);
   atomicMin(&c->exp_acc_prog[e], c->node_prog_ps[v]);
   int32_t done = c->node_tasks_done[v] - done0, acked = c->node_flows_acked[v] - acked0;
@@ -52,6 +54,18 @@ MV_DEV void advance_reported(Ctx* c, int64_t e) {
   c->exp_acc_next[e] = MV_INF;
   c->exp_acc_prog[e] = MV_INF;
   advance_with(c, e, next, prog, done, acked);   // publishes exp_iter last, after a fence
+}
+
+// Node v's window and report, then its arrival at experiment e: the last of e's nodes to arrive
+// (every other one has finished this window and reported) advances e.
+MV_DEV void node_window_arrive(Ctx* c, int64_t v, int64_t e) {
+  node_window_report(c, v, e);
+  MV_FENCE();   // release: this window's writes before the arrival
+  if (atomicAdd(&c->exp_arrive[e], 1) == (int)(c->exp_node_hi[e] - c->exp_node_lo[e]) - 1) {
+    c->exp_arrive[e] = 0;
+    MV_FENCE();   // acquire: the other nodes' writes and reports are visible now
+    advance_reported(c, e);
+  }
 }
 
 MV_DEV int64_t mv_clock_ns() {
@@ -74,13 +88,7 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_async(int64_t
       MV_FENCE();   // acquire: what the experiment's nodes and its advance wrote is visible now
       if (!exp_active(c, e, cap)) continue;
       live = worked = true;
-      node_window_report(c, v, e);
-      MV_FENCE();   // release: this window's writes before the arrival
-      if (atomicAdd(&c->exp_arrive[e], 1) == (int)(c->exp_node_hi[e] - c->exp_node_lo[e]) - 1) {
-        c->exp_arrive[e] = 0;   // the last to arrive: every other node of e has finished window k
-        MV_FENCE();
-        advance_reported(c, e);
-      }
+      node_window_arrive(c, v, e);
     }
     if (!live || mv_clock_ns() - t0 > budget_ns) return;   // all my nodes' experiments ended or reached the cap
     if (!worked) __nanosleep(256);
@@ -113,27 +121,22 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
+// One window of every active experiment; the experiments advance inside the launch.
+// (A node's exp_active check cannot see its experiment's advance: that needs every node of the
+// experiment, this one included, to have arrived.)
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_advance(int64_t cap) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  MV_FOR(i, c->n_node) {
+    int64_t v = c->node_order[i], e = c->node_exp[v];
+    if (exp_active(c, e, cap)) node_window_arrive(c, v, e);
+  }
+}
+// The two phases as two launches ("graph-2phase"; the launch boundary is the barrier).
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   MV_FOR(i, c->n_node) {
     int64_t v = c->node_order[i], e = c->node_exp[v];
     if (exp_active(c, e, cap)) node_window_report(c, v, e);
-  }
-}
-// The window phase as two kernels, hosts then switches (node_order puts every host first), each
-// with only its own path's registers: more resident warps for the switches ("graph-split").
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_hosts(int64_t cap, int64_t n_hosts) {
-  Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(i, n_hosts) {
-    int64_t v = c->node_order[i], e = c->node_exp[v];
-    if (exp_active(c, e, cap)) node_window_report<1>(c, v, e);
-  }
-}
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_switches(int64_t cap, int64_t n_hosts) {
-  Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(j, c->n_node - n_hosts) {
-    int64_t v = c->node_order[n_hosts + j], e = c->node_exp[v];
-    if (exp_active(c, e, cap)) node_window_report<2>(c, v, e);
   }
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap) {

@@ -231,20 +231,16 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 }
 
 // Node v's window of its (running) experiment: phase 1 of the step.
-// KIND: 0 any node, 1 hosts only, 2 switches only. A kernel that instantiates one kind carries
-// only that path's code, and so its registers: the switch path needs far fewer than the host's
-// congestion control (117 vs 164 with nvcc 13 for sm_90).
-template <int KIND> MV_DEV void node_window_of(Ctx* c, int64_t v) {
+MV_DEV void node_window(Ctx* c, int64_t v) {
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
-  bool host = KIND == 1 || (KIND == 0 && c->node_is_host[v]);
+  bool host = c->node_is_host[v];
   if (host) schedule_node(c, v);
   node_begin(c, v, par);
   if (host) host_window(c, e, v, te, par);
   else switch_window(c, e, v, te, par);
 }
-MV_DEV void node_window(Ctx* c, int64_t v) { node_window_of<0>(c, v); }
 
 MV_DEV void node_step(Ctx* c, int64_t v) {
   if (c->exp_status[c->node_exp[v]] == ST_RUN) node_window(c, v);
