@@ -33,10 +33,10 @@ nvidia-smi -L
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine -k gpu --durations=25
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
-  --variants ${PROFILE_VARIANTS:-graph,graph-2phase,coop}
+  --variants ${PROFILE_VARIANTS:-graph,coop}
 run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
-  --section SourceCounters --section InstructionStats --import-source yes -k mv_phase_window_advance --launch-skip 214 -c 1 -f \
+  --section SourceCounters --section InstructionStats --import-source yes -k mv_phase_window --launch-skip 214 -c 1 -f \
   -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
   && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
@@ -50,6 +50,6 @@ if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
     && export PYTHONPATH=$PWD/.site:$PYTHONPATH
   run optimizer 270 python3 experiments/bench_optimizer.py --backend gpu:0 --generation 1000 --generations 2 \
-    --small --small-bytes ${OPT_SMALL_BYTES:-33554432} --out "$OUT/optimizer"
+    --small --small-bytes ${OPT_SMALL_BYTES:-8388608} --out "$OUT/optimizer"
 fi
 echo "done $(date -u +%H:%M:%S)"

@@ -35,8 +35,7 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
             "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
             "coop": {"launch": "coop"},     # grid-wide barriers between phases, one launch
-            "graph": {"launch": "graph"},   # one launch per window, replayed as a CUDA graph
-            "graph-2phase": {"launch": "graph-2phase"}}   # one launch per phase, replayed as a CUDA graph
+            "graph": {"launch": "graph"}}   # one launch per phase, replayed as a CUDA graph
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

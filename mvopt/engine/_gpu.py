@@ -2,8 +2,8 @@
 
 The batch tables are uploaded once (the packet slots are allocated on the device, never
 copied; all-zero columns are set there), the column addresses go to constant memory, many
-windows of every experiment run per host round trip (by default one launch per window, in which
-the last node of each experiment advances it, 64 windows replayed as one CUDA graph; see LAUNCH_MODES and
+windows of every experiment run per host round trip (by default the two phases of a window as
+two kernels, 64 windows replayed as one CUDA graph; see LAUNCH_MODES and
 kernels/mv_cuda_main.cuh), the host only checks whether experiments are still running, and the
 result columns come back once at the end. Compiled with ``--fmad=false`` so that results are
 bit-identical to the CPU backend.
@@ -31,12 +31,11 @@ def _blocks(rows: int) -> int:
     """Blocks of THREADS threads that cover `rows` rows (at least one)."""
     return max(1, -(-int(rows) // THREADS))
 
-# How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per window, the
-# last node of each experiment advancing it, many windows replayed as a CUDA graph (graph: the
-# default); the same with a second launch for the advance phase (graph-2phase); grid-wide
-# barriers inside one cooperative launch (coop); per-experiment windows inside one launch, no
-# grid-wide barrier (async). docs/performance.md, "Launch modes", has the measurements.
-LAUNCH_MODES = ("graph", "graph-2phase", "coop", "async")
+# How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
+# windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
+# docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
+# per-experiment windows inside one launch, no grid-wide barrier (async).
+LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 
 
@@ -62,9 +61,8 @@ class GpuBackend:
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS), for measuring variants; results do not depend on them. `launch`: how
-        the phases of a window are separated: 'graph' (the default: one launch per window, many
-        windows replayed as a CUDA graph), 'graph-2phase' (the same with a second launch per
-        window for the advance phase), 'coop' (one cooperative launch, grid-wide barriers) or
+        the phases of a window are separated: 'graph' (the default: one launch per phase, many
+        windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide barriers) or
         'async' (one launch, each experiment moves to its next window when its own nodes
         finished the last one); default from $MVOPT_GPU_LAUNCH. Results do not depend on it."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
@@ -96,7 +94,7 @@ class GpuBackend:
             # the per-phase kernels, from a module launched the ordinary way (full grids)
             self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
             self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}")
-                           for p in ("window_advance", "window", "advance")}
+                           for p in ("window", "advance")}
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
@@ -150,16 +148,13 @@ class GpuBackend:
 
     def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
                    deadline_s: float | None, t_start: float) -> None:
-        """Per-window launches: `per_graph` iterations captured once as a CUDA graph and replayed
+        """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
         cap = np.int64(cap_total)
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
-        if self.launch == "graph":
-            launches = [(self.phases["window_advance"], _blocks(n_node), (cap,))]
-        else:
-            launches = [(self.phases["window"], _blocks(n_node), (cap,)),
-                        (self.phases["advance"], _blocks(n_exp), (cap,))]
+        launches = [(self.phases["window"], _blocks(n_node), (cap,)),
+                    (self.phases["advance"], _blocks(n_exp), (cap,))]
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
@@ -221,7 +216,7 @@ class GpuBackend:
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
-            if mode in ("graph", "graph-2phase"):
+            if mode == "graph":
                 self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)

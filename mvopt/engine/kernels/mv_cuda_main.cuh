@@ -1,10 +1,8 @@
 // GPU entry points. Three ways to run the same two-phase step (kernels/mv_step.cuh), chosen by
 // the host (GpuBackend's `launch`); all give identical results:
-//   mv_phase_window_advance  (default, "graph") one launch per window, replayed as a CUDA graph:
-//                  the launch boundary is the barrier between windows, and inside a launch the
-//                  last node of an experiment to finish its window advances the experiment
-//                  (no separate launch for phase 2).
-//   mv_phase_window, mv_phase_advance  ("graph-2phase") the same with a launch per phase.
+//   mv_phase_*     (default, "graph") one launch per phase (the launch boundary is the barrier),
+//                  replayed as a CUDA graph. (Advancing each experiment inside the window launch,
+//                  by the last of its nodes to finish, measured slower: docs/performance.md.)
 //   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
 //   mv_run_async   one launch, no grid-wide barrier: the nodes of an experiment report the end of
 //                  their window to it, and the last one to arrive advances the experiment, which
@@ -121,17 +119,7 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
-// One window of every active experiment; the experiments advance inside the launch.
-// (A node's exp_active check cannot see its experiment's advance: that needs every node of the
-// experiment, this one included, to have arrived.)
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window_advance(int64_t cap) {
-  Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(i, c->n_node) {
-    int64_t v = c->node_order[i], e = c->node_exp[v];
-    if (exp_active(c, e, cap)) node_window_arrive(c, v, e);
-  }
-}
-// The two phases as two launches ("graph-2phase"; the launch boundary is the barrier).
+// The two phases as two launches ("graph"; the launch boundary is the barrier).
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   MV_FOR(i, c->n_node) {
