@@ -44,7 +44,11 @@ def update_section(path: str | os.PathLike, name: str, markdown: str) -> None:
 
 
 def git_commit() -> str:
-    """Short hash of HEAD (``unknown`` outside a git checkout)."""
+    """Short hash of HEAD (``unknown`` outside a git checkout); $MVOPT_COMMIT where set, for
+    copies of a checkout whose .git is not the tree's (the GPU machine's copy of the working tree
+    keeps an older .git)."""
+    if os.environ.get("MVOPT_COMMIT"):
+        return os.environ["MVOPT_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                               text=True, check=True).stdout.strip()

@@ -14,8 +14,9 @@
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), multi (issue 8:
 # bench_multi_gpu on two GPUs), train54k (build the rail-sampled 53,760-GPU training experiment,
 # ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
-# Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by the commit that ran (the
-# device copy of the checkout may not carry it), and run experiments/report_gpu.py here.
+# Set MVOPT_COMMIT to the commit you run (the device copy of the checkout keeps an older .git),
+# so that the reports name it. Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by
+# that commit, and run experiments/report_gpu.py here.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"

@@ -22,20 +22,19 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _report import update_section  # noqa: E402
 
-DEVICE = "GPU 0 of the `nvidia-h200-x2` device machine (NVIDIA H200, 141 GB), 32 CPU cores"
 
 
 def load(name: str) -> dict:
     return json.loads((RES / f"{name}.json").read_text())
 
 
-def workload_a(d: dict, commit: str) -> list[str]:
+def workload_a(d: dict, commit: str, machine: str, before: tuple[dict, str] | None = None) -> list[str]:
+    cores = d.get("cores", 32)
     out = [f"### Workload (a): k=4 fat-tree ring all-reduce, {d['rows'][0]['mib']:g} MiB, 1500-byte packets\n",
-           f"Commit `{commit}`, {DEVICE}. Command: `python experiments/bench_gpu.py --out OUT --sections "
+           f"Commit `{commit}`, {machine}. Command: `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,a,b,c --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 "
-           "--budget-s 250`. CPU = all 32 cores of the same machine in the same run (OpenMP, experiment-major). "
-           "Run = upload + kernel + download of the result columns. Launch = the GPU launch mode that ran (at this "
-           "commit chosen by node count; `graph` is now the default).\n",
+           f"--budget-s 250`. CPU = all {cores} cores of the same machine in the same run (OpenMP, experiment-major). "
+           "Run = upload + kernel + download of the result columns. Launch = the GPU launch mode that ran.\n",
            "| backend | cc | batch | launch | run (s) | kernel (s) | build (s) | G packet-hops/s | windows/s | experiments/hour | MiB per experiment |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
@@ -47,44 +46,55 @@ def workload_a(d: dict, commit: str) -> list[str]:
     cpu = max((r for r in d["rows"] if r["backend"] == "cpu"), key=lambda r: r["hops_per_s"])
     idle = d["idle"]["gpu"]
     out.append(f"\nBest GPU {gpu['hops_per_s'] / 1e9:.3f} G packet-hops/s (batch {gpu['batch']}), CPU "
-               f"{cpu['hops_per_s'] / 1e9:.3f} on 32 cores: ratio {gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x, side by "
+               f"{cpu['hops_per_s'] / 1e9:.3f} on {cores} cores: ratio {gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x, side by "
                f"side. Identity: {d['identity']['experiments'] - len(d['identity']['different'])} of "
                f"{d['identity']['experiments']} experiments of the mixed batch identical on CPU and GPU. "
                f"Idle windows (1,000 experiments, launch {idle.get('launch')}): "
                f"{idle['kernel_s'] / idle['windows'] * 1e6:.1f} µs of kernel time per window "
                f"({idle['us_per_window']:.1f} µs with the upload and download of that run); CPU "
-               f"{d['idle']['cpu']['us_per_window']:.1f} µs.\n")
+               f"{d['idle']['cpu']['us_per_window']:.1f} µs.")
+    if before is not None:
+        old = max((r for r in before[0]["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
+        out.append(f"The same command at `{before[1]}` (40-byte packet records, 64-bit indices, on an "
+                   f"`nvidia-h200-x2`): best GPU {old['hops_per_s'] / 1e9:.3f} G packet-hops/s (batch {old['batch']}).")
+    out.append("")
     return out
 
 
-def launch_modes(named: list[tuple[str, str]]) -> list[str]:
+def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
+    """Rows of the profile files `named` (file, commit, {variant at that commit: its name now})."""
     out = ["### Launch modes and kernel variants (experiments/profile_gpu.py)\n",
            "Workload (a) at 8 MiB, kernel time only, every variant checked identical to the first. Launch modes: "
            "`graph` = one launch per phase, 64 windows per replayed CUDA graph (the default); `coop` = one "
            "cooperative launch, grid-wide barriers between the two phases; `async` = one launch without grid-wide "
            "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
            "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
-           "resident blocks of the one-launch kernels.\n",
+           "resident blocks of the one-launch kernels. Measured and removed: `graph-split` (the window phase as two "
+           "kernels, hosts then switches, so that the switch kernel needs 96 registers: 5 blocks per SM instead of "
+           "3) and `graph, advance inside` (one launch per window, the last node of each experiment to finish "
+           "advancing it, no advance launch).\n",
            "| commit | batch | variant | kernel (s) | G packet-hops/s | blocks | identical |",
            "|---|---|---|---|---|---|---|"]
-    for name, commit in named:
+    for name, commit, renames in named:
         d = load(name)
         for r in d["rows"]:
             if r["interleave"]:
                 continue
-            out.append(f"| `{commit}` | {d['batch']} | {r['variant']} | {r['kernel_s']:.2f} | "
+            out.append(f"| `{commit}` | {d['batch']} | {renames.get(r['variant'], r['variant'])} | {r['kernel_s']:.2f} | "
                        f"{r['ghops_per_s']:.3f} | {r['blocks']} | {r['identical']} |")
-    d = load(named[-1][0])
-    out.append("\nIdle windows (1,000 experiments, kernel time per window, `" + named[-1][1] + "`): " + ", ".join(
-        f"{k.split()[0]} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items() if "False" in k) + ".\n")
+    name, commit, renames = named[-1]
+    d = load(name)
+    out.append("\nIdle windows (1,000 experiments, kernel time per window, `" + commit + "`): " + ", ".join(
+        f"{renames.get(k.split()[0], k.split()[0])} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items()
+        if "False" in k) + ".\n")
     return out
 
 
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`; `python experiments/bench_gpu.py --out OUT --sections identity,idle,b,c "
-           "--b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
+           "Commands: as (a) at `e446fa3` and `5c3c2fa`; `python experiments/bench_gpu.py --out OUT --sections "
+           "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
            "(its first windows only).\n",
@@ -100,14 +110,14 @@ def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     now = current_bytes_128()
     out.append(f"\n**{big[0]['batch']:,} concurrent 128-GPU experiments run to the end in one batch** on one H200. "
                f"The first run spent {big[0]['upload_s']:.1f} s of {big[0]['run_s']:.1f} s copying the batch to the GPU; "
-               f"since then all-zero columns (for these clusters mostly the flows' congestion-control state, more than "
-               f"half of the bytes) are set on the GPU instead of copied: {big[-1]['upload_s']:.1f} s in the second run. "
-               f"Its kernel time ({big[-1]['kernel_s']:.1f} s against {big[0]['kernel_s']:.1f} s) is not explained "
-               "yet: a different machine of the same kind, and the run loop of that commit still used CuPy "
-               "element-wise operations; to be measured again. At the current commit the planner counts "
-               f"{now / 2**20:.1f} MiB per experiment (compact flow state: flow columns for flows only, int32 packet indices, congestion-control "
-               f"state 120 B per flow without HPCC), so about {int(b['fit'] * b['bytes_per_experiment'] / now):,} "
-               "would fit in the same memory.\n")
+               f"since then all-zero columns (for these clusters mostly the flows' congestion-control state) are set "
+               f"on the GPU instead of copied: {big[-1]['upload_s']:.1f} s in the last run. Kernel times: "
+               + ", ".join(f"{b['kernel_s']:.1f} s at `{c}`" for b, (_, c, _) in zip(big, runs))
+               + " (the middle one, on another machine whose run loop still used CuPy element-wise operations, is "
+               "the outlier). At the current commit the planner counts "
+               f"{now / 2**20:.1f} MiB per experiment (compact flow state: flow columns for flows only, int32 packet "
+               "indices, 32-byte packet records, congestion-control state 120 B per flow without HPCC), so about "
+               f"{int(b['fit'] * b['bytes_per_experiment'] / now):,} would fit in the same memory.\n")
     return out
 
 
@@ -123,7 +133,7 @@ def current_bytes_128() -> int:
 def workload_c(d: dict, commit: str, machine: str) -> list[str]:
     c = d["c"]
     out = ["### Workload (c): one ~54,000-GPU cluster (fat-tree k=60, 54,000 hosts, DCQCN)\n",
-           f"Commit `{commit}`, {machine}, the second command of (b). Every host sends 256 KiB to the host one pod over. "
+           f"Commit `{commit}`, {machine}, the command of (a). Every host sends 256 KiB to the host one pod over. "
            f"Experiment built in {c['build_experiment_s']:.1f} s. The CPU row is the same run on all cores of the "
            "machine (here it also ran to the end within its window budget).\n",
            "| backend | status | windows | run (s) | G packet-hops/s | windows/s | GiB |",
@@ -172,23 +182,26 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit = "e446fa3"
-    bench = load(f"bench_gpu_{commit}")
+    commit, latest = "e446fa3", "5c3c2fa"
+    bench, now = load(f"bench_gpu_{commit}"), load(f"bench_gpu_{latest}")
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
              "Measured on the device machines on 2026-11-29; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(bench, commit)
-    lines += launch_modes([("profile_b1024_e446fa3", "e446fa3"), ("profile_b4096_07518f9", "07518f9")])
+    lines += workload_a(now, latest, one, before=(bench, commit))
+    lines += launch_modes([("profile_b1024_e446fa3", "e446fa3", {}), ("profile_b4096_07518f9", "07518f9", {}),
+                           ("profile_b4096_d547d4d", "d547d4d", {}),
+                           ("profile_b4096_d32a7c7", "d32a7c7", {"graph": "graph, advance inside",
+                                                                 "graph-2phase": "graph"})])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
-    lines += workload_b([(bench, commit, x2), (later, "accee17", one)])
-    lines += workload_c(later, "accee17", one)
+    lines += workload_b([(bench, commit, x2), (later, "accee17", one), (now, latest, one)])
+    lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
 
