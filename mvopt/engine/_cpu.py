@@ -71,10 +71,14 @@ class CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, defines: dict[str, int] | None = None) -> None:
+        """`threads`: OpenMP threads at most (default $OMP_NUM_THREADS, else every core).
+        `defines`: compile-time overrides of the kernels' tuning macros (MV_CACHE_PORTS,
+        MV_TREE_PORTS), for tests and measurements; results do not depend on them."""
         cxx = _compiler()
         self.openmp = _openmp_works(cxx)
         flags = _FLAGS + (["-fopenmp"] if self.openmp else [])
+        flags += [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
         src = kernel_source("cpu")
         key = source_hash(src, cxx, " ".join(flags))
         lib = cache_dir() / f"mvopt_cpu_{key}.so"

@@ -1067,3 +1067,24 @@ def test_a_task_due_after_a_timeout_has_not_started(backend) -> None:
     r = run1(backend, exp)
     assert r.status == "timeout" and r.task_start_ps.tolist() == [0, -1] and r.task_finish_ps[1] == -1
     assert_matches_reference(r, exp)
+
+
+def test_switch_event_selection_paths_agree() -> None:
+    """A switch finds its next event by a scan of cached per-port times (few ports), two
+    tournament trees over them (more than MV_TREE_PORTS) or, past MV_CACHE_PORTS, by re-reading
+    every port; all three must take the same decisions. A build with small limits sends this
+    batch's 3-port spines down the first path, its 4- and 5-port switches (fat-tree, torus) down
+    the second and its 6-port leaves down the third; the default build scans for all of them."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    exps = sc.mixed_experiments(12)
+    default = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    small = CpuBackend(defines={"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3})
+    res = extract_results(batch, small.run(batch))
+    for a, b in zip(default, res):
+        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
+    degrees = {int(d) for e in exps for d in np.diff(e.topology.node_port_offset)[e.topology.n_host:]}
+    assert degrees == {3, 4, 5, 6}      # every path taken (the limits above are 3 and 5)

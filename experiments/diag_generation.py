@@ -1,0 +1,66 @@
+"""Which configurations of a generation cost the most simulation, one at a time (issue 6).
+
+    python experiments/diag_generation.py --small --small-bytes 8388608 --n 40 [--backend cpu]
+
+A generation runs as one batch, and a batch lasts as long as its slowest experiment; this
+samples ``--n`` random points of bench_optimizer's topology space (the same space options:
+``--small``, ``--small-bytes``, ``--no-distinct``), simulates each feasible one alone, and
+prints one line per experiment, slowest first: its topology and network parameters, status,
+windows, simulated end, packet-hops, planner bytes and wall time. Prints only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+from bench_optimizer import space_data  # noqa: E402
+from mvopt.engine import simulate  # noqa: E402
+from mvopt.engine.plan import batch_bytes, experiment_counts  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+from mvopt.optimize import load_space  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=40, help="random points to sample (default 40)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--small-bytes", type=int, default=65536)
+    ap.add_argument("--no-distinct", dest="distinct", action="store_false")
+    args = ap.parse_args()
+    args.space = ROOT / "search_spaces" / "topology.yaml"
+    space = load_space(space_data(args))
+    rows = []
+    for i, cand in enumerate(space.sample(args.n, seed=args.seed)):
+        if not cand.feasible:
+            continue
+        t = time.perf_counter()
+        exp = build_experiment(cand.config)
+        build_s = time.perf_counter() - t
+        t = time.perf_counter()
+        r = simulate([exp], backend=args.backend)[0]
+        wall = time.perf_counter() - t
+        p = space.active_params(cand.params)
+        label = " ".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
+                         for k, v in p.items())
+        rows.append((wall, i, label, r.status, r.windows, r.end_ps, r.counters["packet_hops"],
+                     batch_bytes(experiment_counts(exp)), build_s))
+        print(f"[{i}] {wall:.2f} s {r.status}", file=sys.stderr, flush=True)
+    rows.sort(reverse=True)
+    print("| wall (s) | # | parameters | status | windows | simulated end (us) | packet-hops | MiB | build (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for wall, i, label, status, windows, end_ps, hops, nbytes, build_s in rows:
+        print(f"| {wall:.2f} | {i} | {label} | {status} | {windows:,} | {end_ps / 1e6:,.1f} | {hops:,} | "
+              f"{nbytes / 2**20:.0f} | {build_s:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
