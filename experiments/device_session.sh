@@ -50,7 +50,10 @@ run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections ide
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
     && export PYTHONPATH=$PWD/.site:$PYTHONPATH
-  run optimizer 270 python3 experiments/bench_optimizer.py --backend gpu:0 --generation 1000 --generations 2 \
-    --small --small-bytes ${OPT_SMALL_BYTES:-8388608} --out "$OUT/optimizer"
+  # stacks every 60 s in the log: where a generation spends its time if the step runs out
+  run optimizer 400 python3 -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)
+sys.argv = ['bench_optimizer.py', '--backend', 'gpu:0', '--generation', '1000', '--generations', '2', '--small',
+            '--small-bytes', '${OPT_SMALL_BYTES:-8388608}', '--out', '$OUT/optimizer']
+runpy.run_path('experiments/bench_optimizer.py', run_name='__main__')"
 fi
 echo "done $(date -u +%H:%M:%S)"
