@@ -30,12 +30,15 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from mvopt.config import ExperimentConfig
 from mvopt.errors import ApproximationWarning, ConfigError, InfeasibleError, InputFileError, MvoptError
+
+if TYPE_CHECKING:
+    from mvopt.engine.progress import ProgressFn
 
 __all__ = ["build_experiment", "build", "Built", "build_tasks", "run", "evaluate", "training_setup",
            "training_report", "UNSUPPORTED_KINDS"]
@@ -314,7 +317,7 @@ def _sim_stats(result, wall_s: float, batch: int) -> dict[str, float]:
     return stats
 
 
-def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
+def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress: ProgressFn | None = None) -> list:
     """The optimizer's evaluator (see :class:`mvopt.optimize.evaluator.Evaluator`).
 
     A configuration that cannot be built (ConfigError, InfeasibleError — invalid layout, does
@@ -324,7 +327,8 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
     time per iteration, with ``breakdown`` = compute, tp_comm, pp_comm, dp_comm, bubble (seconds
     per iteration, summing to it) and ``mfu``, ``hfu``, ``peak_memory_gib`` in ``sim_stats``;
     any other workload's is its makespan. A stuck or timed-out experiment is feasible, with that
-    status, its diagnostic as the reason and no time.
+    status, its diagnostic as the reason and no time. `progress` receives the batch's
+    :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long simulation.
     """
     from mvopt.engine import simulate
     from mvopt.optimize.evaluator import Evaluation
@@ -340,7 +344,7 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
     build_wall_s = time.perf_counter() - t_build
     if todo:
         t0 = time.perf_counter()
-        results = simulate([b.experiment for _, b in todo], backend=backend)
+        results = simulate([b.experiment for _, b in todo], backend=backend, progress=progress)
         wall = time.perf_counter() - t0
         for (i, b), r in zip(todo, results):
             status = _STATUS.get(r.status, "stuck")

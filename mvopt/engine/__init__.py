@@ -12,11 +12,12 @@ from typing import Sequence
 
 from mvopt.engine.batch import build_batch
 from mvopt.engine.params import Experiment, resolve
+from mvopt.engine.progress import BatchProgress, ProgressFn
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.engine.tasks import DELAY, FLOW, TaskGraph, TaskGraphBuilder
 
 __all__ = ["Experiment", "ExperimentResult", "TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY",
-           "COUNTERS", "simulate", "build_batch", "get_backend", "resolve_backend", "resolve"]
+           "COUNTERS", "BatchProgress", "simulate", "build_batch", "get_backend", "resolve_backend", "resolve"]
 
 _BACKENDS: dict[tuple, object] = {}
 
@@ -50,10 +51,12 @@ def get_backend(name: str = "cpu", device: int = 0, threads: int | None = None):
 
 
 def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
-             memory_bytes: int | None = None) -> list[ExperimentResult]:
+             memory_bytes: int | None = None, progress: ProgressFn | None = None) -> list[ExperimentResult]:
     """Simulate the experiments; results in input order. `backend` is a backend spec ('cpu',
     'gpu', 'gpu:0,1', 'auto', 'cpu:N'; see :mod:`mvopt.engine.plan`): the experiments are spread
     over its workers by estimated cost, and each worker runs its share as SPME batches that fit
-    its memory (one batch when it fits)."""
+    its memory (one batch when it fits). `progress`, if given, is called with a
+    :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long run on one
+    worker (experiments ended, furthest window, sub-batch)."""
     from mvopt.engine.plan import run_experiments
-    return run_experiments(experiments, backend, memory_bytes=memory_bytes)
+    return run_experiments(experiments, backend, memory_bytes=memory_bytes, progress=progress)

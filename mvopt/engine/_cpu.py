@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from mvopt.errors import BackendUnavailable
 __all__ = ["CpuBackend", "build_ctx", "cache_dir"]
 
 NODES_PER_THREAD = 512   # below this much work per thread, OpenMP's barriers cost more than they save
+PROGRESS_CHUNK = 16384   # windows per call between progress reports (results do not depend on it)
 _FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
 
 
@@ -139,9 +141,13 @@ class CpuBackend:
             return max(1, min(self.max_threads, n_exp))
         return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
 
-    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None) -> int:
+    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
-        for benchmarks of partial runs); returns iterations run."""
+        for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
+        called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window."""
+        if progress is not None:
+            chunk_iters = min(chunk_iters, PROGRESS_CHUNK)
         scratch = self._scratch(batch)        # kept alive until the run ends
         arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
@@ -157,5 +163,8 @@ class CpuBackend:
         while True:
             n = run(ctypes.byref(ctx), chunk_iters if max_iters is None else min(chunk_iters, max_iters - total), threads)
             total += n
-            if (batch.cols["exp_status"] != 0).all() or (max_iters is not None and total >= max_iters):
+            status = batch.cols["exp_status"]
+            if (status != 0).all() or (max_iters is not None and total >= max_iters):
                 return total
+            if progress is not None:
+                progress(int((status != 0).sum()), int(batch.cols["exp_iter"].max()))

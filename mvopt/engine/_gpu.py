@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -107,11 +108,15 @@ class GpuBackend:
                 self.max_blocks[mode] = max(1, self.sms * int(per_sm))
 
     @staticmethod
-    def _active(status, iters, cap: int) -> bool:
-        """Whether an experiment still runs and has windows left below `cap`. On the host (here
-        and in _run_launches): CuPy's element-wise operations would be compiled at their first
-        use in a process (measured: 5.9 s of the first run on a fresh machine)."""
-        return bool(((status.get() == 0) & (iters.get() < cap)).any())
+    def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None) -> bool:
+        """Whether an experiment still runs and has windows left below `cap`, after telling
+        `progress` (experiments ended, furthest window). On the host (here and in
+        _run_launches): CuPy's element-wise operations would be compiled at their first use in
+        a process (measured: 5.9 s of the first run on a fresh machine)."""
+        st, it = status.get(), iters.get()
+        if progress is not None:
+            progress(int((st != 0).sum()), int(it.max()))
+        return bool(((st == 0) & (it < cap)).any())
 
     def _wait(self) -> None:
         """Wait for the current stream, polling, so that other threads of this process keep the GIL."""
@@ -121,7 +126,7 @@ class GpuBackend:
             time.sleep(0.0005)
 
     def _run_launches(self, mode: str, launch_to, status, iters, start: int, cap_total: int, chunk_iters: int,
-                      deadline_s: float | None, t_start: float) -> None:
+                      deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None) -> None:
         """The one-launch modes, launch after launch until no experiment runs any more or the
         budget is spent. `launch_to(cap)` runs experiments up to window `cap`: coop raises it by
         `chunk` per launch, adapted so that a launch takes a fraction of a second (the host
@@ -139,6 +144,8 @@ class GpuBackend:
             before, windows = windows, iters.get()
             if (windows == before).all():
                 raise RuntimeError(f"GPU {mode} launch made no progress (a bug in the kernels)")
+            if progress is not None:
+                progress(int((status.get() != 0).sum()), int(windows.max()))
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 return
             if dt < 0.1:
@@ -147,7 +154,7 @@ class GpuBackend:
                 chunk = max(16, chunk // 2)
 
     def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
-                   deadline_s: float | None, t_start: float) -> None:
+                   deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None) -> None:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
@@ -173,7 +180,7 @@ class GpuBackend:
                     stream.end_capture()
                 graph = None
         self.graph_used = graph is not None
-        while self._active(status, iters, cap_total):
+        while self._poll(status, iters, cap_total, progress):
             with stream:
                 graph.launch() if graph is not None else iterations()
             stream.synchronize()
@@ -190,13 +197,14 @@ class GpuBackend:
         return int(free * GPU_MEMORY_FRACTION)
 
     def run(self, batch: Batch, *, chunk_iters: int = 256, max_iters: int | None = None,
-            deadline_s: float | None = None) -> int:
+            deadline_s: float | None = None, progress: Callable[[int, int], None] | None = None) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
         Returns the most windows any experiment simulated. `max_iters` (windows per experiment)
         and `deadline_s` (wall seconds) stop early even if experiments are still running
         (profiling, benchmarks with a time budget); `last_timing` holds the upload / kernel /
         download seconds. The first launch runs at most `chunk_iters` windows per experiment, the
-        next ones as many as take a fraction of a second."""
+        next ones as many as take a fraction of a second. `progress(done, windows)` is called
+        between launches: experiments ended, furthest window."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
@@ -217,16 +225,16 @@ class GpuBackend:
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             if mode == "graph":
-                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1)
+                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
                 self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1)
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress)
             else:
                 budget = np.int64(ASYNC_LAUNCH_NS)
                 self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1)
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress)
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
             for name in RESULT_COLUMNS:

@@ -21,6 +21,7 @@ from mvopt.engine import schema
 from mvopt.engine.batch import (build_batch, dependency_ends, extract_results, monitor_rows, node_pool_slots,
                                 port_ring_capacities)
 from mvopt.engine.params import Experiment
+from mvopt.engine.progress import ProgressFn, ProgressReporter
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
@@ -181,22 +182,27 @@ def _backend_for(worker: Worker):
     return get_backend(worker.kind, device=worker.device, threads=worker.threads)
 
 
-def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None) -> tuple[list, dict]:
+def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None,
+              progress: ProgressFn | None = None) -> tuple[list, dict]:
     """One worker's job: cut its experiments into sub-batches that fit its memory, build and run
-    them one after another. Returns the results (in the given order) and the worker's figures."""
+    them one after another. Returns the results (in the given order) and the worker's figures.
+    `progress` receives a BatchProgress every PROGRESS_INTERVAL_S seconds of a run."""
     import time
     be = _backend_for(worker)
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
     groups = split_by_memory([experiment_counts(e) for e in exps], cap, [e.name for e in exps])
+    reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
     build_s = run_s = 0.0
-    for g in groups:
+    for i, g in enumerate(groups):
         t = time.perf_counter()
         batch = build_batch([exps[k] for k in g])
         build_s += time.perf_counter() - t
         t = time.perf_counter()
-        iters = be.run(batch)
+        if reporter is not None:
+            reporter.start_sub_batch(i, sum(len(h) for h in groups[:i]))
+        iters = be.run(batch, progress=reporter)
         run_s += time.perf_counter() - t
         for k, r in zip(g, extract_results(batch, iters)):
             results[k] = r
@@ -221,10 +227,13 @@ def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None):
 
 
 def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
-                    report: dict | None = None, processes: bool | None = None) -> list[ExperimentResult]:
+                    report: dict | None = None, processes: bool | None = None,
+                    progress: ProgressFn | None = None) -> list[ExperimentResult]:
     """Simulate `experiments` on the workers of `backend`; results in input order. `memory_bytes`
     caps one batch (default: a fraction of each GPU's free memory; no cap on the CPU). `report`,
     if given, receives per-worker figures (experiments, sub-batches, build / run / busy seconds).
+    `progress` receives a BatchProgress now and then while a single worker runs (several
+    workers report nothing until they end).
 
     Several workers run at once: GPUs (by default) each in its own process, so that batch
     building and the host side of each GPU do not share one interpreter lock; CPU workers in
@@ -236,7 +245,7 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     if not workers:
         raise BackendUnavailable(f"backend {backend!r} names no device")
     if len(workers) == 1:
-        results, stats = run_share(workers[0], exps, memory_bytes)
+        results, stats = run_share(workers[0], exps, memory_bytes, progress)
         if report is not None:
             report[f"{workers[0]}#0"] = {**stats, "cost": 0.0}
         return results

@@ -93,6 +93,8 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     lacks then fails before the study is touched)."""
     evaluator = evaluator or make_evaluator(args.backend)
     progress = SilentProgress() if args.quiet else ConsoleProgress()
+    if hasattr(evaluator, "on_progress"):       # the simulator: a line every few seconds of a long batch
+        evaluator.on_progress = progress.simulating
     if not args.quiet:
         print(f"mvopt: study {study.study_name!r} in {describe_storage(args.storage)}: {len(space.parameters)} "
               f"parameters, generations of {generation_size}, backend {evaluator.name}", file=sys.stderr)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, runtime_checkable
 
 from mvopt.config import ExperimentConfig
 from mvopt.errors import BackendUnavailable, MvoptError
+
+if TYPE_CHECKING:
+    from mvopt.engine.progress import ProgressFn
 
 __all__ = [
     "Evaluation", "Evaluator", "SimulatorEvaluator", "register_evaluator", "make_evaluator",
@@ -83,6 +86,7 @@ class SimulatorEvaluator:
         parse_backend(backend)        # a backend this machine lacks fails before any trial exists
         self.name = backend
         self.backend = backend
+        self.on_progress: ProgressFn | None = None    # told how a long batch advances (the CLI's progress)
         self._evaluate: Callable[..., list[Evaluation]] | None = None
 
     def _load(self) -> Callable[..., list[Evaluation]]:
@@ -105,7 +109,8 @@ class SimulatorEvaluator:
         """Simulate the configurations as one batch on this evaluator's backend."""
         if not configs:
             return []
-        results = list(self._load()(list(configs), backend=self.backend))
+        kwargs = {"progress": self.on_progress} if self.on_progress is not None else {}
+        results = list(self._load()(list(configs), backend=self.backend, **kwargs))
         return check_results(configs, results, self.name)
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from mvopt.optimize.summary import format_value
+
+if TYPE_CHECKING:
+    from mvopt.engine.progress import BatchProgress
 
 __all__ = ["GenerationReport", "Progress", "ConsoleProgress", "SilentProgress"]
 
@@ -41,7 +44,8 @@ class GenerationReport:
 
 
 class Progress(Protocol):
-    """Receives a report after every generation."""
+    """Receives a report after every generation (and, optionally, through a method
+    ``simulating(p: BatchProgress)``, how a long batch advances)."""
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None: ...
 
@@ -50,6 +54,9 @@ class SilentProgress:
     """Shows nothing."""
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
+        return None
+
+    def simulating(self, p: BatchProgress) -> None:
         return None
 
 
@@ -85,3 +92,12 @@ class ConsoleProgress:
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
         print(self.line(report, budget_trials), file=self.stream, flush=True)
+
+    @staticmethod
+    def simulating_line(p: BatchProgress) -> str:
+        """The line of a long batch's progress report ``p``."""
+        sub = f", sub-batch {p.sub_batch + 1}/{p.sub_batches}" if p.sub_batches > 1 else ""
+        return f"        simulating: {p.done}/{p.total} experiments ended, window {p.windows:,}{sub}, {p.elapsed_s:.0f} s"
+
+    def simulating(self, p: BatchProgress) -> None:
+        print(self.simulating_line(p), file=self.stream, flush=True)

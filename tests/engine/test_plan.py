@@ -83,3 +83,22 @@ def test_workers_and_sub_batches_give_the_results_of_one_batch(spec: str, proces
 def test_a_worker_process_error_reaches_the_caller_with_its_message() -> None:
     with pytest.raises(MvoptError, match="alone needs"):
         run_experiments(EXPS, "cpu:2", processes=True, memory_bytes=1000)
+
+
+def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -> None:
+    """With a report after every launch (interval 0, short CPU chunks), a run cut into
+    sub-batches reports counts that only grow, within the call's totals, and its results are
+    those of a run without reports."""
+    from mvopt.engine import _cpu, progress
+
+    monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 50)
+    memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
+    plain = simulate(EXPS, backend=backend, memory_bytes=memory)
+    seen: list = []
+    reported = simulate(EXPS, backend=backend, memory_bytes=memory, progress=seen.append)
+    assert all(a.same_as(b) for a, b in zip(plain, reported))
+    assert len({p.sub_batch for p in seen}) > 1 and all(p.sub_batches > 1 for p in seen)
+    assert all(p.total == len(EXPS) and 0 <= p.done <= p.total and p.windows >= 0 for p in seen)
+    keys = [(p.sub_batch, p.done, p.windows) for p in seen]
+    assert keys == sorted(keys) and [p.elapsed_s for p in seen] == sorted(p.elapsed_s for p in seen)

@@ -49,3 +49,24 @@ def test_registry():
         make_evaluator("tpu")
     with pytest.raises(MvoptError, match="cannot be imported"):
         make_evaluator("no_such_module:make")
+
+
+def test_simulator_evaluator_reports_a_long_batch(monkeypatch):
+    """The CLI sets on_progress: the simulator then reports how the batch advances (here after
+    every chunk of 5 windows), as lines a person can read; results are unchanged."""
+    from mvopt.config import load_config
+    from mvopt.engine import _cpu, progress
+    from mvopt.optimize.progress import ConsoleProgress
+
+    monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 5)
+    configs = [load_config(), load_config({"network": {"cc": "dctcp"}})]
+    plain = SimulatorEvaluator("cpu").evaluate(configs)
+    ev = SimulatorEvaluator("cpu")
+    seen: list = []
+    ev.on_progress = seen.append
+    reported = ev.evaluate(configs)
+    assert [r.iteration_time_s for r in reported] == [r.iteration_time_s for r in plain]
+    assert seen and all(p.total == 2 for p in seen)
+    line = ConsoleProgress.simulating_line(seen[-1])
+    assert f"/2 experiments ended, window {seen[-1].windows:,}" in line
