@@ -214,6 +214,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     from mvopt.errors import MvoptError
     from mvopt.optimize.evaluator import SimulatorEvaluator
+    from mvopt.optimize.progress import ConsoleProgress
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -225,6 +226,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
         evaluator = NullEvaluator()
     elif args.backend.partition(":")[0] in ("cpu", "gpu", "auto"):  # engine specs: gpu:0,1, cpu:N
         evaluator = SimulatorEvaluator(args.backend)
+        evaluator.on_progress = lambda p: say(ConsoleProgress.simulating_line(p))   # a long batch is not silent
     else:
         evaluator = make_evaluator(args.backend)
     url = storage_url(args, args.out)
