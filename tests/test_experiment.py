@@ -93,9 +93,9 @@ def test_evaluate_mix_of_valid_and_invalid(tmp_path, monkeypatch):
     calls = []
     real = mvopt.engine.simulate
 
-    def counting(experiments, backend="cpu"):
+    def counting(experiments, backend="cpu", **options):
         calls.append(len(experiments))
-        return real(experiments, backend=backend)
+        return real(experiments, backend=backend, **options)
     monkeypatch.setattr(mvopt.engine, "simulate", counting)
 
     configs = [
