@@ -345,7 +345,7 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndar
 
 def scratch_words(counts: dict[str, int]) -> dict[str, int]:
     """Size in int64 words of each scratch column of a batch with these counts."""
-    return {col.name: int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize // 8
+    return {col.name: -(-int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize // 8)
             for col in schema.COLUMNS if col.doc.startswith("scratch")}
 
 

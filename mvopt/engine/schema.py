@@ -150,6 +150,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes dequeued for transmission (INT; no PFC frames)"),
     _c("port_wire_bytes", "i64", "n_port", "state [node]: every byte put on the wire (link utilisation)"),
     _c("port_deq", "i64", "n_port", "state [node]: data packets dequeued (ECN hash counter)"),
+    _c("node_cached", "i8", "n_node", "state [node]: the switch's port caches (port_ta ...) hold its state "
+       "(built in its first window, then kept up to date)"),
     # ---- tasks (flows are tasks) -------------------------------------------------------------
     _c("task_kind", "i8", "n_task", "0 flow, 1 delay"),
     _c("task_src", "i32", "n_task", "start node (global id): flow src / delay host"),
@@ -202,6 +204,13 @@ COLUMNS: tuple[Column, ...] = (
     # ---- packets, task heaps, active lists ---------------------------------------------------
     _c("pkt", "pkt", "n_slot", "scratch: packet slots: port rings, then node pools"),
     _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
+    # A switch's event-selection caches, kept from one window to the next (kernels/mv_step.cuh)
+    _c("port_ta", "i64", "n_port", "scratch: earliest arrival on the port's in-ring (MV_INF: empty when last seen)"),
+    _c("port_td", "i64", "n_port", "scratch: when the port can start its next transmission (MV_INF: nothing to send)"),
+    _c("port_what", "i32", "n_port", "scratch: what that transmission is (Q_CTL, Q_DATA, 2: a PFC frame)"),
+    _c("port_tree", "i16", "n_port", "scratch: tournament-tree winners of the port's switch (arrivals, then "
+       "transmissions; 2 x the next power of two of its ports, from 4 x its first port)", 4),
+    _c("port_tree_t", "i64", "n_port", "scratch: the values of those winners", 4),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (flow rows), sorted (round-robin order)"),

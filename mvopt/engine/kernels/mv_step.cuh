@@ -71,11 +71,11 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
   return k < cap ? s : MV_INF;
 }
 
-// Ports whose next-event times a switch thread caches (in thread-local arrays) while it works
-// through a window; wider switches take the same decisions by rescanning every port, once per
-// event. 256 covers today's switch radixes: with 64, a 128-port spine rescanned and its
-// rail-optimised experiment took 6.7 s instead of 3.1 s on one core (docs/performance.md), and on
-// the GPU the widest switch's thread sets the pace of every window.
+// Ports whose next-event times a switch keeps cached (port_ta, port_td, port_what and the
+// trees in port_tree, from one window to the next); wider switches take the same decisions by
+// rescanning every port, once per event. 256 covers today's switch radixes: with 64, a 128-port
+// spine rescanned and its rail-optimised experiment took 6.7 s instead of 3.1 s on one core
+// (docs/performance.md), and on the GPU the widest switch's thread sets the pace of every window.
 #ifndef MV_CACHE_PORTS
 #define MV_CACHE_PORTS 256
 #endif
@@ -86,26 +86,72 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
 #define MV_TREE_PORTS 8
 #endif
 
-// Internal nodes of a tree over MV_CACHE_PORTS leaves padded to a power of two (compile time).
-constexpr int mv_pow2_ceil(int n) { return n <= 1 ? 1 : 2 * mv_pow2_ceil((n + 1) / 2); }
-constexpr int MV_TREE_SLOTS = mv_pow2_ceil(MV_CACHE_PORTS);
-
-// Tournament tree over val[0..n) padded to P (a power of two) leaves: w[i] (1 <= i < P) is the
-// winner of internal node i, i.e. the index of the smallest value below it, the lower index on
-// ties (the order of a left-to-right scan). Leaves are implicit: node P + k is port k.
-MV_DEV int tree_winner(const int16_t* w, int P, int i) { return i >= P ? i - P : w[i]; }
-MV_DEV void tree_fix(int16_t* w, const int64_t* val, int n, int P, int i) {
-  int l = tree_winner(w, P, 2 * i), r = tree_winner(w, P, 2 * i + 1);
-  int64_t vl = l < n ? val[l] : MV_INF, vr = r < n ? val[r] : MV_INF;
-  w[i] = (int16_t)(vr < vl ? r : l);
+// Tournament tree over val[0..n) padded to P (a power of two) leaves. Internal node i
+// (1 <= i < P) holds the winner below it: its index w[i] and value tv[i], the smallest value,
+// the lower index on ties (the order of a left-to-right scan). Leaf P + k is port k (val[k]).
+// An update walks from the leaf to the root reading only siblings, whose addresses do not depend
+// on what was read before: the loads of a walk can all be in flight at once (storing indices
+// only, each level read two indices and then their values, a chain twice the tree's height).
+MV_DEV void tree_child(const int64_t* tv, const int16_t* w, const int64_t* val, int n, int P, int i,
+                       int64_t* v, int* k) {
+  if (i >= P) { *k = i - P; *v = *k < n ? val[*k] : MV_INF; }
+  else { *k = w[i]; *v = tv[i]; }
 }
-MV_DEV void tree_build(int16_t* w, const int64_t* val, int n, int P) {
-  for (int i = P - 1; i >= 1; --i) tree_fix(w, val, n, P, i);
+MV_DEV void tree_build(int64_t* tv, int16_t* w, const int64_t* val, int n, int P) {
+  for (int i = P - 1; i >= 1; --i) {
+    int64_t vl, vr;
+    int l, r;
+    tree_child(tv, w, val, n, P, 2 * i, &vl, &l);
+    tree_child(tv, w, val, n, P, 2 * i + 1, &vr, &r);
+    bool right = vr < vl;
+    tv[i] = right ? vr : vl;
+    w[i] = (int16_t)(right ? r : l);
+  }
 }
-MV_DEV void tree_update(int16_t* w, const int64_t* val, int n, int P, int k) {
-  for (int i = (P + k) >> 1; i >= 1; i >>= 1) tree_fix(w, val, n, P, i);
+MV_DEV void tree_update(int64_t* tv, int16_t* w, const int64_t* val, int n, int P, int k) {
+  int64_t v = val[k];
+  int win = k;
+  for (int i = P + k; i > 1; i >>= 1) {
+    int64_t sv;
+    int sk;
+    tree_child(tv, w, val, n, P, i ^ 1, &sv, &sk);
+    if (sv < v || (sv == v && (i & 1))) { v = sv; win = sk; }   // a left sibling wins ties
+    tv[i >> 1] = v;
+    w[i >> 1] = (int16_t)win;
+  }
 }
+// The winner's index (P == 1: the only port).
 MV_DEV int tree_min(const int16_t* w, int P) { return P > 1 ? w[1] : 0; }
+
+// The caches of switch v (n ports from lo) at the start of a window. They are exact at the end
+// of every window: a port's next transmission and what it is depend on the switch's own state
+// alone, and an in-ring's head packet only changes when the switch consumes it, except that an
+// empty ring may have received packets since. So the first window fills them, and later ones
+// only look again at the rings that were empty.
+MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P, int par, bool tree) {
+  int64_t* ta_p = c->port_ta + lo;
+  int16_t* wa = c->port_tree + 4 * lo;
+  int64_t* va = c->port_tree_t + 4 * lo;
+  if (!c->node_cached[v]) {
+    int64_t* td_p = c->port_td + lo;
+    for (int64_t k = 0; k < n; ++k) {
+      int what;
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
+      td_p[k] = switch_port_next(c, lo + k, &what);
+      c->port_what[lo + k] = what;
+    }
+    if (tree) { tree_build(va, wa, ta_p, (int)n, P); tree_build(va + P, wa + P, td_p, (int)n, P); }
+    c->node_cached[v] = 1;
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (ta_p[k] < MV_INF) continue;
+    int64_t t = ring_head_t(c, c->port_peer[lo + k], par);
+    if (t >= MV_INF) continue;
+    ta_p[k] = t;
+    if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)k);
+  }
+}
 
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
@@ -115,21 +161,17 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   bool cached = n <= MV_CACHE_PORTS;
   bool tree = cached && n > MV_TREE_PORTS;
-  int64_t ta_p[MV_CACHE_PORTS], td_p[MV_CACHE_PORTS];
-  int8_t what_p[MV_CACHE_PORTS];
-  int64_t ms = mon_next(c, e);   // next monitor sample
-  int16_t wa[MV_TREE_SLOTS], wd[MV_TREE_SLOTS];     // tree winners (arrivals, transmissions)
+  int64_t* ta_p = c->port_ta + lo;
+  int64_t* td_p = c->port_td + lo;
+  int32_t* what_p = c->port_what + lo;
   int P = 1;
   while (P < n) P <<= 1;
-  if (cached) {
-    for (int64_t k = 0; k < n; ++k) {
-      int what;
-      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
-      td_p[k] = switch_port_next(c, lo + k, &what);
-      what_p[k] = (int8_t)what;
-    }
-    if (tree) { tree_build(wa, ta_p, (int)n, P); tree_build(wd, td_p, (int)n, P); }
-  }
+  int16_t* wa = c->port_tree + 4 * lo;     // tree winners: arrivals, then transmissions
+  int16_t* wd = wa + P;
+  int64_t* va = c->port_tree_t + 4 * lo;   // and their values
+  int64_t* vd = va + P;
+  int64_t ms = mon_next(c, e);   // next monitor sample
+  if (cached) switch_caches_begin(c, v, lo, n, P, par, tree);
   for (;;) {
     int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
     int what_d = -1;
@@ -171,7 +213,7 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       a = ia;
       if (cached) {
         ta_p[ia - lo] = ring_head_t(c, q, par);
-        if (tree) tree_update(wa, ta_p, (int)n, P, (int)(ia - lo));
+        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
       }
     } else {
       a = id;
@@ -185,12 +227,12 @@ MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     if (cached) {
       int what;
       td_p[a - lo] = switch_port_next(c, a, &what);
-      what_p[a - lo] = (int8_t)what;
-      if (tree) tree_update(wd, td_p, (int)n, P, (int)(a - lo));
+      what_p[a - lo] = what;
+      if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(a - lo));
       if (b >= 0) {
         td_p[b - lo] = switch_port_next(c, b, &what);
-        what_p[b - lo] = (int8_t)what;
-        if (tree) tree_update(wd, td_p, (int)n, P, (int)(b - lo));
+        what_p[b - lo] = what;
+        if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(b - lo));
       }
     }
   }
