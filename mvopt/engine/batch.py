@@ -165,6 +165,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = monq_base = monw_base = 0
     slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
+    wire_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # per experiment: ring caps, delays, ps/byte
 
     for exp in experiments:
         topo, g = exp.topology, exp.tasks
@@ -190,11 +191,11 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         delay = np.asarray(topo.port_delay_ps, np.int64)
         add("port_node", np.asarray(topo.port_node, np.int64) + node_base)
         add("port_peer", np.asarray(topo.port_peer_port, np.int64) + port_base)
-        add("port_rate_bps", rate); add("port_delay_ps", delay)
+        add("port_rate_bps", rate)
         add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
         add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
         cap = port_ring_capacities(topo, p)
-        add("port_ring_cap", cap); add("port_ps_per_byte", ps_per_byte(rate))
+        wire_parts.append((cap, delay, ps_per_byte(rate)))   # port_wire, once the rings are placed
         # ---- nodes
         is_host = np.arange(nn) < nh
         add("node_exp", np.full(nn, len(spans))); add("node_local", np.arange(nn))
@@ -287,7 +288,8 @@ def build_batch(experiments: list[Experiment]) -> Batch:
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
               "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
-    parts["port_ring_lo"] = ring_lo
+    parts["port_wire"] = [np.stack([lo, cap, delay, ppb], axis=1).ravel()
+                          for lo, (cap, delay, ppb) in zip(ring_lo, wire_parts)]
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
     pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
@@ -312,7 +314,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
             zero.add(col.name)
         cols[col.name] = np.ascontiguousarray(arr)
     # initial state that is not zero
-    for name, value in (("port_qh", -1), ("port_qt", -1), ("node_rr", -1), ("node_pool_free", -1),
+    for name, value in (("port_q", -1), ("node_rr", -1), ("node_pool_free", -1),
                         ("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS)):
         cols[name][:] = value
     if n_slot >= 2**31:
@@ -321,7 +323,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols)
-    filled = {"port_qh", "port_qt", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
+    filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans,
                  zero_columns=frozenset(zero - filled))

@@ -124,21 +124,19 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_node", "i32", "n_port", "owner node"),
     _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),
     _c("port_rate_bps", "i64", "n_port", "link rate"),
-    _c("port_delay_ps", "i64", "n_port", "propagation delay"),
     _c("port_kmin", "i64", "n_port", "ECN Kmin bytes"),
     _c("port_kmax", "i64", "n_port", "ECN Kmax bytes"),
     _c("port_pmax", "f64", "n_port", "ECN Pmax"),
     _c("port_headroom", "i64", "n_port", "PFC headroom of this link's ingress at the owner"),
     _c("port_shift", "i32", "n_port", "PFC dynamic-threshold shift"),
-    _c("port_ring_lo", "i64", "n_port", "first packet slot of the port's wire ring"),
-    _c("port_ring_cap", "i64", "n_port", "ring capacity (slots, a power of two: a slot is pos & (cap - 1))"),
-    _c("port_ps_per_byte", "i64", "n_port", "serialization ps per byte when the rate divides 8e12 exactly, "
-       "else 0 (then ceil(bytes * 8e12 / rate) by division)"),
+    _c("port_wire", "i64", "n_port", "the port's wire, one sector (PW_* in mv_common.cuh): first packet slot of "
+       "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), propagation delay (ps), "
+       "serialization ps per byte when the rate divides 8e12 exactly, else 0 (then the rate is used)", 4),
     _c("port_free_ps", "i64", "n_port", "state [node]: the port is busy until then"),
     _c("port_tail", "i64", "n_port", "state [node]: packets ever sent, by iteration parity", 2),
     _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
-    _c("port_qh", "i32", "n_port", "state [node]: queue heads (control, data) into the pool", 2),
-    _c("port_qt", "i32", "n_port", "state [node]: queue tails", 2),
+    _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
+       "(one 16-byte record)", 4),
     _c("port_qbytes", "i64", "n_port", "state [node]: queued bytes (control, data)", 2),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
     _c("port_paused", "i8", "n_port", "state [node]: data class paused by the peer"),

@@ -75,7 +75,7 @@ def test_zero_columns_are_zero_in_every_row() -> None:
 
     batch = build_batch(mixed_experiments(5))
     assert {"f_cci", "f_ccd", "node_iter"} <= batch.zero_columns
-    assert not {"node_pool_next", "node_pool_hi", "node_order", "port_qh", "exp_acc_next",
+    assert not {"node_pool_next", "node_pool_hi", "node_order", "port_q", "exp_acc_next",
                 "task_finish_ps"} & batch.zero_columns
     for name in batch.zero_columns:
         assert not batch.cols[name].any(), name
@@ -103,7 +103,7 @@ def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> Non
     rate = np.asarray(topo.port_rate_bps, np.int64)
     need = (ser_ps(net.payload_bytes + net.header_bytes, int(rate[0])) + int(topo.port_delay_ps[0])
             + 2 * tiny.params.window_ps) // ser_ps(net.header_bytes + 1, int(rate[0])) + 4
-    assert b.cols["port_ring_cap"][0] >= need
+    assert b.cols["port_wire"][1] >= need
 
 
 def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:

@@ -98,32 +98,38 @@ MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
   c->node_pool_free[v] = s;
 }
 
+// ---- a port's queue heads and tails (port_q) and wire record (port_wire), each one sector ----
+#define PORT_QH(c, p, q) ((c)->port_q[(p) * 4 + (q)])
+#define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
+enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
+#define PORT_W(c, p, k) ((c)->port_wire[(p) * 4 + (k)])
+
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
   c->pkt[s].next = -1;
-  int32_t t = c->port_qt[p * 2 + q];
-  if (t < 0) c->port_qh[p * 2 + q] = s; else c->pkt[t].next = s;
-  c->port_qt[p * 2 + q] = s;
+  int32_t t = PORT_QT(c, p, q);
+  if (t < 0) PORT_QH(c, p, q) = s; else c->pkt[t].next = s;
+  PORT_QT(c, p, q) = s;
   c->port_qbytes[p * 2 + q] += c->pkt[s].bytes;
   if (q == Q_DATA && c->port_qbytes[p * 2 + q] > c->port_qmax[p]) c->port_qmax[p] = c->port_qbytes[p * 2 + q];
 }
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
-  int32_t s = c->port_qh[p * 2 + q];
-  c->port_qh[p * 2 + q] = c->pkt[s].next;
-  if (c->pkt[s].next < 0) c->port_qt[p * 2 + q] = -1;
+  int32_t s = PORT_QH(c, p, q);
+  PORT_QH(c, p, q) = c->pkt[s].next;
+  if (c->pkt[s].next < 0) PORT_QT(c, p, q) = -1;
   c->port_qbytes[p * 2 + q] -= c->pkt[s].bytes;
   return s;
 }
 
 // ---- wire rings ----------------------------------------------------------------------------
 MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
-  return c->port_ring_lo[p] + (pos & (c->port_ring_cap[p] - 1));   // capacities are powers of two
+  return PORT_W(c, p, PW_RING_LO) + (pos & (PORT_W(c, p, PW_RING_CAP) - 1));   // capacities are powers of two
 }
 
 // Serialization time of `bytes` on port p: a multiplication where the rate divides 8e12 (every
 // common rate), else mv_ser's division; both give exactly ceil(bytes * 8e12 / rate).
 MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
-  int64_t ppb = c->port_ps_per_byte[p];
+  int64_t ppb = PORT_W(c, p, PW_PPB);
   return ppb ? bytes * ppb : mv_ser(bytes, c->port_rate_bps[p]);
 }
 
@@ -132,11 +138,12 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
   int64_t tail = c->port_tail[p * 2 + par];
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
-  if (tail - head_seen >= c->port_ring_cap[p]) return -1;
+  int64_t cap = PORT_W(c, p, PW_RING_CAP);
+  if (tail - head_seen >= cap) return -1;
   int64_t end = t + port_ser(c, p, pk->bytes);
-  int64_t s = ring_slot(c, p, tail);
+  int64_t s = PORT_W(c, p, PW_RING_LO) + (tail & (cap - 1));
   c->pkt[s] = *pk;
-  c->pkt[s].t = end + c->port_delay_ps[p];
+  c->pkt[s].t = end + PORT_W(c, p, PW_DELAY);
   c->pkt[s].next = -1;
   if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
   c->port_tail[p * 2 + par] = tail + 1;

@@ -134,7 +134,7 @@ MV_DEV void host_fire_timers(Ctx* c, int64_t e, int64_t v, int64_t t) {
 // Earliest transmission start of the host port, MV_INF if nothing to send.
 MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
   int64_t avail = MV_INF;
-  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0) avail = c->pkt[h].t;
   if (!c->port_paused[p]) {
     int64_t base = c->node_heap_lo[v];
@@ -147,7 +147,7 @@ MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
 }
 
 MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, int par) {
-  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0 && c->pkt[h].t <= t) {
     int32_t s = q_pop(c, p, Q_CTL);
     ctr_add(c, v, C_CTL_SENT, 1);

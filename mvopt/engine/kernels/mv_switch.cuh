@@ -112,7 +112,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
 // frame, then control, then data).
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
   if (c->port_in_paused[p] != c->port_pfc_sent[p] && c->port_pfc_ps[p] <= t) return 2;
-  int32_t hc = c->port_qh[p * 2 + Q_CTL];
+  int32_t hc = PORT_QH(c, p, Q_CTL);
   if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
   return Q_DATA;
 }
@@ -122,9 +122,9 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   int64_t avail = MV_INF;
   *what = -1;
   if (c->port_in_paused[p] != c->port_pfc_sent[p]) { avail = c->port_pfc_ps[p]; *what = 2; }
-  int32_t h = c->port_qh[p * 2 + Q_CTL];
+  int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
-  h = c->port_qh[p * 2 + Q_DATA];
+  h = PORT_QH(c, p, Q_DATA);
   if (h >= 0 && !c->port_paused[p] && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
   if (avail >= MV_INF) return MV_INF;
   int64_t t = mv_max(avail, c->port_free_ps[p]);
