@@ -11,7 +11,8 @@
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU: an SPME
-# batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), multi (issue 8:
+# batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
+# pull vs locks on the GPU; docs/performance.md comes back in $OUT/ablation), multi (issue 8:
 # bench_multi_gpu on two GPUs), train54k (build the rail-sampled 53,760-GPU training experiment,
 # ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
 # Set MVOPT_COMMIT to the commit you run (the device copy of the checkout keeps an older .git),
@@ -47,6 +48,8 @@ run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experi
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
 run spme 170 bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
   --jobs 16 && cp docs/performance.md $OUT/spme/"
+run ablation 240 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 8 --k 32 \
+  --k-mib 1 --repeats 3 && cp docs/performance.md $OUT/ablation/"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then

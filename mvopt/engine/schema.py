@@ -85,6 +85,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_done", "i64", "n_exp", "state [GPU nodes]: tasks finished so far (sum of the nodes' reports)"),
     _c("exp_acked", "i64", "n_exp", "state [GPU nodes]: flows fully acknowledged so far"),
     _c("exp_arrive", "i32", "n_exp", "state [GPU nodes]: nodes that finished the current window"),
+    _c("exp_lock", "i32", "n_exp", "state [any]: the experiment's lock word (the MV_PUSH_LOCK=2 ablation only)"),
     # ---- nodes -------------------------------------------------------------------------------
     _c("node_exp", "i32", "n_node", "experiment of the node"),
     _c("node_order", "i32", "n_node", "processing order of the network phase on the GPU: hosts, then "
@@ -148,6 +149,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes dequeued for transmission (INT; no PFC frames)"),
     _c("port_wire_bytes", "i64", "n_port", "state [node]: every byte put on the wire (link utilisation)"),
     _c("port_deq", "i64", "n_port", "state [node]: data packets dequeued (ECN hash counter)"),
+    _c("node_lock", "i32", "n_node", "state [any]: the node's lock word (the MV_PUSH_LOCK ablation only; 0: free)"),
     _c("node_cached", "i8", "n_node", "state [node]: the switch's port caches (port_ta ...) hold its state "
        "(built in its first window, then kept up to date)"),
     # ---- tasks (flows are tasks) -------------------------------------------------------------

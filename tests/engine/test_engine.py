@@ -1088,3 +1088,20 @@ def test_switch_event_selection_paths_agree() -> None:
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
     degrees = {int(d) for e in exps for d in np.diff(e.topology.node_port_offset)[e.topology.n_host:]}
     assert degrees == {3, 4, 5, 6}      # every path taken (the limits above are 3 and 5)
+
+
+@pytest.mark.parametrize("lock", [1, 2], ids=["receiver-lock", "global-lock"])
+def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
+    """The pull-vs-locks ablation's builds (every packet written under a lock) give the model's
+    results, bit for bit, also with several threads sharing one experiment's nodes."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    exps = sc.mixed_experiments(6)
+    default = simulate(exps, backend="cpu")
+    locked = CpuBackend(threads=2, defines={"MV_PUSH_LOCK": lock})
+    for group in (exps, exps[:1]):        # experiment-major, then one experiment over 2 threads
+        batch = build_batch(group)
+        for a, b in zip(default, extract_results(batch, locked.run(batch))):
+            assert a.same_as(b), a.name

@@ -23,6 +23,9 @@
   // Orders this thread's earlier writes before its later ones for every other thread (release)
   // and, after a load that saw another thread's release, its later reads after it (acquire).
   #define MV_FENCE() __threadfence()
+  // A spin lock (the push-with-locks ablation only, MV_PUSH_LOCK; the model itself takes none)
+  __device__ inline void mv_lock(int* l) { while (atomicCAS(l, 0, 1) != 0) {} __threadfence(); }
+  __device__ inline void mv_unlock(int* l) { __threadfence(); atomicExch(l, 0); }
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -39,6 +42,10 @@
   #define MV_LOAD_SHARED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
   #define MV_STORE_SHARED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
   #define MV_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)   // phases end at loop ends: order for the compiler only
+  static inline void mv_lock(int32_t* l) {
+    for (;;) { int32_t z = 0; if (__atomic_compare_exchange_n(l, &z, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return; }
+  }
+  static inline void mv_unlock(int32_t* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif

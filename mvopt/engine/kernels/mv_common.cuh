@@ -133,9 +133,17 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
   return ppb ? bytes * ppb : mv_ser(bytes, c->port_rate_bps[p]);
 }
 
+// MV_PUSH_LOCK (an ablation, docs/performance.md "Pull vs locks"; results do not depend on it):
+// 1 writes every packet under its receiver's lock, 2 under its experiment's one lock, as a
+// design in which senders push into the receiver's structures would have to. 0 (the model):
+// the sender appends to its own ring, which the receiver reads; no lock, no atomic.
+#ifndef MV_PUSH_LOCK
+#define MV_PUSH_LOCK 0
+#endif
+
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
 // port is free again, or -1 if the ring is full (cannot happen with the planned capacities).
-MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
   int64_t tail = c->port_tail[p * 2 + par];
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
   int64_t cap = PORT_W(c, p, PW_RING_CAP);
@@ -151,4 +159,15 @@ MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const
   c->port_wire_bytes[p] += pk->bytes;
   ctr_add(c, v, C_HOPS, 1);
   return end;
+}
+MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+#if MV_PUSH_LOCK
+  int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[c->node_exp[v]] : &c->node_lock[c->port_node[c->port_peer[p]]];
+  mv_lock(lock);
+  int64_t end = wire_append(c, v, p, par, t, pk, int_src);
+  mv_unlock(lock);
+  return end;
+#else
+  return wire_append(c, v, p, par, t, pk, int_src);
+#endif
 }
