@@ -85,7 +85,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_done", "i64", "n_exp", "state [GPU nodes]: tasks finished so far (sum of the nodes' reports)"),
     _c("exp_acked", "i64", "n_exp", "state [GPU nodes]: flows fully acknowledged so far"),
     _c("exp_arrive", "i32", "n_exp", "state [GPU nodes]: nodes that finished the current window"),
-    _c("exp_lock", "i32", "n_exp", "state [any]: the experiment's lock word (the MV_PUSH_LOCK=2 ablation only)"),
+    _c("exp_lock", "i32", "n_exp", "state [any]: the experiment's lock word, alone in its 64-byte line (the "
+       "MV_PUSH_LOCK=2 ablation only)", 16),
     # ---- nodes -------------------------------------------------------------------------------
     _c("node_exp", "i32", "n_node", "experiment of the node"),
     _c("node_order", "i32", "n_node", "processing order of the network phase on the GPU: hosts, then "

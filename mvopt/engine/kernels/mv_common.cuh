@@ -162,7 +162,8 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
 }
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
 #if MV_PUSH_LOCK
-  int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[c->node_exp[v]] : &c->node_lock[c->port_node[c->port_peer[p]]];
+  int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[16 * (int64_t)c->node_exp[v]]     // one cache line each
+                                    : &c->node_lock[c->port_node[c->port_peer[p]]];
   mv_lock(lock);
   int64_t end = wire_append(c, v, p, par, t, pk, int_src);
   mv_unlock(lock);
