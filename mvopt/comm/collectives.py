@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from mvopt.errors import ConfigError
 
 __all__ = ["OPS", "add_collective", "add_collective_workload", "ring_steps", "split_bytes"]
@@ -131,6 +133,8 @@ def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, c
                     done[dst].append(t)
         return done
 
+    if hasattr(builder, "flows") and (not chunk_bytes or chunk_bytes >= -(-max(pieces) // channels)):
+        return _ring_in_bulk(builder, op, hosts, pieces, channels, ready, category)
     steps = ring_steps(op, n)
     # prev[c][j][rank] = id of the flow rank received at the previous step (channel c, chunk j)
     prev: list[list[list[int]]] | None = None
@@ -161,6 +165,42 @@ def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, c
             for r in range(n):
                 if row[r] >= 0:
                     done[hosts[(r + 1) % n]].append(row[r])
+    return done
+
+
+def _ring_in_bulk(builder, op: str, hosts: list[int], pieces: list[int], channels: int,
+                  ready: dict[int, list[int]], category: str) -> dict[int, list[int]]:
+    """add_collective's ring without chunking, one bulk append per step and channel (the same
+    tasks, ids and dependencies as the general loop; a 512-rank all-reduce's 523,264 flows in a
+    fraction of the loop's time). Every rank has at most one `ready` task."""
+    n = len(hosts)
+    h = np.asarray(hosts, np.int64)
+    src, dst = h, np.roll(h, -1)
+    ranks = np.arange(n)
+    has_ready = np.array([len(ready[x]) for x in hosts], np.int64)
+    ready_id = np.array([ready[x][0] if ready[x] else -1 for x in hosts], np.int64)
+    piece_bytes = np.asarray(pieces, np.int64)
+    prev: list[np.ndarray] = []      # per channel: id of the flow each rank sent at the last step
+    for s in range(ring_steps(op, n)):
+        if op == "all_reduce" and s >= n - 1:
+            piece = (ranks + 1 - (s - (n - 1))) % n
+        else:
+            piece = (ranks - s) % n
+        q, rem = np.divmod(piece_bytes[piece], channels)
+        cur = []
+        for c in range(channels):
+            # rank r waits for its own ready task, then for the flow into it at the last step
+            # (sent by rank r - 1)
+            got = np.roll(prev[c], 1) if s else np.full(n, -1, np.int64)
+            deps = np.stack([ready_id, got], axis=1)
+            take = np.stack([has_ready > 0, np.full(n, s > 0)], axis=1)
+            first = builder.flows(src, dst, q + (c < rem), take.sum(axis=1), deps[take], category=category)
+            cur.append(np.arange(first, first + n, dtype=np.int64))
+        prev = cur
+    done: dict[int, list[int]] = {x: [] for x in hosts}
+    for c in range(channels):
+        for r in range(n):
+            done[hosts[(r + 1) % n]].append(int(prev[c][r]))
     return done
 
 

@@ -8,7 +8,7 @@ predecessors finished (see docs/engine.md for the exact rule) and not before ``s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -133,7 +133,8 @@ class TaskGraphBuilder:
         self._size: list[int] = []
         self._dur: list[int] = []
         self._start: list[int] = []
-        self._preds: list[Sequence[int]] = []
+        self._npred: list[int] = []       # predecessors per task ...
+        self._pred: list[int] = []        # ... and all of them, task after task
         self._cat: list[int] = []
         self._categories: dict[str, int] = {}
 
@@ -161,15 +162,34 @@ class TaskGraphBuilder:
         self._size.append(int(size))
         self._dur.append(int(dur))
         self._start.append(int(start))
-        self._preds.append(tuple(int(a) for a in after))
+        n = len(self._pred)
+        self._pred.extend(int(a) for a in after)
+        self._npred.append(len(self._pred) - n)
         self._cat.append(self._category(category))
         return len(self._kind) - 1
 
+    def flows(self, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, pred_count: np.ndarray,
+              pred: np.ndarray, *, category: str = "flow") -> int:
+        """Add ``len(src)`` flow tasks at once (the same as calling :meth:`flow` for each in turn);
+        flow ``i`` waits for the next ``pred_count[i]`` ids of ``pred``. Returns the first id (the
+        others follow)."""
+        first = len(self._kind)
+        n = len(src)
+        self._kind.extend([FLOW] * n)
+        self._src.extend(np.asarray(src, np.int64).tolist())
+        self._dst.extend(np.asarray(dst, np.int64).tolist())
+        self._size.extend(np.asarray(size_bytes, np.int64).tolist())
+        self._dur.extend([0] * n)
+        self._start.extend([0] * n)
+        self._npred.extend(np.asarray(pred_count, np.int64).tolist())
+        self._pred.extend(np.asarray(pred, np.int64).tolist())
+        self._cat.extend([self._category(category)] * n)
+        return first
+
     def build(self) -> TaskGraph:
-        counts = np.fromiter((len(p) for p in self._preds), dtype=np.int64, count=len(self._preds))
-        off = np.zeros(len(self._preds) + 1, np.int64)
-        np.cumsum(counts, out=off[1:])
-        pred = np.fromiter((a for p in self._preds for a in p), dtype=np.int32, count=int(off[-1]))
+        off = np.zeros(len(self._npred) + 1, np.int64)
+        np.cumsum(np.asarray(self._npred, np.int64), out=off[1:])
+        pred = np.asarray(self._pred, np.int32)
         return TaskGraph(
             kind=np.asarray(self._kind, np.int8), src=np.asarray(self._src, np.int32),
             dst=np.asarray(self._dst, np.int32), size_bytes=np.asarray(self._size, np.int64),

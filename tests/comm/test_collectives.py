@@ -206,3 +206,38 @@ def test_chunking_pipelines_the_ring():
     busy = steps * ser_ps(wire, 100 * 10**9)          # the sender's link never idles
     assert whole.makespan_ps > busy + steps * 6_000_000
     assert busy < chunked.makespan_ps < busy + 10_000_000
+
+
+class _OneByOne:
+    """A builder without the bulk method: add_collective takes its general loop."""
+
+    def __init__(self) -> None:
+        self.b = TaskGraphBuilder()
+
+    def flow(self, *a, **k):
+        return self.b.flow(*a, **k)
+
+    def delay(self, *a, **k):
+        return self.b.delay(*a, **k)
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("n,channels,size,chunk", [(2, 1, 1000, None), (5, 2, 10_007, None), (7, 3, 99_999, 50_000),
+                                                   (16, 1, 2**20, None)])
+def test_bulk_ring_is_the_general_loop(op, n, channels, size, chunk):
+    """The bulk path (a builder with flows()) builds exactly the tasks, ids, dependencies and
+    completion sets of the one-by-one loop, with and without `after` tasks (one or several per
+    rank)."""
+    hosts = [(3 * i + 1) % 17 for i in range(n)]
+    for after in (None, {hosts[0]: [0], hosts[-1]: [0, 1]}):
+        graphs, dones = [], []
+        for builder in (TaskGraphBuilder(), _OneByOne()):
+            raw = builder if isinstance(builder, TaskGraphBuilder) else builder.b
+            raw.delay(0, 5)
+            raw.delay(1, 7)
+            dones.append(add_collective(builder, op, hosts, size, channels=channels, chunk_bytes=chunk, after=after))
+            graphs.append(raw.build())
+        a, b = graphs
+        assert dones[0] == dones[1]
+        for field in ("kind", "src", "dst", "size_bytes", "duration_ps", "start_ps", "pred_offset", "pred", "category"):
+            assert np.array_equal(getattr(a, field), getattr(b, field)), field
