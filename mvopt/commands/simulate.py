@@ -268,7 +268,9 @@ def run(args: argparse.Namespace) -> int:
 
     spec = backend_spec(args)
     t0 = time.perf_counter()
-    results = simulate(experiments, backend=spec)
+    # a long run says how far it is, every few seconds, on stderr (stdout stays the results)
+    results = simulate(experiments, backend=spec,
+                       progress=lambda p: print(f"mvopt simulate: {p.describe()}", file=sys.stderr, flush=True))
     wall = time.perf_counter() - t0
 
     if hpcc:

@@ -23,6 +23,12 @@ class BatchProgress:
     sub_batches: int   # ... of this many
     elapsed_s: float   # since the call started
 
+    def describe(self) -> str:
+        """One line for a person: ``412/812 experiments ended, window 5,230, sub-batch 1/2, 96 s``."""
+        sub = f", sub-batch {self.sub_batch + 1}/{self.sub_batches}" if self.sub_batches > 1 else ""
+        return (f"{self.done}/{self.total} experiments ended, window {self.windows:,}{sub}, "
+                f"{self.elapsed_s:.0f} s")
+
 
 ProgressFn = Callable[[BatchProgress], None]
 

@@ -96,8 +96,7 @@ class ConsoleProgress:
     @staticmethod
     def simulating_line(p: BatchProgress) -> str:
         """The line of a long batch's progress report ``p``."""
-        sub = f", sub-batch {p.sub_batch + 1}/{p.sub_batches}" if p.sub_batches > 1 else ""
-        return f"        simulating: {p.done}/{p.total} experiments ended, window {p.windows:,}{sub}, {p.elapsed_s:.0f} s"
+        return f"        simulating: {p.describe()}"
 
     def simulating(self, p: BatchProgress) -> None:
         print(self.simulating_line(p), file=self.stream, flush=True)

@@ -72,6 +72,23 @@ def test_scenario_json_batch(tmp_path, capsys):
     assert e1["makespan_s"] == e1["makespan_ps"] / 1e12 and set(e1["fct_ps"]) == {"p50", "p90", "p99", "max"}
 
 
+def test_a_long_run_reports_progress_on_stderr_only(tmp_path, capsys, monkeypatch):
+    """Every report interval (here: every chunk of 5 windows) a line on stderr; stdout keeps the
+    JSON alone, unchanged."""
+    from mvopt.engine import _cpu, progress
+
+    path = _write(tmp_path, "s.yaml", SCENARIO)
+    assert mvopt([path, "--json"]) == 0
+    quiet = json.loads(capsys.readouterr().out)["experiments"]
+    monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 5)
+    assert mvopt([path, "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["experiments"] == quiet
+    lines = out.err.splitlines()
+    assert lines and all(line.startswith("mvopt simulate: 0/1 experiments ended, window ") for line in lines)
+
+
 def test_monitors_in_json_and_text(tmp_path, capsys):
     """simulation.queue_monitor_ns / link_monitor: every sample in --json, a summary in text."""
     text = SCENARIO + "simulation: {queue_monitor_ns: 500, link_monitor: true, monitor_max_samples: 8}\n"
