@@ -120,7 +120,7 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
 }
 
 // The two phases as two launches ("graph"; the launch boundary is the barrier).
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_window(int64_t cap) {
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_phase_window(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   MV_FOR(i, c->n_node) {
     int64_t v = c->node_order[i], e = c->node_exp[v];

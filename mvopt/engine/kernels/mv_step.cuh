@@ -123,12 +123,12 @@ MV_DEV void tree_update(int64_t* tv, int16_t* w, const int64_t* val, int n, int 
 // The winner's index (P == 1: the only port).
 MV_DEV int tree_min(const int16_t* w, int P) { return P > 1 ? w[1] : 0; }
 
-// The caches of switch v (n ports from lo) at the start of a window. They are exact at the end
+// The caches of a switch with trees (n ports from lo) at the start of a window. They are exact at the end
 // of every window: a port's next transmission and what it is depend on the switch's own state
 // alone, and an in-ring's head packet only changes when the switch consumes it, except that an
 // empty ring may have received packets since. So the first window fills them, and later ones
 // only look again at the rings that were empty.
-MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P, int par, bool tree) {
+MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P, int par) {
   int64_t* ta_p = c->port_ta + lo;
   int16_t* wa = c->port_tree + 4 * lo;
   int64_t* va = c->port_tree_t + 4 * lo;
@@ -140,7 +140,8 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
       td_p[k] = switch_port_next(c, lo + k, &what);
       c->port_what[lo + k] = what;
     }
-    if (tree) { tree_build(va, wa, ta_p, (int)n, P); tree_build(va + P, wa + P, td_p, (int)n, P); }
+    tree_build(va, wa, ta_p, (int)n, P);
+    tree_build(va + P, wa + P, td_p, (int)n, P);
     c->node_cached[v] = 1;
     return;
   }
@@ -149,29 +150,44 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
     int64_t t = ring_head_t(c, c->port_peer[lo + k], par);
     if (t >= MV_INF) continue;
     ta_p[k] = t;
-    if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)k);
+    tree_update(va, wa, ta_p, (int)n, P, (int)k);
   }
 }
 
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
 // before transmissions, lower port index first.
-MV_DEV void switch_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+// TREE: the switch has more than MV_TREE_PORTS ports (and at most MV_CACHE_PORTS): its caches
+// and trees persist in the scratch columns. A smaller switch refills thread-local arrays at
+// the start of each window: cheaper for a few ports than caches in memory, whose every store the
+// compiler must assume may alias another column (measured on the CPU: workload (a), 4-port
+// switches, 5-7 % slower with persisted caches). A wider one rescans every port per event.
+template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t now = c->exp_T_ps[e];
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  bool cached = n <= MV_CACHE_PORTS;
-  bool tree = cached && n > MV_TREE_PORTS;
-  int64_t* ta_p = c->port_ta + lo;
-  int64_t* td_p = c->port_td + lo;
-  int32_t* what_p = c->port_what + lo;
+  bool cached = TREE || n <= MV_TREE_PORTS;
+  const bool tree = TREE;
+  int64_t ta_l[TREE ? 1 : MV_TREE_PORTS], td_l[TREE ? 1 : MV_TREE_PORTS];
+  int32_t what_l[TREE ? 1 : MV_TREE_PORTS];
+  int64_t* ta_p = TREE ? c->port_ta + lo : ta_l;
+  int64_t* td_p = TREE ? c->port_td + lo : td_l;
+  int32_t* what_p = TREE ? c->port_what + lo : what_l;
   int P = 1;
-  while (P < n) P <<= 1;
+  while (TREE && P < n) P <<= 1;
   int16_t* wa = c->port_tree + 4 * lo;     // tree winners: arrivals, then transmissions
   int16_t* wd = wa + P;
   int64_t* va = c->port_tree_t + 4 * lo;   // and their values
   int64_t* vd = va + P;
   int64_t ms = mon_next(c, e);   // next monitor sample
-  if (cached) switch_caches_begin(c, v, lo, n, P, par, tree);
+  if (TREE) switch_caches_begin(c, v, lo, n, P, par);
+  else if (cached) {
+    for (int64_t k = 0; k < n; ++k) {
+      int what;
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
+      td_p[k] = switch_port_next(c, lo + k, &what);
+      what_p[k] = what;
+    }
+  }
   for (;;) {
     int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
     int what_d = -1;
@@ -288,7 +304,11 @@ MV_DEV void node_window(Ctx* c, int64_t v) {
   if (host) schedule_node(c, v);
   node_begin(c, v, par);
   if (host) host_window(c, e, v, te, par);
-  else switch_window(c, e, v, te, par);
+  else {
+    int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
+    if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
+    else switch_window_of<false>(c, e, v, te, par);
+  }
 }
 
 MV_DEV void node_step(Ctx* c, int64_t v) {
