@@ -39,3 +39,15 @@ def test_async_launches_pause_and_resume_cleanly(monkeypatch) -> None:
     batch = build_batch(EXPS)
     res = extract_results(batch, _gpu.GpuBackend(launch="async").run(batch))
     assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
+def test_switch_event_selection_paths_match_the_cpu() -> None:
+    """The GPU's scan, tree and rescan paths (small limits put this batch's switches on all
+    three, as in test_engine.test_switch_event_selection_paths_agree) give the CPU's results."""
+    from mvopt.engine._gpu import GpuBackend
+
+    exps = mixed_experiments(12)
+    cpu = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    res = extract_results(batch, GpuBackend(defines={"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}).run(batch))
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
