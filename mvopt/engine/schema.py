@@ -206,7 +206,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("pkt", "pkt", "n_slot", "scratch: packet slots: port rings, then node pools"),
     _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
     # A switch's event-selection caches, kept from one window to the next (kernels/mv_step.cuh)
-    _c("port_ta", "i64", "n_port", "scratch: earliest arrival on the port's in-ring (MV_INF: empty when last seen)"),
+    _c("port_ta", "i64", "n_port", "scratch: earliest arrival on the port's in-ring (MV_INF: empty when last seen); "
+       "this and the next four: caches of switches with trees (more than MV_TREE_PORTS ports)"),
     _c("port_td", "i64", "n_port", "scratch: when the port can start its next transmission (MV_INF: nothing to send)"),
     _c("port_what", "i32", "n_port", "scratch: what that transmission is (Q_CTL, Q_DATA, 2: a PFC frame)"),
     _c("port_tree", "i16", "n_port", "scratch: tournament-tree winners of the port's switch (arrivals, then "

@@ -1098,10 +1098,20 @@ def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
 
-    exps = sc.mixed_experiments(6)
-    default = simulate(exps, backend="cpu")
     locked = CpuBackend(threads=2, defines={"MV_PUSH_LOCK": lock})
-    for group in (exps, exps[:1]):        # experiment-major, then one experiment over 2 threads
+    if not locked.openmp:
+        pytest.skip("the compiler has no OpenMP: one thread only")
+    # a batch of small experiments (one thread each), then a k=16 fat-tree (1,344 nodes) whose
+    # nodes the two threads share: an incast into host 0 and a shifted permutation
+    topo = cluster(topology="fat_tree", k=16)
+    g = TaskGraphBuilder()
+    for s in range(1, 9):
+        g.flow(64 * s, 0, 60_000)
+    for h in range(0, 1024, 37):
+        g.flow(h, (h + 300) % 1024, 30_000)
+    big = Experiment(topology=topo, network=load_config({}).network, tasks=g.build(), name="k16")
+    for group in (sc.mixed_experiments(6), [big]):
         batch = build_batch(group)
-        for a, b in zip(default, extract_results(batch, locked.run(batch))):
+        assert locked.threads_for(batch) == 2
+        for a, b in zip(simulate(group, backend="cpu"), extract_results(batch, locked.run(batch))):
             assert a.same_as(b), a.name

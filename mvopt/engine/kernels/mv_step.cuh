@@ -71,9 +71,10 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
   return k < cap ? s : MV_INF;
 }
 
-// Ports whose next-event times a switch keeps cached (port_ta, port_td, port_what and the
-// trees in port_tree, from one window to the next); wider switches take the same decisions by
-// rescanning every port, once per event. 256 covers today's switch radixes: with 64, a 128-port
+// Ports whose next-event times a switch keeps cached (thread-local arrays refilled each window
+// up to MV_TREE_PORTS ports; beyond, port_ta, port_td, port_what and the trees in port_tree,
+// kept from one window to the next); wider switches take the same decisions by rescanning
+// every port, once per event. 256 covers today's switch radixes: with 64, a 128-port
 // spine rescanned and its rail-optimised experiment took 6.7 s instead of 3.1 s on one core
 // (docs/performance.md), and on the GPU the widest switch's thread sets the pace of every window.
 #ifndef MV_CACHE_PORTS
