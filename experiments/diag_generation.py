@@ -1,12 +1,16 @@
 """Which configurations of a generation cost the most simulation, one at a time (issue 6).
 
-    python experiments/diag_generation.py --small --small-bytes 8388608 --n 40 [--backend cpu]
+    python experiments/diag_generation.py --small --small-bytes 8388608 --n 40 [--backend cpu] [--capacities]
 
 A generation runs as one batch, and a batch lasts as long as its slowest experiment; this
 samples ``--n`` random points of bench_optimizer's topology space (the same space options:
 ``--small``, ``--small-bytes``, ``--no-distinct``), simulates each feasible one alone, and
 prints one line per experiment, slowest first: its topology and network parameters, status,
 windows, simulated end, packet-hops, planner bytes and wall time. Prints only.
+
+``--capacities`` also runs each one with compact packet slots (mvopt/engine/capacity.py) and
+adds its bytes, whether it ran out of them (and ran again with full ones), and whether its
+result is identical to the full run's.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
 from mvopt.engine import simulate  # noqa: E402
-from mvopt.engine.plan import batch_bytes, experiment_counts  # noqa: E402
+from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, parse_backend, run_share  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
@@ -35,6 +39,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--small-bytes", type=int, default=65536)
     ap.add_argument("--no-distinct", dest="distinct", action="store_false")
+    ap.add_argument("--capacities", action="store_true", help="compare compact packet slots with full ones")
     args = ap.parse_args()
     args.space = ROOT / "search_spaces" / "topology.yaml"
     space = load_space(space_data(args))
@@ -46,20 +51,27 @@ def main() -> None:
         exp = build_experiment(cand.config)
         build_s = time.perf_counter() - t
         t = time.perf_counter()
-        r = simulate([exp], backend=args.backend)[0]
+        r = simulate([exp], backend=args.backend, capacities="full")[0]
         wall = time.perf_counter() - t
+        extra = ""
+        if args.capacities:
+            worker: Worker = parse_backend(args.backend)[0]
+            (rc,), stats = run_share(worker, [exp], capacities="compact")
+            extra = (f" {batch_bytes(experiment_counts(exp, compact=True)) / 2**20:.0f} |"
+                     f" {'yes' if stats['rerun_full'] else 'no'} | {'yes' if rc.same_as(r) else 'NO'} |")
         p = space.active_params(cand.params)
         label = " ".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
                          for k, v in p.items())
         rows.append((wall, i, label, r.status, r.windows, r.end_ps, r.counters["packet_hops"],
-                     batch_bytes(experiment_counts(exp)), build_s))
+                     batch_bytes(experiment_counts(exp)), build_s, extra))
         print(f"[{i}] {wall:.2f} s {r.status}", file=sys.stderr, flush=True)
     rows.sort(reverse=True)
-    print("| wall (s) | # | parameters | status | windows | simulated end (us) | packet-hops | MiB | build (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for wall, i, label, status, windows, end_ps, hops, nbytes, build_s in rows:
+    more = " compact MiB | ran out | identical |" if args.capacities else ""
+    print("| wall (s) | # | parameters | status | windows | simulated end (us) | packet-hops | MiB | build (s) |" + more)
+    print("|---|---|---|---|---|---|---|---|---|" + "---|" * more.count("|"))
+    for wall, i, label, status, windows, end_ps, hops, nbytes, build_s, extra in rows:
         print(f"| {wall:.2f} | {i} | {label} | {status} | {windows:,} | {end_ps / 1e6:,.1f} | {hops:,} | "
-              f"{nbytes / 2**20:.0f} | {build_s:.2f} |")
+              f"{nbytes / 2**20:.0f} | {build_s:.2f} |{extra}")
 
 
 if __name__ == "__main__":

@@ -13,21 +13,23 @@ from typing import NamedTuple
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
+from mvopt.engine.capacity import node_pool_slots, pools_compact, port_ring_capacities
+from mvopt.engine.params import Experiment, ResolvedParams
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
 __all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
-           "HOST_POOL_SLOTS", "INF_PS", "monitor_rows", "node_pool_slots", "dependency_ends", "port_ring_capacities"]
+           "INF_PS", "STATUS", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
-HOST_POOL_SLOTS = 256          # control packets (ACK/NACK) a host NIC can hold
-STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error"}
+# "capacity": the experiment ran out of its compact packet slots and must run again with full
+# ones (mvopt.engine.capacity); run_share does that, so users never see this status
+STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error", 5: "capacity"}
 
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
-      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo")
+      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 
@@ -55,6 +57,8 @@ class Batch:
     # columns that are zero in every row when built: a GPU sets them in place instead of copying
     # them (for 128-GPU clusters more than half of the bytes)
     zero_columns: frozenset[str] = frozenset()
+    # per experiment: whether it runs with compact packet slots (mvopt.engine.capacity)
+    compact: tuple[bool, ...] = ()
 
     @property
     def nbytes(self) -> int:
@@ -62,7 +66,8 @@ class Batch:
         return sum(a.nbytes for a in self.cols.values()) + scratch_nbytes(self.counts)
 
 
-def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: int = -1) -> list[int]:
+def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: int = -1,
+              compact_pools: bool = False) -> list[int]:
     n_port = int(np.asarray(exp.topology.node_port_offset)[-1])
     v = {"mon_ps": exp.queue_monitor_ps, "mon_cap": exp.monitor_max_samples, "mon_nport": n_port,
          "mon_qlo": mon_qlo, "mon_wlo": mon_wlo,
@@ -70,7 +75,7 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
-         "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp)}
+         "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools)}
     return [int(v[k]) for k in EI] + [0] * (schema.NEXP_I - len(EI))
 
 
@@ -81,28 +86,6 @@ def _exp_doubles(p: ResolvedParams) -> list[float]:
          "hpcc_wai": p.hpcc_wai, "hpcc_min": p.hpcc_min, "dctcp_g": p.dctcp_g, "dctcp_rai": p.dctcp_rai,
          "dctcp_min": p.dctcp_min}
     return [float(v[k]) for k in ED] + [0.0] * (schema.NEXP_D - len(ED))
-
-
-def ring_capacity(rate_bps: np.ndarray, delay_ps: np.ndarray, window_ps: int, max_pkt: int, min_pkt: int) -> np.ndarray:
-    """Slots a wire ring needs: a sent packet stays unconsumed for at most ser + delay + 2 windows.
-    Rounded up to a power of two, so that a kernel finds a slot with a mask, not a 64-bit modulo."""
-    max_ser = np.array([ser_ps(max_pkt, int(r)) for r in rate_bps], np.int64)
-    min_ser = np.array([ser_ps(min_pkt, int(r)) for r in rate_bps], np.int64)
-    need = (max_ser + delay_ps + 2 * window_ps) // min_ser + 4
-    return (1 << np.ceil(np.log2(need)).astype(np.int64)).astype(np.int64)
-
-
-def port_ring_capacities(topo, p: ResolvedParams) -> np.ndarray:
-    """Ring slots of every port of an experiment (build_batch and the planner's count)."""
-    return ring_capacity(np.asarray(topo.port_rate_bps, np.int64), np.asarray(topo.port_delay_ps, np.int64),
-                         p.window_ps, p.payload + p.header, p.min_wire_bytes)
-
-
-def node_pool_slots(topo, p: ResolvedParams) -> np.ndarray:
-    """Pool slots of every node of an experiment: a host's control packets, a switch's buffer."""
-    slots = np.full(int(topo.n_node), HOST_POOL_SLOTS, np.int64)
-    slots[int(topo.n_host):] = p.sw_slots
-    return slots
 
 
 def dependency_ends(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,8 +141,13 @@ def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndar
     return off, values[order]
 
 
-def build_batch(experiments: list[Experiment]) -> Batch:
-    """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed)."""
+def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False) -> Batch:
+    """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed).
+    `compact` (one flag, or one per experiment): give them compact packet slots, a first try
+    that may end with status ``capacity`` (:mod:`mvopt.engine.capacity`)."""
+    flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
+    if len(flags) != len(experiments):
+        raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
     spans = []
     node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
@@ -167,9 +155,10 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
     wire_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # per experiment: ring caps, delays, ps/byte
 
-    for exp in experiments:
+    for exp, small in zip(experiments, flags):
         topo, g = exp.topology, exp.tasks
         g.validate(int(topo.n_host))      # before resolve(), which routes every flow
+        small_pools = small and pools_compact(exp)
         p = exp.params
         nh, nn = int(topo.n_host), int(topo.n_node)
         poff = np.asarray(topo.node_port_offset, np.int64)
@@ -182,7 +171,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
         add("exp_window_ps", [p.window_ps]); add("exp_limit_ps", [exp.time_limit_ps])
         mq, mw = monitor_rows(exp)
-        add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1))
+        add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1, small_pools))
         add("exp_d", _exp_doubles(p))
         monq_base += mq; monw_base += mw
         add("exp_T_ps", [0]); add("exp_iter", [0]); add("exp_status", [0])
@@ -194,7 +183,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         add("port_rate_bps", rate)
         add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
         add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
-        cap = port_ring_capacities(topo, p)
+        cap = port_ring_capacities(topo, p, small)
         wire_parts.append((cap, delay, ps_per_byte(rate)))   # port_wire, once the rings are placed
         # ---- nodes
         is_host = np.arange(nn) < nh
@@ -220,7 +209,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
         reserved = np.where(np.diff(poff) > 0, reserved, 0)
         reserved[:nh] = 0
         add("node_buffer", buf); add("node_reserved", reserved)
-        slot_sizes.append((cap, node_pool_slots(topo, p), exp.network.cc == "hpcc"))
+        slot_sizes.append((cap, node_pool_slots(topo, p, small_pools), exp.network.cc == "hpcc"))
         # ---- tasks
         src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
         owner, pred, local = dependency_ends(g)
@@ -325,7 +314,7 @@ def build_batch(experiments: list[Experiment]) -> Batch:
     cols["node_order"][:] = node_order(cols)
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order"}
-    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans,
+    return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
 
 
@@ -378,6 +367,8 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
     for i, (exp, (n0, n1, p0, p1, t0, t1, f0, f1)) in enumerate(zip(batch.experiments, batch.spans)):
         g = exp.tasks
         status = STATUS[int(c["exp_status"][i])]
+        if status == "capacity" and not (batch.compact and batch.compact[i]):
+            status = "error"          # full capacities cannot run out: a planning bug
         finish = c["task_finish_ps"][t0:t1].copy()
         start = c["task_start_ps"][t0:t1].copy()
         flows = np.nonzero(g.kind == FLOW)[0]          # flow rows f0.. are these tasks, in order
@@ -457,4 +448,6 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
         lines.append(f"{paused.size} paused ports: {desc}")
     if status == "error":
         lines.append("internal error: a wire ring overflowed (please report this as a bug)")
+    elif status == "capacity":
+        lines.append("ran out of its compact packet slots: to be run again with full ones")
     return "; ".join(lines)

@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import (build_batch, dependency_ends, extract_results, monitor_rows, node_pool_slots,
-                                port_ring_capacities)
+from mvopt.engine.batch import build_batch, dependency_ends, extract_results, monitor_rows
+from mvopt.engine.capacity import CAPACITY_MODES, node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import Experiment
 from mvopt.engine.progress import ProgressFn, ProgressReporter
 from mvopt.engine.results import ExperimentResult
@@ -81,14 +81,15 @@ def _int_list(spec: str, arg: str) -> list[int]:
         raise BackendUnavailable(f"backend {spec!r}: expected comma-separated integers after ':', got {arg!r}") from None
 
 
-def experiment_counts(exp: Experiment) -> dict[str, int]:
-    """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds;
-    n_int is the INT slots it needs: its packet slots if it uses HPCC, else 0; n_monq / n_monw the
-    rows of its monitor tables, 0 when its monitors are off)."""
+def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
+    """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds,
+    with the same `compact`; n_int is the INT slots it needs: its packet slots if it uses HPCC,
+    else 0; n_monq / n_monw the rows of its monitor tables, 0 when its monitors are off)."""
     topo, g, p = exp.topology, exp.tasks, exp.params
     nn = int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
-    n_slot = int(port_ring_capacities(topo, p).sum()) + int(node_pool_slots(topo, p).sum())
+    n_slot = (int(port_ring_capacities(topo, p, compact).sum())
+              + int(node_pool_slots(topo, p, compact and pools_compact(exp)).sum()))
     owner, _, local = dependency_ends(g)
     remote = ~local
     n_flow = int((g.kind == FLOW).sum())
@@ -183,40 +184,66 @@ def _backend_for(worker: Worker):
 
 
 def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None,
-              progress: ProgressFn | None = None) -> tuple[list, dict]:
+              progress: ProgressFn | None = None, capacities: str = "auto") -> tuple[list, dict]:
     """One worker's job: cut its experiments into sub-batches that fit its memory, build and run
     them one after another. Returns the results (in the given order) and the worker's figures.
-    `progress` receives a BatchProgress every PROGRESS_INTERVAL_S seconds of a run."""
+    `progress` receives a BatchProgress every PROGRESS_INTERVAL_S seconds of a run.
+
+    `capacities` (:mod:`mvopt.engine.capacity`): ``full`` packet slots for every experiment;
+    ``compact`` ones first, and the experiments that run out of them again with full ones (a
+    sub-batch of their own; the results are those of a full run); ``auto`` = compact when the
+    experiments at full capacities do not fit one batch, else full."""
     import time
+    if capacities not in CAPACITY_MODES:
+        raise MvoptError(f"capacities {capacities!r}: expected one of {', '.join(CAPACITY_MODES)}")
     be = _backend_for(worker)
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
-    groups = split_by_memory([experiment_counts(e) for e in exps], cap, [e.name for e in exps])
+    names = [e.name for e in exps]
+    compact = capacities == "compact"
+    groups = split_by_memory([experiment_counts(e) for e in exps], cap, names)
+    if capacities == "auto" and len(groups) > 1:
+        compact = True
+    if compact:
+        groups = split_by_memory([experiment_counts(e, compact=True) for e in exps], cap, names)
     reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
-    build_s = run_s = 0.0
-    for i, g in enumerate(groups):
-        t = time.perf_counter()
-        batch = build_batch([exps[k] for k in g])
-        build_s += time.perf_counter() - t
-        t = time.perf_counter()
+    stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0}
+
+    def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
+        for g in todo:
+            t = time.perf_counter()
+            batch = build_batch([exps[k] for k in g], compact=small)
+            stats["build_s"] += time.perf_counter() - t
+            t = time.perf_counter()
+            if reporter is not None:
+                reporter.start_sub_batch(stats["sub_batches"], done_before)
+            iters = be.run(batch, progress=reporter)
+            stats["run_s"] += time.perf_counter() - t
+            stats["sub_batches"] += 1
+            for k, r in zip(g, extract_results(batch, iters)):
+                results[k] = r
+            done_before += len(g)
+            del batch
+
+    run_groups(groups, compact, 0)
+    again = [k for k, r in enumerate(results) if r.status == "capacity"]
+    if again:
+        retry = [[again[j] for j in g] for g in split_by_memory([experiment_counts(exps[k]) for k in again], cap,
+                                                                [names[k] for k in again])]
         if reporter is not None:
-            reporter.start_sub_batch(i, sum(len(h) for h in groups[:i]))
-        iters = be.run(batch, progress=reporter)
-        run_s += time.perf_counter() - t
-        for k, r in zip(g, extract_results(batch, iters)):
-            results[k] = r
-        del batch
-    return results, {"experiments": len(exps), "sub_batches": len(groups), "build_s": build_s, "run_s": run_s,
-                     "busy_s": time.perf_counter() - t0}
+            reporter.sub_batches += len(retry)
+        stats["rerun_full"] = len(again)
+        run_groups(retry, False, len(exps) - len(again))
+    return results, {"experiments": len(exps), "compact": compact, **stats, "busy_s": time.perf_counter() - t0}
 
 
-def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None):
+def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None, capacities: str = "auto"):
     """run_share as (ok, value) for a worker thread or process: an exception comes back as a
     value (some of ours do not survive pickling with their arguments, so those travel as an
     MvoptError with their text)."""
     try:
-        return True, run_share(worker, exps, memory_bytes)
+        return True, run_share(worker, exps, memory_bytes, capacities=capacities)
     except BaseException as exc:
         import pickle
         try:
@@ -228,12 +255,12 @@ def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None):
 
 def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
                     report: dict | None = None, processes: bool | None = None,
-                    progress: ProgressFn | None = None) -> list[ExperimentResult]:
+                    progress: ProgressFn | None = None, capacities: str = "auto") -> list[ExperimentResult]:
     """Simulate `experiments` on the workers of `backend`; results in input order. `memory_bytes`
     caps one batch (default: a fraction of each GPU's free memory; no cap on the CPU). `report`,
     if given, receives per-worker figures (experiments, sub-batches, build / run / busy seconds).
     `progress` receives a BatchProgress now and then while a single worker runs (several
-    workers report nothing until they end).
+    workers report nothing until they end). `capacities`: packet-slot sizing (run_share).
 
     Several workers run at once: GPUs (by default) each in its own process, so that batch
     building and the host side of each GPU do not share one interpreter lock; CPU workers in
@@ -245,7 +272,7 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     if not workers:
         raise BackendUnavailable(f"backend {backend!r} names no device")
     if len(workers) == 1:
-        results, stats = run_share(workers[0], exps, memory_bytes, progress)
+        results, stats = run_share(workers[0], exps, memory_bytes, progress, capacities)
         if report is not None:
             report[f"{workers[0]}#0"] = {**stats, "cost": 0.0}
         return results
@@ -257,7 +284,7 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
         from concurrent.futures.process import BrokenProcessPool
         pool = get_pool("engine-workers", len(workers))
         try:
-            futures = [pool.submit(_share_outcome, workers[w], [exps[i] for i in shares[w]], memory_bytes)
+            futures = [pool.submit(_share_outcome, workers[w], [exps[i] for i in shares[w]], memory_bytes, capacities)
                        for w in range(len(workers))]
             outcomes = [f.result() for f in futures]
         except BrokenProcessPool:
@@ -265,7 +292,7 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
             raise
     else:
         def work(w: int) -> None:
-            outcomes[w] = _share_outcome(workers[w], [exps[i] for i in shares[w]], memory_bytes)
+            outcomes[w] = _share_outcome(workers[w], [exps[i] for i in shares[w]], memory_bytes, capacities)
         threads = [threading.Thread(target=work, args=(w,), name=f"mvopt-worker-{w}") for w in range(len(workers))]
         for t in threads:
             t.start()

@@ -1,5 +1,5 @@
-"""The batch layout: what the backends rely on (ring sizes, serialization shortcut, packet-slot
-placement, which columns results are read from)."""
+"""The batch layout: what the backends rely on (serialization shortcut, packet-slot placement,
+which columns results are read from). Ring and pool sizes: test_capacity.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from mvopt.cluster import build_topology
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder, build_batch, get_backend
-from mvopt.engine.batch import RESULT_COLUMNS, extract_results, ps_per_byte, ring_capacity, scratch_nbytes
+from mvopt.engine.batch import RESULT_COLUMNS, extract_results, ps_per_byte, scratch_nbytes
 from mvopt.engine.params import Experiment, ser_ps
 from mvopt.engine import schema
 
@@ -21,16 +21,6 @@ def _exp(cc: str, n: int = 6, size: int = 60_000, limit_ps: int = 10 * 10**12) -
         g.flow(i, (i + 5) % 16, size + 1000 * i)
     return Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build(), name=cc,
                       time_limit_ps=limit_ps)
-
-
-def test_rings_are_powers_of_two_and_large_enough() -> None:
-    rate = np.array([10**11, 4 * 10**11, 25 * 10**9, 3 * 10**9 + 7], np.int64)
-    delay = np.array([1_000_000, 500_000, 2_000_000, 1_000_000], np.int64)
-    cap = ring_capacity(rate, delay, 500_000, 1500, 64)
-    need = np.array([(ser_ps(1500, int(r)) + int(d) + 2 * 500_000) // ser_ps(64, int(r)) + 4
-                     for r, d in zip(rate, delay)])
-    assert np.all(cap >= need) and np.all(cap < 2 * need)
-    assert np.all(cap & (cap - 1) == 0)
 
 
 def test_serialization_by_multiplication_is_exact_where_used() -> None:
@@ -79,31 +69,6 @@ def test_zero_columns_are_zero_in_every_row() -> None:
                 "task_finish_ps"} & batch.zero_columns
     for name in batch.zero_columns:
         assert not batch.cols[name].any(), name
-
-
-def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> None:
-    """Rings hold what a port can send back to back in ser + delay + 2 windows of its smallest
-    packet: an ACK, a PFC frame, or a flow's last packet (header + remainder of its payload)."""
-    from mvopt.engine.batch import port_ring_capacities
-
-    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
-    topo = build_topology(cfg.cluster)
-
-    def exp(size: int) -> Experiment:
-        g = TaskGraphBuilder()
-        g.flow(0, 5, size)
-        return Experiment(topology=topo, network=cfg.network, tasks=g.build())
-
-    net = cfg.network
-    whole, tiny = exp(3 * net.payload_bytes), exp(3 * net.payload_bytes + 1)
-    assert whole.params.min_wire_bytes == min(net.ack_bytes, net.pfc.frame_bytes)
-    assert tiny.params.min_wire_bytes == net.header_bytes + 1
-    assert (port_ring_capacities(topo, tiny.params) >= port_ring_capacities(topo, whole.params)).all()
-    b = build_batch([tiny])
-    rate = np.asarray(topo.port_rate_bps, np.int64)
-    need = (ser_ps(net.payload_bytes + net.header_bytes, int(rate[0])) + int(topo.port_delay_ps[0])
-            + 2 * tiny.params.window_ps) // ser_ps(net.header_bytes + 1, int(rate[0])) + 4
-    assert b.cols["port_wire"][1] >= need
 
 
 def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:

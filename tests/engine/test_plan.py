@@ -94,9 +94,9 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 50)
     memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
-    plain = simulate(EXPS, backend=backend, memory_bytes=memory)
+    plain = simulate(EXPS, backend=backend, memory_bytes=memory, capacities="full")
     seen: list = []
-    reported = simulate(EXPS, backend=backend, memory_bytes=memory, progress=seen.append)
+    reported = simulate(EXPS, backend=backend, memory_bytes=memory, progress=seen.append, capacities="full")
     assert all(a.same_as(b) for a, b in zip(plain, reported))
     assert len({p.sub_batch for p in seen}) > 1 and all(p.sub_batches > 1 for p in seen)
     assert all(p.total == len(EXPS) and 0 <= p.done <= p.total and p.windows >= 0 for p in seen)

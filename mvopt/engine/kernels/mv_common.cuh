@@ -5,12 +5,14 @@
 
 #define MV_INF 0x3fffffffffffffffLL
 #define MV_ERR (-1LL)   // a node's next/progress time when its window failed (a bug: see advance_with)
+#define MV_CAP (-2LL)   // ... when it ran out of packet slots (a wire ring, or a compact switch pool)
 #define PS_PER_S 1000000000000LL
 #define MAX_INT_HOPS 5
 
 enum { PK_DATA = 0, PK_ACK = 1, PK_NACK = 2, PK_PAUSE = 3, PK_RESUME = 4 };
 enum { FL_CE = 1, FL_ECHO = 2 };
-enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4 };
+// ST_CAPACITY: out of compact packet slots, to be run again with full ones (mvopt/engine/capacity.py)
+enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5 };
 enum { Q_CTL = 0, Q_DATA = 1 };
 enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };
 enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
@@ -20,7 +22,8 @@ enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_A
        EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, EI_DCQCN_CLAMP,
        // monitors: sampling period (ps, 0 = off), samples kept per port, the experiment's ports, and the
        // first row of its queue / link tables in mon_q / mon_w (-1: that monitor is off)
-       EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO, EI_COUNT };
+       EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO,
+       EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */, EI_COUNT };
 // exp_d[e * NEXP_D + k]
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
@@ -142,7 +145,7 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
 #endif
 
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
-// port is free again, or -1 if the ring is full (cannot happen with the planned capacities).
+// port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
 MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
   int64_t tail = c->port_tail[p * 2 + par];
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];

@@ -226,6 +226,10 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
       b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
+      if (b == SW_OUT_OF_SLOTS) {
+        c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+        return;
+      }
       c->port_head[q * 2 + par] = head + 1;
       a = ia;
       if (cached) {
@@ -237,7 +241,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       // the start may have been moved up to `now`, when more may be queued: decide what goes then
       what_d = switch_port_class(c, id, td);
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
-        c->node_next_ps[v] = c->node_prog_ps[v] = MV_ERR;   // ring overflow: capacity planning is wrong (a bug)
+        c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;   // ring full: compact capacities ran out
         return;
       }
     }
@@ -289,7 +293,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     } else if (tm == t) {
       host_fire_timers(c, e, v, t);
     } else if (!host_transmit(c, e, v, p, t, par)) {
-      c->node_next_ps[v] = c->node_prog_ps[v] = MV_ERR;
+      c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
       return;
     }
     notify = mv_min(notify, nt);
@@ -325,7 +329,8 @@ MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t 
   int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
   if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
   int64_t t = mv_max(c->exp_T_ps[e] + w, next);
-  if (prog < 0) c->exp_status[e] = ST_ERROR;
+  if (prog == MV_CAP) c->exp_status[e] = ST_CAPACITY;   // the smallest report: it wins over MV_ERR
+  else if (prog < 0) c->exp_status[e] = ST_ERROR;
   else if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) c->exp_status[e] = ST_DONE;
   else if (prog >= MV_INF) c->exp_status[e] = ST_STUCK;
   else if (t > c->exp_limit_ps[e]) c->exp_status[e] = ST_TIMEOUT;

@@ -69,7 +69,9 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return c->route_nh[a + (int64_t)(h % (uint64_t)n)];
 }
 
-// Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i).
+// Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i;
+// SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again with full capacities).
+#define SW_OUT_OF_SLOTS (-2)
 MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = c->pkt[slot];
@@ -90,6 +92,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   }
   int32_t s = pool_alloc(c, v);
   if (s < 0) {
+    if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
     if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
     else ctr_add(c, v, C_CTL_DROP, 1);
     return -1;
