@@ -36,7 +36,6 @@ import re
 import signal
 import sys
 import time
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -205,8 +204,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, argv: list[str] | None) -> int:
-    import optuna
-
     from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage
     from mvopt.optimize.evaluator import make_evaluator
     from mvopt.optimize.storage import describe_storage
@@ -216,9 +213,8 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     from mvopt.optimize.evaluator import SimulatorEvaluator
     from mvopt.optimize.progress import ConsoleProgress
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    from mvopt.optimize.cli import quiet_optuna
+    quiet_optuna()            # and the engine's notes (experiments run again with full packet slots)
     args.out.mkdir(parents=True, exist_ok=True)
     space = load_space(space_data(args))
     sampler = args.sampler or load_space(str(args.space)).run.sampler or "tpe"

@@ -357,7 +357,7 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
 # The state columns that extract_results reads: all a backend must copy back after a run.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
                   "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_wire_bytes",
-                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "port_qbytes")
+                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "port_qbytes", "node_pool_next", "node_pool_free")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
@@ -449,5 +449,10 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     if status == "error":
         lines.append("internal error: a wire ring overflowed (please report this as a bug)")
     elif status == "capacity":
-        lines.append("ran out of its compact packet slots: to be run again with full ones")
+        n0, n1 = sp.node_lo, sp.node_hi
+        empty = np.nonzero((c["node_pool_next"][n0:n1] >= c["node_pool_hi"][n0:n1])
+                           & (c["node_pool_free"][n0:n1] < 0))[0]
+        where = (f"the packet pools of nodes {', '.join(str(int(v)) for v in empty[:10])}" if empty.size
+                 else "a wire ring")
+        lines.append(f"ran out of its compact packet slots ({where}): to be run again with full ones")
     return "; ".join(lines)

@@ -11,6 +11,7 @@ their results do not depend on the batch they share, so any split gives the same
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Sequence
@@ -32,6 +33,7 @@ __all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "
 
 INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
 GPU_MEMORY_FRACTION = 0.85         # of the free device memory a batch may take (the rest: CuPy, NVRTC, fragments)
+_log = logging.getLogger("mvopt.engine")
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     run_groups(groups, compact, 0)
     again = [k for k, r in enumerate(results) if r.status == "capacity"]
     if again:
+        _log.info("%d of %d experiments ran out of their compact packet slots; they run again with full ones: %s",
+                  len(again), len(exps), "; ".join(f"{names[k]}: {results[k].diagnostic}" for k in again[:5]))
         retry = [[again[j] for j in g] for g in split_by_memory([experiment_counts(exps[k]) for k in again], cap,
                                                                 [names[k] for k in again])]
         if reporter is not None:

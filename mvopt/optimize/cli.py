@@ -80,6 +80,7 @@ def quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     logging.basicConfig(level=logging.WARNING, format="mvopt: %(message)s")
+    logging.getLogger("mvopt.engine").setLevel(logging.INFO)    # e.g. experiments run again with full packet slots
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -102,13 +102,15 @@ def test_compact_batch_gives_the_full_batch_results(backend: str) -> None:
     assert all(x.same_as(y) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("make", [_deep_incast, _tiny_flows], ids=["pool", "ring"])
+@pytest.mark.parametrize("make, where", [(_deep_incast, "packet pools of nodes"), (_tiny_flows, "a wire ring")],
+                         ids=["pool", "ring"])
 def test_running_out_of_compact_slots_stops_the_experiment_and_a_full_rerun_gives_the_full_results(
-        make, backend: str) -> None:
+        make, where: str, backend: str) -> None:
     exp = make()
     batch = build_batch([exp, mixed_experiments(1)[0]], compact=True)
     first = extract_results(batch, get_backend(backend).run(batch))
     assert first[0].status == "capacity" and "compact packet slots" in first[0].diagnostic
+    assert where in first[0].diagnostic
     assert first[1].status == "done"          # its neighbour in the batch is not disturbed
     full, full_stats = run_share(Worker("cpu"), [exp], capacities="full")
     again, stats = run_share(Worker(backend), [exp, mixed_experiments(1)[0]], capacities="compact")
