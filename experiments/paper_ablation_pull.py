@@ -56,27 +56,36 @@ def backend_for(kind: str, lock: int):
     return CpuBackend(defines={"MV_PUSH_LOCK": lock})
 
 
-def measure(backends: dict, exps: list, repeats: int) -> list[dict]:
+def measure(backends: dict, exps: list, repeats: int):
     """Each variant's median run time over `repeats` runs (variants alternate within a repeat, so
-    that drifts of the machine hit them alike), with the results compared to pull's."""
+    that drifts of the machine hit them alike), with the results compared to pull's. Yields one
+    row per variant as soon as its last run ended (pull first), so a cut-short run keeps them."""
     times: dict[str, list[float]] = {name: [] for name in backends}
-    results: dict[str, list] = {}
-    for _ in range(repeats):
+    ref = hops = None
+    for k in range(repeats):
         for name, be in backends.items():
             batch = build_batch(exps)
             t = time.perf_counter()
             iters = be.run(batch)
             times[name].append(time.perf_counter() - t)
-            results[name] = extract_results(batch, iters)
-    ref = results["pull"]
-    hops = sum(r.counters["packet_hops"] for r in ref)
-    rows = []
-    for name in backends:
-        med = statistics.median(times[name])
-        rows.append({"variant": name, "run_s": med, "hops_per_s": hops / med,
-                     "vs_pull": med / statistics.median(times["pull"]),
-                     "identical": all(a.same_as(b) for a, b in zip(ref, results[name]))})
-    return rows
+            if k < repeats - 1:
+                continue
+            results = extract_results(batch, iters)
+            if ref is None:
+                ref, hops = results, sum(r.counters["packet_hops"] for r in results)
+            med = statistics.median(times[name])
+            yield {"variant": name, "run_s": med, "hops_per_s": hops / med,
+                   "vs_pull": med / statistics.median(times["pull"]),
+                   "identical": all(a.same_as(b) for a, b in zip(ref, results))}
+
+
+def warm_up(backends: dict, exp) -> None:
+    """Compile every variant (the GPU's NVRTC build is seconds to minutes on a fresh machine)
+    before anything is timed, and say how long each took."""
+    for name, be in backends.items():
+        t = time.perf_counter()
+        be.run(build_batch([exp]))
+        print(f"{name}: compiled and ran one experiment in {time.perf_counter() - t:.1f} s", flush=True)
 
 
 def main() -> int:
@@ -99,6 +108,7 @@ def main() -> int:
                                             "collective": {"op": "all_reduce", "bytes": int(args.k_mib * 2**20),
                                                            "algorithm": "ring", "channels": 1}}))
         cases.append((f"(b) 1 x k={args.k} fat-tree ({big.topology.n_host} hosts), {args.k_mib:g} MiB", [big]))
+    warm_up(backends, build_experiment(allreduce_config("none", 65536)))
     lines = ["| workload | variant | run (s) | M packet-hops/s | time vs pull | results |", "|---|---|---|---|---|---|"]
     bad = False
     for label, exps in cases:
