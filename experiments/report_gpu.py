@@ -28,7 +28,7 @@ def load(name: str) -> dict:
     return json.loads((RES / f"{name}.json").read_text())
 
 
-def workload_a(d: dict, commit: str, machine: str, before: tuple[dict, str] | None = None) -> list[str]:
+def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str, str]] = ()) -> list[str]:
     cores = d.get("cores", 32)
     out = [f"### Workload (a): k=4 fat-tree ring all-reduce, {d['rows'][0]['mib']:g} MiB, 1500-byte packets\n",
            f"Commit `{commit}`, {machine}. Command: `python experiments/bench_gpu.py --out OUT --sections "
@@ -53,10 +53,12 @@ def workload_a(d: dict, commit: str, machine: str, before: tuple[dict, str] | No
                f"{idle['kernel_s'] / idle['windows'] * 1e6:.1f} µs of kernel time per window "
                f"({idle['us_per_window']:.1f} µs with the upload and download of that run); CPU "
                f"{d['idle']['cpu']['us_per_window']:.1f} µs.")
-    if before is not None:
-        old = max((r for r in before[0]["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
-        out.append(f"The same command at `{before[1]}` (40-byte packet records, 64-bit indices, on an "
-                   f"`nvidia-h200-x2`): best GPU {old['hops_per_s'] / 1e9:.3f} G packet-hops/s (batch {old['batch']}).")
+    for old_d, old_commit, what in before:
+        old = max((r for r in old_d["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
+        idle_old = old_d["idle"]["gpu"]
+        out.append(f"The same command at `{old_commit}` ({what}): best GPU {old['hops_per_s'] / 1e9:.3f} G "
+                   f"packet-hops/s (batch {old['batch']}); idle {idle_old['kernel_s'] / idle_old['windows'] * 1e6:.1f} µs "
+                   "of kernel time per window.")
     out.append("")
     return out
 
@@ -93,7 +95,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3` and `5c3c2fa`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa` and `1ad0f11`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -113,7 +115,7 @@ def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
                f"since then all-zero columns (for these clusters mostly the flows' congestion-control state) are set "
                f"on the GPU instead of copied: {big[-1]['upload_s']:.1f} s in the last run. Kernel times: "
                + ", ".join(f"{b['kernel_s']:.1f} s at `{c}`" for b, (_, c, _) in zip(big, runs))
-               + " (the middle one, on another machine whose run loop still used CuPy element-wise operations, is "
+               + " (the one at `accee17`, on another machine whose run loop still used CuPy element-wise operations, is "
                "the outlier). At the current commit the planner counts "
                f"{now / 2**20:.1f} MiB per experiment (compact flow state: flow columns for flows only, int32 packet "
                "indices, 32-byte packet records, congestion-control state 120 B per flow without HPCC), so about "
@@ -182,15 +184,17 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, latest = "e446fa3", "5c3c2fa"
-    bench, now = load(f"bench_gpu_{commit}"), load(f"bench_gpu_{latest}")
+    commit, middle, latest = "e446fa3", "5c3c2fa", "1ad0f11"
+    bench, mid, now = load(f"bench_gpu_{commit}"), load(f"bench_gpu_{middle}"), load(f"bench_gpu_{latest}")
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
-             "Measured on the device machines on 2026-11-29; each table names the commit it ran at and the "
+             "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(now, latest, one, before=(bench, commit))
+    lines += workload_a(now, latest, one, before=[
+        (mid, middle, "before the persisted switch caches, the port records and the 256-port cache limit, `nvidia-h200`"),
+        (bench, commit, "40-byte packet records, 64-bit indices, on an `nvidia-h200-x2`")])
     lines += launch_modes([("profile_b1024_e446fa3", "e446fa3", {}), ("profile_b4096_07518f9", "07518f9", {}),
                            ("profile_b4096_d547d4d", "d547d4d", {}),
                            ("profile_b4096_d32a7c7", "d32a7c7", {"graph": "graph, advance inside",
@@ -200,7 +204,7 @@ def render() -> str:
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
-    lines += workload_b([(bench, commit, x2), (later, "accee17", one), (now, latest, one)])
+    lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
