@@ -11,6 +11,11 @@ windows, simulated end, packet-hops, planner bytes and wall time. Prints only.
 ``--capacities`` also runs each one with compact packet slots (mvopt/engine/capacity.py) and
 adds its bytes, whether it ran out of them (and ran again with full ones), and whether its
 result is identical to the full run's.
+
+``--memory-only`` simulates nothing: per topology kind, the mean engine bytes of the sampled
+configurations with full and with compact packet slots (the planner's exact count), and what a
+generation of 1,000 such configurations needs. Without ``--small`` that is the space's own
+training workload (GPT-3 13B).
 """
 
 from __future__ import annotations
@@ -26,9 +31,35 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
 from mvopt.engine import simulate  # noqa: E402
+from mvopt.engine.tasks import FLOW  # noqa: E402
 from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, parse_backend, run_share  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
+
+
+def memory_table(space, args: argparse.Namespace) -> None:
+    """Mean full / compact bytes per topology kind of --n sampled configurations (no simulation)."""
+    by: dict[str, list[tuple[int, int, int]]] = {}
+    for cand in space.sample(args.n, seed=args.seed):
+        if cand.feasible:
+            exp = build_experiment(cand.config)
+            kind = str(space.active_params(cand.params)["cluster.topology"])
+            flows = exp.tasks.kind == FLOW
+            by.setdefault(kind, []).append((batch_bytes(experiment_counts(exp)),
+                                            batch_bytes(experiment_counts(exp, compact=True)),
+                                            int(exp.params.flow_npkt[flows].sum())))
+    workload = f"all-reduce of {args.small_bytes:,} B per NIC" if args.small else "the space's training workload"
+    print(f"{sum(len(v) for v in by.values())} feasible of {args.n} sampled configurations (seed {args.seed}), {workload}\n")
+    print("| topology | configurations | full MiB (mean) | compact MiB (mean) | data packets (mean) |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, v in sorted(by.items()):
+        print(f"| {kind} | {len(v)} | {sum(f for f, _, _ in v) / len(v) / 2**20:,.0f} | "
+              f"{sum(c for _, c, _ in v) / len(v) / 2**20:,.0f} | {sum(k for _, _, k in v) / len(v):,.0f} |")
+    every = [x for v in by.values() for x in v]
+    full, small, pkts = (sum(x[k] for x in every) / len(every) for k in (0, 1, 2))
+    print(f"| all | {len(every)} | {full / 2**20:,.0f} | {small / 2**20:,.0f} | {pkts:,.0f} |")
+    print(f"\n1,000 such configurations: {1000 * full / 2**30:,.1f} GiB with full packet slots, "
+          f"{1000 * small / 2**30:,.1f} GiB with compact ones.")
 
 
 def main() -> None:
@@ -40,9 +71,13 @@ def main() -> None:
     ap.add_argument("--small-bytes", type=int, default=65536)
     ap.add_argument("--no-distinct", dest="distinct", action="store_false")
     ap.add_argument("--capacities", action="store_true", help="compare compact packet slots with full ones")
+    ap.add_argument("--memory-only", action="store_true", help="bytes per configuration only, no simulation")
     args = ap.parse_args()
     args.space = ROOT / "search_spaces" / "topology.yaml"
     space = load_space(space_data(args))
+    if args.memory_only:
+        memory_table(space, args)
+        return
     rows = []
     for i, cand in enumerate(space.sample(args.n, seed=args.seed)):
         if not cand.feasible:
