@@ -6,14 +6,16 @@
 #   bash experiments/device_session.sh optimizer,profile
 #
 # on the `nvidia-h200` kind (`nvidia-h200-x2` for `multi`), carrying .whl (optuna, from
-# ../shared/tools/device-wheels.sh) for the optimizer step.
+# ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
 # pull vs locks on the GPU; docs/performance.md comes back in $OUT/ablation), multi (issue 8:
-# bench_multi_gpu on two GPUs), train54k (build the rail-sampled 53,760-GPU training experiment,
+# bench_multi_gpu on two GPUs), wide (time per window and per event of a 128-port spine's thread,
+# experiments/diag_wide_switch.py: batches 1, 16, 200), ncu_wide (Nsight Compute on that batch of
+# 16, a window in its steady state), train54k (build the rail-sampled 53,760-GPU training experiment,
 # ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
 # Set MVOPT_COMMIT to the commit you run (the device copy of the checkout keeps an older .git),
 # so that the reports name it. Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by
@@ -32,6 +34,11 @@ run() {  # name seconds command...
   echo "   rc=$? ; last lines:"; tail -4 "$OUT/$name/log.txt" | sed 's/^/   /'
 }
 nvidia-smi -L
+# optuna & co. (not on the device machine): the optimizer, wide and ncu_wide steps need them
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
+    && export PYTHONPATH=$PWD/.site:$PYTHONPATH
+fi
 # the 300-example random test takes ~200 s of the GPU suite's ~220 s: GPU_TESTS=all to include it
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --durations=25 \
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
@@ -44,21 +51,27 @@ run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control
   -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
   && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
+run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
+run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
+  --section WarpStateStats --section LaunchStats --section SourceCounters --section InstructionStats --import-source yes \
+  -k mv_phase_window --launch-skip 2000 -c 1 -f -o $OUT/ncu_wide/prof python3 experiments/diag_wide_switch.py \
+  --batches 16 --mib 2 && ncu --import $OUT/ncu_wide/prof.ncu-rep --page details > $OUT/ncu_wide/details.txt \
+  && (ncu --import $OUT/ncu_wide/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu_wide/source_cuda.csv || true)"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
 run spme 170 bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
   --jobs 16 && cp docs/performance.md $OUT/spme/"
-run ablation 240 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 8 --k 32 \
-  --k-mib 1 --repeats 3 && cp docs/performance.md $OUT/ablation/"
+# (b), one large experiment, is left out (--k 0): alone on the GPU it is paced by its slowest node thread,
+# and k=16 did not finish its three variants in 130 s (59d8db8)
+run ablation 120 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 4 --k 0 \
+  --repeats 3 && cp docs/performance.md $OUT/ablation/"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl \
-    && export PYTHONPATH=$PWD/.site:$PYTHONPATH
   # stacks every 60 s in the log: where a generation spends its time if the step runs out
   run optimizer 400 python3 -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)
 sys.argv = ['bench_optimizer.py', '--backend', 'gpu:0', '--generation', '1000', '--generations', '2', '--small',
-            '--small-bytes', '${OPT_SMALL_BYTES:-8388608}', '--out', '$OUT/optimizer']
+            '--small-bytes', '${OPT_SMALL_BYTES:-2097152}', '--out', '$OUT/optimizer']
 runpy.run_path('experiments/bench_optimizer.py', run_name='__main__')"
 fi
 echo "done $(date -u +%H:%M:%S)"

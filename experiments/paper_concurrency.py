@@ -97,14 +97,15 @@ GROUPS = {"n_slot": "packet slots", "n_int": "packet slots", "n_task": "tasks", 
           "n_route": "routes", "n_nh": "routes", "n_exp": "experiment"}
 
 
-def batch_bytes(exp, budget: float) -> dict:
-    """Bytes of batches of one and two copies of ``exp`` and how many fit in ``budget`` bytes."""
+def batch_bytes(exp, budget: float, compact: bool = False) -> dict:
+    """Bytes of batches of one and two copies of ``exp`` and how many fit in ``budget`` bytes
+    (`compact`: with compact packet slots, mvopt/engine/capacity.py)."""
     from mvopt.engine import build_batch
     from mvopt.engine.plan import batch_bytes as planned_bytes, experiment_counts
     from mvopt.engine.schema import COLUMNS, numpy_dtype
 
     t0 = time.perf_counter()
-    one = build_batch([exp])
+    one = build_batch([exp], compact=compact)
     batch_s = time.perf_counter() - t0
     nb1, counts = one.nbytes, dict(one.counts)
     host1 = sum(a.nbytes for a in one.cols.values())
@@ -113,13 +114,13 @@ def batch_bytes(exp, budget: float) -> dict:
     for col in COLUMNS:                       # from the counts: scratch columns are not held by the batch
         g = GROUPS.get(col.length, col.length)
         by_group[g] = by_group.get(g, 0) + int(counts[col.length]) * col.mult * numpy_dtype(col).itemsize
-    two = build_batch([exp, exp])
+    two = build_batch([exp, exp], compact=compact)
     nb2 = two.nbytes
     del two
     per, once = nb2 - nb1, 2 * nb1 - nb2
     fit = int((budget - max(0, once)) // per) if per > 0 else 0
     top = sorted(by_group.items(), key=lambda kv: -kv[1])[:3]
-    per_exp = experiment_counts(exp)
+    per_exp = experiment_counts(exp, compact=compact)
     planned = planned_bytes(per_exp)
     # the kernels index rows with int32: a batch may hold at most INT32_LIMIT rows of any table
     binding = max((k for k in per_exp if per_exp[k] > 0), key=lambda k: per_exp[k])
@@ -140,8 +141,7 @@ def measure(workload: str, gpus: int, args) -> dict:
     built = build(load_config(data))
     build_s = time.perf_counter() - t0
     b = batch_bytes(built.experiment, budget)
-    data["network"]["switch_packet_slots"] = args.small_slots
-    small = batch_bytes(build(load_config(data)).experiment, budget)
+    small = batch_bytes(built.experiment, budget, compact=True)
     topo = built.experiment.topology
     counts = b["counts"]
     return {"workload": workload, "gpus": gpus, "hosts": int(topo.n_host), "nodes": int(topo.n_node),
@@ -152,6 +152,8 @@ def measure(workload: str, gpus: int, args) -> dict:
             "planned": b["planned"], "planner_fit": int(args.memory_gib * GIB * PLANNER_FRACTION // b["per"]),
             "int32_cap": b["int32_cap"], "int32_table": b["int32_table"],
             "small_per": small["per"], "small_fit": small["fit"], "small_slots": int(small["counts"]["n_slot"]),
+            "small_planned": small["planned"], "small_nb1": small["nb1"], "small_int32_cap": small["int32_cap"],
+            "small_int32_table": small["int32_table"],
             "experiment": built.experiment}
 
 
@@ -189,8 +191,8 @@ def report(rows: list[dict], args, cmd: str) -> str:
     budget = args.memory_gib - args.reserve_gib
     lines = ["| workload | GPUs | hosts / nodes / ports | tasks (flows) | packet slots | batch of 1 (MiB) | "
              "of 2 (MiB) | per experiment (MiB) | held once (B) | planner's count (MiB) | built on the host (MiB) | "
-             "largest parts | build (s) | **experiments that fit** | under the planner's 85 % cap | int32 cap of one batch | with "
-             f"{args.small_slots:,} slots per switch: MiB per experiment / fit |",
+             "largest parts | build (s) | **experiments that fit** | under the planner's 85 % cap | int32 cap of one batch | "
+             "compact slots: packet slots / MiB per experiment / **fit** / int32 cap |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['workload']} | {r['gpus']:,} | {r['hosts']:,} / {r['nodes']:,} / {r['ports']:,} | "
@@ -198,8 +200,9 @@ def report(rows: list[dict], args, cmd: str) -> str:
                      f"{r['per'] / MIB:,.2f} | {r['once']:,} | {r['planned'] / MIB:,.2f} | {r['host1'] / MIB:,.1f} | "
                      f"{r['top']} | {r['build_s'] + r['batch_s']:.2f} | **{r['fit']:,}** | {r['planner_fit']:,} | "
                      f"{r['int32_cap']:,} ({r['int32_table'][2:]}) | "
-                     f"{r['small_per'] / MIB:,.2f} / {r['small_fit']:,} |")
-    agree = all(r["planned"] == r["nb1"] for r in rows)
+                     f"{r['small_slots']:,} / {r['small_per'] / MIB:,.2f} / **{r['small_fit']:,}** / "
+                     f"{r['small_int32_cap']:,} ({r['small_int32_table'][2:]}) |")
+    agree = all(r["planned"] == r["nb1"] and r["small_planned"] == r["small_nb1"] for r in rows)
     onces = sorted({r["once"] for r in rows})
     span = f"{onces[0]:,} bytes in every row" if len(onces) == 1 else f"{onces[0]:,} to {onces[-1]:,} bytes"
     once_text = (f"{span}: a batch is, up to those bytes, the concatenation of its experiments, so its bytes "
@@ -218,8 +221,11 @@ share of the batch of the columns sized by packet slots (wire rings of every por
 pools, host ACK pools), by tasks (the task graph and its dependency lists), by ports, nodes and
 routes (schema in `mvopt/engine/schema.py`). *Packet slots* follow
 `network.switch_packet_slots`, by default the switch buffer in packets (`buffer / (payload +
-header)` + 64 per port, buffer `16 x bw / 50` MB); the last column sets it to {args.small_slots:,} per switch
-(what `mvopt bench` uses; enough for the collectives of the bench, not checked for drops here).
+header)` + 64 per port, buffer `16 x bw / 50` MB), and wire rings for back-to-back ACKs; the last
+column gives the same experiment *compact* packet slots (docs/engine.md, "Packet slots": a first
+try sized for traffic as it is, an experiment that runs out of them runs again with full ones,
+the results never change), what `simulate` and the optimizer use when full slots need more than
+one batch.
 *Planner's count*: the bytes `mvopt.engine.plan` computes for one experiment before building
 anything (`batch_bytes(experiment_counts(exp))`, what decides how a run is cut into sub-batches):
 {'equal to the built batch in every row' if agree else 'DIFFERENT from the built batch in some rows (a bug)'}. *Under the planner's
@@ -252,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mib", type=float, default=64.0, help="collective size per rank (MiB) of the all-reduce workloads")
     ap.add_argument("--memory-gib", type=float, default=141.0, help="GPU memory (default 141: an H200)")
     ap.add_argument("--reserve-gib", type=float, default=4.0, help="memory kept back (default 4)")
-    ap.add_argument("--small-slots", type=int, default=4096,
-                    help="the last column: packet slots per switch (network.switch_packet_slots, default 4096)")
     ap.add_argument("--run", action="store_true", help="also run that many experiments on the GPU backend")
     ap.add_argument("--run-max", type=int, default=4096, help="with --run: at most this many per batch")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
