@@ -55,7 +55,7 @@ run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${W
 run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section WarpStateStats --section LaunchStats --section SourceCounters --section InstructionStats --import-source yes \
   -k mv_phase_window --launch-skip 2000 -c 1 -f -o $OUT/ncu_wide/prof python3 experiments/diag_wide_switch.py \
-  --batches 16 --mib 2 && ncu --import $OUT/ncu_wide/prof.ncu-rep --page details > $OUT/ncu_wide/details.txt \
+  --batches 16 --mib 2 --orders default && ncu --import $OUT/ncu_wide/prof.ncu-rep --page details > $OUT/ncu_wide/details.txt \
   && (ncu --import $OUT/ncu_wide/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu_wide/source_cuda.csv || true)"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
 from mvopt.engine import build_batch, get_backend, schema  # noqa: E402
-from mvopt.engine.batch import extract_results  # noqa: E402
+from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
@@ -55,15 +55,18 @@ def main() -> None:
     ap.add_argument("--backend", default="gpu", choices=("cpu", "gpu"))
     ap.add_argument("--batches", default="1,16,200")
     ap.add_argument("--mib", default="2", help="all-reduce MiB per NIC, comma-separated (default 2)")
+    ap.add_argument("--orders", default="default,widest-first",
+                    help="GPU node orders to compare (mvopt.engine.batch.node_order; results do not depend on it)")
     args = ap.parse_args()
     be = get_backend(args.backend)
-    print("| MiB | batch | windows | time per window (ms) | busiest node: ports / events per window | "
-          "µs per busiest-node event | identical copies |")
-    print("|---|---:|---:|---:|---|---:|---|")
+    print("| MiB | batch | node order | windows | time per window (ms) | busiest switch: ports / events per window | "
+          "µs per busiest-switch event | identical copies |")
+    print("|---|---:|---|---:|---:|---|---:|---|")
     for mib in (float(m) for m in args.mib.split(",")):
         exp = experiment(int(mib * 2**20))
-        for n in (int(b) for b in args.batches.split(",")):
+        for n, order in ((int(b), o) for b in args.batches.split(",") for o in args.orders.split(",")):
             batch = build_batch([exp] * n)
+            batch.cols["node_order"][:] = node_order(batch.cols, widest_first=order == "widest-first")
             t = time.perf_counter()
             iters = be.run(batch)
             wall = time.perf_counter() - t
@@ -79,7 +82,7 @@ def main() -> None:
             ev_per_window = 2.0 * float(sent[busiest]) / windows
             ports = int(np.diff(np.asarray(topo.node_port_offset))[busiest])
             same = all(r.same_as(res[0]) for r in res[1:])
-            print(f"| {mib:g} | {n} | {windows:,} | {secs / windows * 1e3:.3f} | {ports} / {ev_per_window:,.0f} | "
+            print(f"| {mib:g} | {n} | {order} | {windows:,} | {secs / windows * 1e3:.3f} | {ports} / {ev_per_window:,.0f} | "
                   f"{secs / windows / ev_per_window * 1e6:.2f} | {'yes' if same else 'NO'} |", flush=True)
 
 

@@ -318,7 +318,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                  zero_columns=frozenset(zero - filled))
 
 
-def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndarray:
+def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
@@ -327,8 +327,14 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False) -> np.ndar
     (0.64 vs 0.55 G packet-hops/s) but loses at 4,096 (0.40 vs 0.67: 32 experiments' rows per
     warp access instead of consecutive rows) and on idle windows (26 vs 18.6 us per window for
     1,000 experiments: the few busy nodes share a few warps instead of spreading over all SMs);
-    so it is off."""
-    kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + cols["node_port_hi"] - cols["node_port_lo"])
+    so it is off. With `widest_first`, switches come first, the widest first, then hosts: the
+    GPU starts the blocks of the busiest threads (wide spines) before the rest (to be measured:
+    experiments/diag_wide_switch.py --orders)."""
+    ports = cols["node_port_hi"] - cols["node_port_lo"]
+    if widest_first:
+        kind_key = np.where(cols["node_is_host"] == 1, 1, -ports)
+    else:
+        kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + ports)
     if not interleave:
         return np.argsort(kind_key, kind="stable")
     return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))

@@ -81,3 +81,21 @@ def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> No
     exp = Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build())
     with pytest.raises(ConfigError, match="network.payload_bytes"):
         exp.params
+
+
+def test_node_orders_are_permutations_grouped_by_kind() -> None:
+    """The GPU's node orders (results do not depend on them): hosts, then switches by width; or,
+    widest first, switches from the widest down, then hosts."""
+    from mvopt.engine.batch import node_order
+    from mvopt.testing.scenarios import mixed_experiments
+
+    cols = build_batch(mixed_experiments(6)).cols
+    ports = cols["node_port_hi"] - cols["node_port_lo"]
+    host = cols["node_is_host"] == 1
+    for widest in (False, True):
+        order = node_order(cols, widest_first=widest)
+        assert np.array_equal(np.sort(order), np.arange(order.size))
+        key = np.where(host[order], 1 if widest else 0, -ports[order] if widest else 1 + ports[order])
+        assert (np.diff(key) >= 0).all()
+    first = node_order(cols, widest_first=True)[0]
+    assert not host[first] and ports[first] == ports[~host].max()
