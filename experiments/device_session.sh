@@ -70,7 +70,7 @@ run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections ide
 if [ -d .whl ]; then
   # stacks every 60 s in the log: where a generation spends its time if the step runs out
   run optimizer 400 python3 -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)
-sys.argv = ['bench_optimizer.py', '--backend', 'gpu:0', '--generation', '1000', '--generations', '2', '--small',
+sys.argv = ['bench_optimizer.py', '--backend', '${OPT_BACKEND:-gpu:0}', '--generation', '1000', '--generations', '2', '--small',
             '--small-bytes', '${OPT_SMALL_BYTES:-2097152}', '--out', '$OUT/optimizer']
 runpy.run_path('experiments/bench_optimizer.py', run_name='__main__')"
 fi

@@ -13,6 +13,9 @@ def add_backend_options(parser: argparse.ArgumentParser, default: str = "cpu") -
                         help=f"engine backend; auto: the GPUs when CuPy sees one, else the CPU (default: {default})")
     parser.add_argument("--gpus", default=None, metavar="LIST",
                         help="GPU devices to spread experiments over, e.g. 0,1 (default: every visible GPU)")
+    parser.add_argument("--race-cpu", action="store_true",
+                        help="while one GPU runs the batch, the CPU's cores run its slowest experiments too; "
+                             "whichever finishes first gives the result (identical either way)")
 
 
 def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
@@ -26,6 +29,11 @@ def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
         if args.backend == "cpu":
             raise MvoptError("--gpus needs --backend gpu or auto")
         spec = f"gpu:{args.gpus}" if resolve_backend(args.backend) == "gpu" else "cpu"
+    if getattr(args, "race_cpu", False):
+        if resolve_backend(args.backend) != "gpu":
+            raise MvoptError("--race-cpu needs a GPU (--backend gpu or auto on a machine with one): "
+                             "the CPU races the GPU")
+        spec = f"{spec if ':' in spec else 'gpu:0'}+cpu"
     what = describe_backend(spec)
     if announce and args.backend == "auto":
         print(f"mvopt: backend auto: {what}", file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import Batch, scratch_words
+from mvopt.engine.batch import ST_CANCELLED, ST_RUN, Batch, Steer, scratch_words
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
 
@@ -26,6 +26,7 @@ __all__ = ["CpuBackend", "build_ctx", "cache_dir"]
 
 NODES_PER_THREAD = 512   # below this much work per thread, OpenMP's barriers cost more than they save
 PROGRESS_CHUNK = 16384   # windows per call between progress reports (results do not depend on it)
+STEER_CHUNK = 512        # ... between calls of a race's steer: a cancelled experiment stops within ~0.1-1 s
 _FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
 
 
@@ -142,12 +143,16 @@ class CpuBackend:
         return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
 
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None,
-            progress: Callable[[int, int], None] | None = None) -> int:
+            progress: Callable[[int, int], None] | None = None, steer: Steer | None = None) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
         for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
-        called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window."""
+        called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window;
+        `steer(statuses)` between chunks of STEER_CHUNK, and the experiments (batch indices) it
+        returns that still run are cancelled (engine/race.py)."""
         if progress is not None:
             chunk_iters = min(chunk_iters, PROGRESS_CHUNK)
+        if steer is not None:
+            chunk_iters = min(chunk_iters, STEER_CHUNK)
         scratch = self._scratch(batch)        # kept alive until the run ends
         arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
@@ -160,10 +165,16 @@ class CpuBackend:
         # several experiments: each thread runs whole experiments (cache locality); one
         # experiment: all threads share each phase of it
         run = self.lib.mv_run_by_experiment if int(batch.counts["n_exp"]) > 1 else self.lib.mv_run
+        status = batch.cols["exp_status"]
         while True:
+            if steer is not None:       # before every chunk, the first included (as the GPU polls)
+                for j in steer(status.copy()):
+                    if status[j] == ST_RUN:
+                        status[j] = ST_CANCELLED
+                if (status != 0).all():
+                    return total
             n = run(ctypes.byref(ctx), chunk_iters if max_iters is None else min(chunk_iters, max_iters - total), threads)
             total += n
-            status = batch.cols["exp_status"]
             if (status != 0).all() or (max_iters is not None and total >= max_iters):
                 return total
             if progress is not None:

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine._cpu import build_ctx
-from mvopt.engine.batch import RESULT_COLUMNS, Batch, scratch_arrays
+from mvopt.engine.batch import RESULT_COLUMNS, ST_CANCELLED, ST_RUN, Batch, Steer, scratch_arrays
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -108,12 +108,19 @@ class GpuBackend:
                 self.max_blocks[mode] = max(1, self.sms * int(per_sm))
 
     @staticmethod
-    def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None) -> bool:
+    def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None,
+              steer: Steer | None = None) -> bool:
         """Whether an experiment still runs and has windows left below `cap`, after telling
-        `progress` (experiments ended, furthest window). On the host (here and in
-        _run_launches): CuPy's element-wise operations would be compiled at their first use in
-        a process (measured: 5.9 s of the first run on a fresh machine)."""
+        `progress` (experiments ended, furthest window) and letting `steer` cancel experiments
+        (engine/race.py). On the host (here and in _run_launches): CuPy's element-wise
+        operations would be compiled at their first use in a process (measured: 5.9 s of the
+        first run on a fresh machine)."""
         st, it = status.get(), iters.get()
+        if steer is not None:
+            for j in steer(st):
+                if st[j] == ST_RUN:
+                    status[j:j + 1].set(np.array([ST_CANCELLED], status.dtype))   # a copy, no kernel
+                    st[j] = ST_CANCELLED
         if progress is not None:
             progress(int((st != 0).sum()), int(it.max()))
         return bool(((st == 0) & (it < cap)).any())
@@ -126,7 +133,8 @@ class GpuBackend:
             time.sleep(0.0005)
 
     def _run_launches(self, mode: str, launch_to, status, iters, start: int, cap_total: int, chunk_iters: int,
-                      deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None) -> None:
+                      deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None,
+                      steer: Steer | None = None) -> None:
         """The one-launch modes, launch after launch until no experiment runs any more or the
         budget is spent. `launch_to(cap)` runs experiments up to window `cap`: coop raises it by
         `chunk` per launch, adapted so that a launch takes a fraction of a second (the host
@@ -135,7 +143,7 @@ class GpuBackend:
         forward is a bug in the kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
         windows = iters.get()
-        while ((status.get() == 0) & (windows < cap_total)).any():
+        while self._poll(status, iters, cap_total, None, steer):
             cap = min(cap_total, cap + chunk) if mode == "coop" else cap_total
             t = time.perf_counter()
             launch_to(cap)
@@ -154,7 +162,8 @@ class GpuBackend:
                 chunk = max(16, chunk // 2)
 
     def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
-                   deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None) -> None:
+                   deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None,
+                   steer: Steer | None = None) -> None:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it)."""
         cp = self.cp
@@ -180,7 +189,7 @@ class GpuBackend:
                     stream.end_capture()
                 graph = None
         self.graph_used = graph is not None
-        while self._poll(status, iters, cap_total, progress):
+        while self._poll(status, iters, cap_total, progress, steer):
             with stream:
                 graph.launch() if graph is not None else iterations()
             stream.synchronize()
@@ -197,14 +206,16 @@ class GpuBackend:
         return int(free * GPU_MEMORY_FRACTION)
 
     def run(self, batch: Batch, *, chunk_iters: int = 256, max_iters: int | None = None,
-            deadline_s: float | None = None, progress: Callable[[int, int], None] | None = None) -> int:
+            deadline_s: float | None = None, progress: Callable[[int, int], None] | None = None,
+            steer: Steer | None = None) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
         Returns the most windows any experiment simulated. `max_iters` (windows per experiment)
         and `deadline_s` (wall seconds) stop early even if experiments are still running
         (profiling, benchmarks with a time budget); `last_timing` holds the upload / kernel /
         download seconds. The first launch runs at most `chunk_iters` windows per experiment, the
         next ones as many as take a fraction of a second. `progress(done, windows)` is called
-        between launches: experiments ended, furthest window."""
+        between launches: experiments ended, furthest window; `steer(statuses)` too, and the
+        experiments (batch indices) it returns that still run are cancelled (engine/race.py)."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
@@ -225,16 +236,16 @@ class GpuBackend:
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             if mode == "graph":
-                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress)
+                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
                 self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress)
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             else:
                 budget = np.int64(ASYNC_LAUNCH_NS)
                 self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress)
+                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
             for name in RESULT_COLUMNS:

@@ -8,7 +8,7 @@ the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` column
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -19,12 +19,17 @@ from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
 __all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
-           "INF_PS", "STATUS", "monitor_rows", "dependency_ends"]
+           "INF_PS", "STATUS", "ST_RUN", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 # "capacity": the experiment ran out of its compact packet slots and must run again with full
-# ones (mvopt.engine.capacity); run_share does that, so users never see this status
-STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error", 5: "capacity"}
+# ones (mvopt.engine.capacity); run_share does that, so users never see this status. "cancelled":
+# a backend's `steer` stopped it because another backend already has its result (engine/race.py).
+STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error", 5: "capacity", 6: "cancelled"}
+ST_RUN, ST_CANCELLED = 0, 6
+# called by a backend between launches with the batch's statuses (a host copy): the experiments
+# (batch indices) to cancel
+Steer = Callable[[np.ndarray], Iterable[int]]
 
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",

@@ -2,7 +2,10 @@
 
 A *backend spec* names where experiments run: ``cpu``, ``gpu`` (every visible GPU), ``gpu:0,1``
 (those devices), ``auto`` (the GPUs when CuPy sees one, else the CPU) or ``cpu:N`` (N CPU workers
-sharing the cores; for testing the splitting). Experiments are spread over the workers by
+sharing the cores; for testing the splitting); ``gpu:0+cpu`` (or ``gpu+cpu`` on a one-GPU
+machine) runs on that GPU while the CPU's cores race it on its slowest experiments
+(:mod:`mvopt.engine.race`; ``cpu+cpu`` does the same with a one-thread CPU worker, for testing).
+Experiments are spread over the workers by
 estimated cost (longest first onto the least-loaded worker); each worker cuts its share into
 sub-batches that fit its memory (exact byte counts, computed before anything is built) and runs
 them one after another; results come back in input order. Experiments are independent and
@@ -23,6 +26,7 @@ from mvopt.engine.batch import build_batch, dependency_ends, extract_results, mo
 from mvopt.engine.capacity import CAPACITY_MODES, node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import Experiment
 from mvopt.engine.progress import ProgressFn, ProgressReporter
+from mvopt.engine.race import CpuRacer
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
@@ -48,9 +52,20 @@ class Worker:
         return f"gpu:{self.device}" if self.kind == "gpu" else "cpu"
 
 
+def split_race(spec: str) -> tuple[str, bool]:
+    """(the spec without it, whether it ends in ``+cpu``): the CPU's cores race the one worker
+    of the spec on its slowest experiments (:mod:`mvopt.engine.race`)."""
+    base, plus, helper = spec.partition("+")
+    if plus and helper != "cpu":
+        raise BackendUnavailable(f"backend {spec!r}: only '+cpu' may follow a backend (the CPU's cores "
+                                 "racing it on its slowest experiments), not {helper!r}")
+    return base, bool(plus)
+
+
 def parse_backend(spec: str) -> list[Worker]:
     """The workers a backend spec names (see the module docstring)."""
     from mvopt.engine import resolve_backend
+    spec, race = split_race(spec)
     name, _, arg = spec.partition(":")
     kind = resolve_backend(name)
     if kind == "gpu":
@@ -59,15 +74,16 @@ def parse_backend(spec: str) -> list[Worker]:
         if n == 0:
             raise BackendUnavailable(f"backend {spec!r}: no CUDA GPU found (the GPU backend needs CuPy "
                                      "and an NVIDIA GPU; use --backend cpu or auto)")
-        if not arg:
-            return [Worker("gpu", d) for d in range(n)]
-        devices = _int_list(spec, arg)
+        devices = _int_list(spec, arg) if arg else list(range(n))
         bad = [d for d in devices if not 0 <= d < n]
         if bad:
             raise BackendUnavailable(f"backend {spec!r}: no GPU {bad[0]} (this machine has {n}: 0..{n - 1})")
+        if race and len(devices) != 1:
+            raise BackendUnavailable(f"backend {spec}+cpu: the CPU races one GPU, this names {len(devices)} "
+                                     "(e.g. gpu:0+cpu)")
         return [Worker("gpu", d) for d in devices]
     if not arg:
-        return [Worker("cpu")]
+        return [Worker("cpu", 0, 1 if race else None)]
     (n,) = _int_list(spec, arg)
     if n < 1:
         raise BackendUnavailable(f"backend {spec!r}: the number of CPU workers must be >= 1")
@@ -177,7 +193,9 @@ def describe_backend(spec: str) -> str:
         what = f"gpu ({len(workers)} GPU{'s' if len(workers) > 1 else ''}: {','.join(str(w.device) for w in workers)})"
     else:
         what = "cpu" if len(workers) == 1 else f"cpu ({len(workers)} workers)"
-    return f"{spec} -> {what}" if spec.partition(":")[0] == "auto" else what
+    if split_race(spec)[1]:
+        what += ", raced by the CPU's cores on its slowest experiments"
+    return f"{spec} -> {what}" if spec.partition(":")[0].partition("+")[0] == "auto" else what
 
 
 def _backend_for(worker: Worker):
@@ -186,7 +204,8 @@ def _backend_for(worker: Worker):
 
 
 def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None,
-              progress: ProgressFn | None = None, capacities: str = "auto") -> tuple[list, dict]:
+              progress: ProgressFn | None = None, capacities: str = "auto",
+              race_cpu: bool = False, race_threads: int | None = None) -> tuple[list, dict]:
     """One worker's job: cut its experiments into sub-batches that fit its memory, build and run
     them one after another. Returns the results (in the given order) and the worker's figures.
     `progress` receives a BatchProgress every PROGRESS_INTERVAL_S seconds of a run.
@@ -194,7 +213,11 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     `capacities` (:mod:`mvopt.engine.capacity`): ``full`` packet slots for every experiment;
     ``compact`` ones first, and the experiments that run out of them again with full ones (a
     sub-batch of their own; the results are those of a full run); ``auto`` = compact when the
-    experiments at full capacities do not fit one batch, else full."""
+    experiments at full capacities do not fit one batch, else full.
+
+    `race_cpu`: the CPU's cores (`race_threads`, default all but one) run the same experiments
+    meanwhile, heaviest serial load first, and whichever finishes one first provides its result
+    (:mod:`mvopt.engine.race`; identical either way)."""
     import time
     if capacities not in CAPACITY_MODES:
         raise MvoptError(f"capacities {capacities!r}: expected one of {', '.join(CAPACITY_MODES)}")
@@ -211,26 +234,33 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
     stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0}
+    racer = CpuRacer(exps, race_threads).start() if race_cpu else None
 
     def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
         for g in todo:
+            if racer is not None:          # what the CPU already finished is not built again
+                done_before += sum(1 for k in g if k in racer.results)
+                g = [k for k in g if k not in racer.results]
+                if not g:
+                    continue
             t = time.perf_counter()
             batch = build_batch([exps[k] for k in g], compact=small)
             stats["build_s"] += time.perf_counter() - t
             t = time.perf_counter()
             if reporter is not None:
                 reporter.start_sub_batch(stats["sub_batches"], done_before)
-            iters = be.run(batch, progress=reporter)
+            steer = {"steer": racer.steer_for(g)} if racer is not None else {}
+            iters = be.run(batch, progress=reporter, **steer)
             stats["run_s"] += time.perf_counter() - t
             stats["sub_batches"] += 1
             for k, r in zip(g, extract_results(batch, iters)):
-                results[k] = r
+                results[k] = r if r.status != "cancelled" else None   # the CPU's, below
             done_before += len(g)
             del batch
 
-    run_groups(groups, compact, 0)
-    again = [k for k, r in enumerate(results) if r.status == "capacity"]
-    if again:
+    def rerun_full(again: list[int]) -> None:
+        if not again:
+            return
         _log.info("%d of %d experiments ran out of their compact packet slots; they run again with full ones: %s",
                   len(again), len(exps), "; ".join(f"{names[k]}: {results[k].diagnostic}" for k in again[:5]))
         retry = [[again[j] for j in g] for g in split_by_memory([experiment_counts(exps[k]) for k in again], cap,
@@ -239,6 +269,25 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             reporter.sub_batches += len(retry)
         stats["rerun_full"] = len(again)
         run_groups(retry, False, len(exps) - len(again))
+
+    try:
+        run_groups(groups, compact, 0)
+        again = [k for k, r in enumerate(results)
+                 if r is not None and r.status == "capacity" and not (racer is not None and k in racer.results)]
+        rerun_full(again)
+    except BaseException:
+        if racer is not None:
+            racer.stop.set()
+        raise
+    if racer is not None:
+        racer.finish()
+        for k in range(len(exps)):
+            if results[k] is None or results[k].status in ("cancelled", "capacity"):
+                results[k] = racer.take(k)
+        stats.update(racer.stats)
+    missing = [names[k] for k, r in enumerate(results) if r is None]
+    if missing:
+        raise MvoptError(f"no result for {len(missing)} experiments ({', '.join(missing[:5])}): a bug")
     return results, {"experiments": len(exps), "compact": compact, **stats, "busy_s": time.perf_counter() - t0}
 
 
@@ -273,10 +322,13 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     if not exps:
         return []
     workers = parse_backend(backend)
+    race = split_race(backend)[1]
     if not workers:
         raise BackendUnavailable(f"backend {backend!r} names no device")
+    if race and len(workers) != 1:
+        raise BackendUnavailable(f"backend {backend!r}: the CPU races one worker, this names {len(workers)}")
     if len(workers) == 1:
-        results, stats = run_share(workers[0], exps, memory_bytes, progress, capacities)
+        results, stats = run_share(workers[0], exps, memory_bytes, progress, capacities, race_cpu=race)
         if report is not None:
             report[f"{workers[0]}#0"] = {**stats, "cost": 0.0}
         return results

@@ -74,7 +74,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("exp_d", "f64", "n_exp", "double parameters (ED_* in mv_common.cuh)", NEXP_D),
     _c("exp_T_ps", "i64", "n_exp", "state [advance]: window start (the experiment's clock)"),
     _c("exp_iter", "i64", "n_exp", "state [advance]: windows simulated; its parity selects ring buffers"),
-    _c("exp_status", "i32", "n_exp", "state [advance]: 0 running, 1 done, 2 stuck, 3 timeout, 4 error"),
+    _c("exp_status", "i32", "n_exp", "state [advance]: 0 running, 1 done, 2 stuck, 3 timeout, 4 error, 5 out of compact slots, 6 cancelled"),
     _c("exp_mon_k", "i64", "n_exp", "state [advance]: monitor samples due after the windows simulated, "
        "floor((T + W) / interval) + 1 (0 before the first window or with monitors off); the nodes "
        "record sample k (time k * interval) if k < the experiment's cap (EI_MON_*)"),

@@ -148,9 +148,11 @@ def make_evaluator(name: str) -> Evaluator:
 
     ``module:attr`` names are imported on demand (``attr`` is a factory or an Evaluator class),
     so that worker processes can use evaluators defined outside mvopt (tests do). The engine's
-    backend specs ``gpu:0,1``, ``cpu:N`` and ``auto`` (mvopt.engine.plan) are the simulator.
+    backend specs ``gpu:0,1``, ``cpu:N``, ``gpu+cpu`` and ``auto`` (mvopt.engine.plan) are the
+    simulator.
     """
-    if name == "auto" or name.partition(":")[0] in _ENGINE_SPECS and ":" in name:
+    head = name.partition("+")[0].partition(":")[0]
+    if name == "auto" or head in _ENGINE_SPECS and (":" in name or "+" in name) or name.startswith("auto+"):
         return SimulatorEvaluator(name)
     if name not in _REGISTRY and ":" in name:
         module_name, _, attr = name.partition(":")

@@ -184,3 +184,11 @@ def test_examples_at_toy_size(tmp_path, capsys, name, shrink):
     assert mvopt([path, "--json"]) == 0
     e, = json.loads(capsys.readouterr().out)["experiments"]
     assert e["status"] == "done" and e["flows_completed"] == e["flows"] > 0
+
+
+def test_race_cpu_needs_a_gpu(tmp_path, capsys):
+    """--race-cpu: the CPU races a GPU; with the CPU backend there is nothing to race (one clear
+    line, exit 1)."""
+    assert mvopt([_write(tmp_path, "s.yaml", SCENARIO), "--race-cpu"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--race-cpu needs a GPU" in err

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mvopt.engine import build_batch, simulate
-from mvopt.engine.plan import (balance, batch_bytes, batch_counts, experiment_cost, experiment_counts, parse_backend,
-                               run_experiments, split_by_memory)
+from mvopt.engine.plan import (Worker, balance, batch_bytes, batch_counts, experiment_cost, experiment_counts,
+                               parse_backend, run_experiments, run_share, split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
 from mvopt.testing.scenarios import mixed_experiments
@@ -102,3 +102,70 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
     assert all(p.total == len(EXPS) and 0 <= p.done <= p.total and p.windows >= 0 for p in seen)
     keys = [(p.sub_batch, p.done, p.windows) for p in seen]
     assert keys == sorted(keys) and [p.elapsed_s for p in seen] == sorted(p.elapsed_s for p in seen)
+
+
+def test_steer_cancels_running_experiments_between_launches(backend) -> None:
+    """A backend's steer cancels the experiments it names (status 'cancelled'); the others run on
+    and give the results of a run without steering."""
+    from mvopt.engine import build_batch, get_backend
+    from mvopt.engine.batch import extract_results
+
+    plain = simulate(EXPS, backend=backend, capacities="full")
+    batch = build_batch(EXPS)
+    calls: list = []
+
+    def steer(status):
+        calls.append(status.copy())
+        return [1] if len(calls) == 1 else []
+
+    iters = get_backend(backend).run(batch, steer=steer)
+    res = extract_results(batch, iters)
+    assert calls and res[1].status == "cancelled"
+    assert all(a.same_as(b) for k, (a, b) in enumerate(zip(res, plain)) if k != 1)
+
+
+def test_race_gives_the_results_of_a_plain_run(backend) -> None:
+    """``gpu+cpu`` (and ``cpu+cpu``, a one-thread CPU worker): raced by the CPU racer; whoever wins
+    each experiment, the results are those of a plain run, and none is lost or cancelled."""
+    plain = simulate(EXPS, backend="cpu", capacities="full")
+    worker = Worker("cpu", 0, 1) if backend == "cpu" else Worker("gpu", 0)
+    raced, stats = run_share(worker, EXPS, race_cpu=True, race_threads=1)
+    assert all(a.same_as(b) for a, b in zip(raced, plain))
+    assert stats["cpu_won"] + stats["sub_batches"] >= 1
+    spec = "cpu+cpu" if backend == "cpu" else "gpu:0+cpu"
+    assert all(a.same_as(b) for a, b in zip(simulate(EXPS, backend=spec), plain))
+
+
+def test_cpu_race_wins_where_the_worker_is_slow(monkeypatch) -> None:
+    """When the worker cannot finish first (here it waits until the racer has every result, then
+    its steer cancels them all), every result comes from the CPU racer: the plain run's."""
+    import time
+
+    from mvopt.engine import get_backend
+
+    plain = simulate(EXPS, backend="cpu", capacities="full")
+    worker_backend = get_backend("cpu", threads=1)
+    real_run = worker_backend.run
+
+    def slow_run(batch, **kw):
+        status = batch.cols["exp_status"]
+        t = time.perf_counter()
+        while time.perf_counter() - t < 120:
+            cancel = list(kw["steer"](status.copy()))
+            if len(cancel) == status.size:
+                status[cancel] = 6
+                break
+            time.sleep(0.01)
+        return real_run(batch, **kw)
+
+    monkeypatch.setattr(worker_backend, "run", slow_run)
+    raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=1)
+    assert stats["cpu_won"] == len(EXPS)
+    assert all(a.same_as(b) for a, b in zip(raced, plain))
+
+
+def test_only_cpu_may_race_and_it_races_one_worker() -> None:
+    with pytest.raises(MvoptError, match=r"only '\+cpu'"):
+        simulate(EXPS, backend="cpu+gpu")
+    with pytest.raises(MvoptError, match="races one worker"):
+        simulate(EXPS, backend="cpu:2+cpu")

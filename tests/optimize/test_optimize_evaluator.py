@@ -42,6 +42,7 @@ def test_simulator_evaluator_calls_experiment_evaluate_once_per_batch(monkeypatc
 
 def test_registry():
     assert isinstance(make_evaluator("cpu"), SimulatorEvaluator)
+    assert make_evaluator("cpu+cpu").backend == "cpu+cpu"        # a race (engine/race.py) is the simulator too
     register_evaluator("analytic-test", AnalyticEvaluator)
     assert make_evaluator("analytic-test").name == "analytic"
     assert isinstance(make_evaluator("analytic_evaluator:make"), Evaluator)

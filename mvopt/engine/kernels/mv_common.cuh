@@ -12,7 +12,8 @@
 enum { PK_DATA = 0, PK_ACK = 1, PK_NACK = 2, PK_PAUSE = 3, PK_RESUME = 4 };
 enum { FL_CE = 1, FL_ECHO = 2 };
 // ST_CAPACITY: out of compact packet slots, to be run again with full ones (mvopt/engine/capacity.py)
-enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5 };
+// ST_CANCELLED: set by the host between launches (another backend has the result: engine/race.py)
+enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5, ST_CANCELLED = 6 };
 enum { Q_CTL = 0, Q_DATA = 1 };
 enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };
 enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
