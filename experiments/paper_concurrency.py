@@ -4,6 +4,7 @@
     python experiments/paper_concurrency.py --gpus 16,64 --no-write
     python experiments/paper_concurrency.py --memory-gib 80      # an 80 GB H100
     python experiments/paper_concurrency.py --run --run-max 4096 --no-write   # on a GPU machine: run that many
+    python experiments/paper_concurrency.py --run --run-slots compact --gpus 128 --workloads rail-training --no-write
 
 For each workload and cluster size (GPUs) one experiment is built as the optimizer would build
 it (``mvopt.experiment.build``), then the engine batch of that one experiment
@@ -164,12 +165,13 @@ def run_on_gpu(row: dict, args) -> dict:
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import extract_results
 
-    n = min(row["fit"], args.run_max, row["int32_cap"])
+    small = args.run_slots == "compact"
+    n = min(row["small_fit" if small else "fit"], args.run_max, row["small_int32_cap" if small else "int32_cap"])
     be = get_backend("gpu")
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     t0 = time.perf_counter()
-    batch = build_batch([row["experiment"]] * n)
+    batch = build_batch([row["experiment"]] * n, compact=small)
     t1 = time.perf_counter()
     try:
         iters = be.run(batch)
@@ -240,7 +242,8 @@ The workloads are in the script's docstring.
 """ + "\n".join(lines) + "\n"
     ran = [r for r in rows if "run_n" in r]
     if ran:
-        text += ("\n**Run on the GPU** (`--run`, at most " f"{args.run_max:,} experiments per batch):\n\n"
+        text += ("\n**Run on the GPU** (`--run`, at most " f"{args.run_max:,} experiments per batch, "
+                 f"{args.run_slots} packet slots):\n\n"
                  "| workload | GPUs | experiments run | status | device memory held (GiB) | build (s) | run (s) | "
                  "experiments/hour |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
         for r in ran:
@@ -260,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reserve-gib", type=float, default=4.0, help="memory kept back (default 4)")
     ap.add_argument("--run", action="store_true", help="also run that many experiments on the GPU backend")
     ap.add_argument("--run-max", type=int, default=4096, help="with --run: at most this many per batch")
+    ap.add_argument("--run-slots", choices=("full", "compact"), default="full",
+                    help="with --run: packet slots of the batch run (compact: the last column's count; an "
+                         "experiment that runs out of them shows status capacity)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     args = ap.parse_args(argv)
     rows = []
