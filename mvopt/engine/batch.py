@@ -367,8 +367,8 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
 
 # The state columns that extract_results reads: all a backend must copy back after a run.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
-                  "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_wire_bytes",
-                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "port_qbytes", "node_pool_next", "node_pool_free")
+                  "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_tx",
+                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
@@ -407,7 +407,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
-            port_tx_bytes=c["port_wire_bytes"][p0:p1].copy(),
+            port_tx_bytes=port_record(c, "wire_bytes")[p0:p1].copy(),
             diagnostic=diag, **_monitors(batch, i, end)))
     return out
 
@@ -427,9 +427,14 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
 
     qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
-    final_q = c["port_qbytes"].reshape(-1, 2)[p0:p1, 1]                 # the data queues
+    final_q = port_record(c, "qbytes", 1)[p0:p1]                       # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
-                          table("mon_w", wlo) if wlo >= 0 else None, final_q, c["port_wire_bytes"][p0:p1])
+                          table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "wire_bytes")[p0:p1])
+
+
+def port_record(cols: dict[str, np.ndarray], field: str, offset: int = 0) -> np.ndarray:
+    """One field of every port's transmit record (`port_tx`, schema.PT), as a strided view."""
+    return cols["port_tx"].reshape(-1, schema.NPT)[:, schema.PT[field] + offset]
 
 
 def _diagnostic(batch: Batch, i: int, status: str) -> str:

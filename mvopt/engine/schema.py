@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "MAX_INT_HOPS",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -27,6 +27,11 @@ NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with H
 NEXP_D = 16        # double parameters per experiment
 NEXP_I = 24        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
+NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
+# where in that record (mirrors the PT_* enum): ring tails by parity, free time and wire bytes in
+# its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
+# reads), queued bytes by class, dequeued bytes and data packets in its second (a dequeue)
+PT = {"tail": 0, "free_ps": 2, "wire_bytes": 3, "qbytes": 4, "tx_bytes": 6, "deq": 7}
 
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
 PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<i4"), ("sendno", "<i4"),
@@ -134,12 +139,13 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_wire", "i64", "n_port", "the port's wire, one sector (PW_* in mv_common.cuh): first packet slot of "
        "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), propagation delay (ps), "
        "serialization ps per byte when the rate divides 8e12 exactly, else 0 (then the rate is used)", 4),
-    _c("port_free_ps", "i64", "n_port", "state [node]: the port is busy until then"),
-    _c("port_tail", "i64", "n_port", "state [node]: packets ever sent, by iteration parity", 2),
+    _c("port_tx", "i64", "n_port", "state [node]: the port's transmit record, one 64-byte line (PT_* in "
+       "mv_common.cuh, PT here): packets ever sent by iteration parity (the ring's tails, read by the peer), "
+       "busy-until time, every byte put on the wire (link utilisation); queued bytes (control, data), bytes "
+       "dequeued for transmission (INT; no PFC frames), data packets dequeued (ECN hash counter)", NPT),
     _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
-    _c("port_qbytes", "i64", "n_port", "state [node]: queued bytes (control, data)", 2),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
     _c("port_paused", "i8", "n_port", "state [node]: data class paused by the peer"),
     _c("port_in_bytes", "i64", "n_port", "state [node]: MMU ingress bytes of this link (switch)"),
@@ -147,9 +153,6 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_in_paused", "i8", "n_port", "state [node]: we asked the peer to pause"),
     _c("port_pfc_sent", "i8", "n_port", "state [node]: pause state last signalled to the peer"),
     _c("port_pfc_ps", "i64", "n_port", "state [node]: when the pending PFC frame was requested"),
-    _c("port_tx_bytes", "i64", "n_port", "state [node]: bytes dequeued for transmission (INT; no PFC frames)"),
-    _c("port_wire_bytes", "i64", "n_port", "state [node]: every byte put on the wire (link utilisation)"),
-    _c("port_deq", "i64", "n_port", "state [node]: data packets dequeued (ECN hash counter)"),
     _c("node_lock", "i32", "n_node", "state [any]: the node's lock word (the MV_PUSH_LOCK ablation only; 0: free)"),
     _c("node_cached", "i8", "n_node", "state [node]: the switch's port caches (port_ta ...) hold its state "
        "(built in its first window, then kept up to date)"),
@@ -230,8 +233,9 @@ def numpy_dtype(col: Column) -> np.dtype:
 
 def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
-    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}",
-             f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}", "struct Ctx {"]
+    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPT {NPT}",
+             f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
+             *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:

@@ -40,11 +40,19 @@ enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_E
        CI_HIGH_SEQ, CI_CWR, CI_LAST_BYTES /* wire bytes of the last data packet (HPCC pacing) */,
        CI_COUNT };
 enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 + 3 * MAX_INT_HOPS };
-// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D) come from schema.py with struct Ctx;
+// A port's transmit record (port_tx[p * NPT + k], 64 bytes): ring tails by parity, busy-until time
+// and wire bytes in the first 32-byte sector; queued bytes by class, bytes and data packets
+// dequeued in the second (schema.PT mirrors it).
+enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
+       PT_DEQ = 7, PT_COUNT = 8 };
+// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
 static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
-              HI_COUNT <= NHOPI,
+              HI_COUNT <= NHOPI && PT_COUNT == NPT,
               "schema.py table widths are too small for the kernel's enums");
+static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
+              PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
+              "schema.PT does not mirror the PT_* enum");
 enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
 
 
@@ -107,6 +115,8 @@ MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
 #define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
 enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
 #define PORT_W(c, p, k) ((c)->port_wire[(p) * 4 + (k)])
+// ... and its transmit record (port_tx, PT_* above)
+#define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
@@ -114,14 +124,14 @@ MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
   int32_t t = PORT_QT(c, p, q);
   if (t < 0) PORT_QH(c, p, q) = s; else c->pkt[t].next = s;
   PORT_QT(c, p, q) = s;
-  c->port_qbytes[p * 2 + q] += c->pkt[s].bytes;
-  if (q == Q_DATA && c->port_qbytes[p * 2 + q] > c->port_qmax[p]) c->port_qmax[p] = c->port_qbytes[p * 2 + q];
+  PORT_T(c, p, PT_QBYTES + q) += c->pkt[s].bytes;
+  if (q == Q_DATA && PORT_T(c, p, PT_QBYTES + q) > c->port_qmax[p]) c->port_qmax[p] = PORT_T(c, p, PT_QBYTES + q);
 }
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t s = PORT_QH(c, p, q);
   PORT_QH(c, p, q) = c->pkt[s].next;
   if (c->pkt[s].next < 0) PORT_QT(c, p, q) = -1;
-  c->port_qbytes[p * 2 + q] -= c->pkt[s].bytes;
+  PORT_T(c, p, PT_QBYTES + q) -= c->pkt[s].bytes;
   return s;
 }
 
@@ -148,7 +158,7 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
 // port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
 MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
-  int64_t tail = c->port_tail[p * 2 + par];
+  int64_t tail = PORT_T(c, p, PT_TAIL + par);
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
   int64_t cap = PORT_W(c, p, PW_RING_CAP);
   if (tail - head_seen >= cap) return -1;
@@ -158,9 +168,9 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   c->pkt[s].t = end + PORT_W(c, p, PW_DELAY);
   c->pkt[s].next = -1;
   if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
-  c->port_tail[p * 2 + par] = tail + 1;
-  c->port_free_ps[p] = end;
-  c->port_wire_bytes[p] += pk->bytes;
+  PORT_T(c, p, PT_TAIL + par) = tail + 1;
+  PORT_T(c, p, PT_FREE) = end;
+  PORT_T(c, p, PT_WIRE_BYTES) += pk->bytes;
   ctr_add(c, v, C_HOPS, 1);
   return end;
 }

@@ -143,7 +143,7 @@ MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
       if (flow_can_send(c, e, f)) avail = mv_min(avail, c->f_next_tx[f]);
     }
   }
-  return avail >= MV_INF ? MV_INF : mv_max(avail, c->port_free_ps[p]);
+  return avail >= MV_INF ? MV_INF : mv_max(avail, PORT_T(c, p, PT_FREE));
 }
 
 MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, int par) {

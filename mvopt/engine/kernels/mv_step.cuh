@@ -17,7 +17,7 @@ MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
 // Earliest unconsumed arrival on in-ring q (port q of our peer) visible in this iteration.
 MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
   int64_t head = c->port_head[q * 2 + par];
-  if (head >= c->port_tail[q * 2 + (par ^ 1)]) return MV_INF;
+  if (head >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
   return c->pkt[ring_slot(c, q, head)].t;
 }
 
@@ -25,7 +25,7 @@ MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
     int64_t q = c->port_peer[p];
     c->port_head[q * 2 + par] = c->port_head[q * 2 + (par ^ 1)];
-    c->port_tail[p * 2 + par] = c->port_tail[p * 2 + (par ^ 1)];
+    PORT_T(c, p, PT_TAIL + par) = PORT_T(c, p, PT_TAIL + (par ^ 1));
   }
 }
 
@@ -33,8 +33,8 @@ MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
 MV_DEV int64_t node_sent_min(const Ctx* c, int64_t v, int par) {
   int64_t m = MV_INF;
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-    int64_t from = c->port_tail[p * 2 + (par ^ 1)];
-    if (c->port_tail[p * 2 + par] > from) m = mv_min(m, c->pkt[ring_slot(c, p, from)].t);
+    int64_t from = PORT_T(c, p, PT_TAIL + (par ^ 1));
+    if (PORT_T(c, p, PT_TAIL + par) > from) m = mv_min(m, c->pkt[ring_slot(c, p, from)].t);
   }
   return m;
 }
@@ -64,8 +64,8 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
   for (; s <= t && k < cap; ++k, s += iv) {
     int64_t row = k * np + j0 - lo;
     for (int64_t p = lo; p < hi; ++p) {
-      c->mon_q[qlo + row + p] = c->port_qbytes[p * 2 + Q_DATA];
-      if (wlo >= 0) c->mon_w[wlo + row + p] = c->port_wire_bytes[p];
+      c->mon_q[qlo + row + p] = PORT_T(c, p, PT_QBYTES + Q_DATA);
+      if (wlo >= 0) c->mon_w[wlo + row + p] = PORT_T(c, p, PT_WIRE_BYTES);
     }
   }
   return k < cap ? s : MV_INF;

@@ -130,7 +130,7 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   h = PORT_QH(c, p, Q_DATA);
   if (h >= 0 && !c->port_paused[p] && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
   if (avail >= MV_INF) return MV_INF;
-  int64_t t = mv_max(avail, c->port_free_ps[p]);
+  int64_t t = mv_max(avail, PORT_T(c, p, PT_FREE));
   *what = switch_port_class(c, p, t);
   return t;
 }
@@ -156,28 +156,28 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     *touched = i;
     mmu_dequeue(c, e, v, i, pk->bytes);
     pfc_check(c, e, v, i, t, false);
-    int64_t q = c->port_qbytes[p * 2 + Q_DATA];
+    int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
     if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
       bool mark = false;
       if (q > c->port_kmax[p]) mark = true;
       else if (q > c->port_kmin[p]) {
         double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
-        uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], c->port_deq[p], 0);
+        uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
         mark = mv_uniform(h) < prob;
       }
       if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
     }
-    c->port_deq[p] += 1;
+    PORT_T(c, p, PT_DEQ) += 1;
     if (c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
       IntHop* hop = &c->pkt_int[(int64_t)s * MAX_INT_HOPS + pk->nint];
       hop->ts = t;
-      hop->tx = c->port_tx_bytes[p];
-      hop->qlen = c->port_qbytes[p * 2] + c->port_qbytes[p * 2 + 1];
+      hop->tx = PORT_T(c, p, PT_TX_BYTES);
+      hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
       hop->port = p;
       pk->nint += 1;
     }
   }
-  c->port_tx_bytes[p] += pk->bytes;
+  PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
   pool_free(c, v, s);
   return ok;
