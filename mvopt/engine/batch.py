@@ -187,7 +187,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("port_peer", np.asarray(topo.port_peer_port, np.int64) + port_base)
         add("port_rate_bps", rate)
         add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
-        add("port_headroom", p.port_headroom); add("port_shift", p.port_shift)
+        ingress = np.zeros((npt, schema.NPI), np.int64)       # port_in: parameters set, state zero
+        ingress[:, schema.PI["headroom"]] = p.port_headroom
+        ingress[:, schema.PI["shift"]] = p.port_shift
+        add("port_in", ingress.ravel())
         cap = port_ring_capacities(topo, p, small)
         wire_parts.append((cap, delay, ps_per_byte(rate)))   # port_wire, once the rings are placed
         # ---- nodes
@@ -368,7 +371,7 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
 # The state columns that extract_results reads: all a backend must copy back after a run.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
                   "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_tx",
-                  "port_paused", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
+                  "port_in", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
@@ -407,7 +410,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
-            port_tx_bytes=port_record(c, "wire_bytes")[p0:p1].copy(),
+            port_tx_bytes=port_record(c, "port_tx", "wire_bytes")[p0:p1].copy(),
             diagnostic=diag, **_monitors(batch, i, end)))
     return out
 
@@ -427,14 +430,19 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
 
     qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
-    final_q = port_record(c, "qbytes", 1)[p0:p1]                       # the data queues
+    final_q = port_record(c, "port_tx", "qbytes", 1)[p0:p1]            # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
-                          table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "wire_bytes")[p0:p1])
+                          table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "port_tx", "wire_bytes")[p0:p1])
 
 
-def port_record(cols: dict[str, np.ndarray], field: str, offset: int = 0) -> np.ndarray:
-    """One field of every port's transmit record (`port_tx`, schema.PT), as a strided view."""
-    return cols["port_tx"].reshape(-1, schema.NPT)[:, schema.PT[field] + offset]
+_RECORDS = {"port_tx": (schema.NPT, schema.PT), "port_in": (schema.NPI, schema.PI)}
+
+
+def port_record(cols: dict[str, np.ndarray], column: str, field: str, offset: int = 0) -> np.ndarray:
+    """One field of every port's record (`port_tx`: schema.PT, `port_in`: schema.PI), as a
+    strided view."""
+    words, layout = _RECORDS[column]
+    return cols[column].reshape(-1, words)[:, layout[field] + offset]
 
 
 def _diagnostic(batch: Batch, i: int, status: str) -> str:
@@ -456,7 +464,7 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     pending = [int(t) for t in range(g.n) if c["task_finish_ps"][t0 + t] >= INF_PS and g.kind[t] == DELAY]
     if pending:
         lines.append(f"{len(pending)} delay tasks not run (waiting for predecessors): {pending[:10]}")
-    paused = np.nonzero(c["port_paused"][p0:p1])[0]
+    paused = np.nonzero(port_record(c, "port_in", "paused")[p0:p1])[0]
     if paused.size:
         topo = batch.experiments[i].topology
         desc = ", ".join(f"port {int(p)} (node {int(topo.port_node[p])}->{int(topo.port_peer_node[p])})"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "MAX_INT_HOPS",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -32,6 +32,13 @@ NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
 # its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
 # reads), queued bytes by class, dequeued bytes and data packets in its second (a dequeue)
 PT = {"tail": 0, "free_ps": 2, "wire_bytes": 3, "qbytes": 4, "tx_bytes": 6, "deq": 7}
+NPI = 8            # words of a port's ingress record (PI_* in mv_common.cuh)
+# where in it: the MMU's ingress bytes and headroom bytes of the link, and its two parameters (PFC
+# headroom, dynamic-threshold shift) in the first sector (an arrival's admission); the PFC state
+# (we asked the peer to pause, what we last signalled, when a frame was requested, the peer
+# paused us) in the second (what a port's next transmission depends on)
+PI = {"in_bytes": 0, "in_hdrm": 1, "headroom": 2, "shift": 3, "in_paused": 4, "pfc_sent": 5, "pfc_ps": 6,
+      "paused": 7}
 
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
 PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<i4"), ("sendno", "<i4"),
@@ -134,8 +141,6 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_kmin", "i64", "n_port", "ECN Kmin bytes"),
     _c("port_kmax", "i64", "n_port", "ECN Kmax bytes"),
     _c("port_pmax", "f64", "n_port", "ECN Pmax"),
-    _c("port_headroom", "i64", "n_port", "PFC headroom of this link's ingress at the owner"),
-    _c("port_shift", "i32", "n_port", "PFC dynamic-threshold shift"),
     _c("port_wire", "i64", "n_port", "the port's wire, one sector (PW_* in mv_common.cuh): first packet slot of "
        "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), propagation delay (ps), "
        "serialization ps per byte when the rate divides 8e12 exactly, else 0 (then the rate is used)", 4),
@@ -147,12 +152,11 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
-    _c("port_paused", "i8", "n_port", "state [node]: data class paused by the peer"),
-    _c("port_in_bytes", "i64", "n_port", "state [node]: MMU ingress bytes of this link (switch)"),
-    _c("port_in_hdrm", "i64", "n_port", "state [node]: MMU headroom bytes of this link"),
-    _c("port_in_paused", "i8", "n_port", "state [node]: we asked the peer to pause"),
-    _c("port_pfc_sent", "i8", "n_port", "state [node]: pause state last signalled to the peer"),
-    _c("port_pfc_ps", "i64", "n_port", "state [node]: when the pending PFC frame was requested"),
+    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, one 64-byte line "
+       "(PI_* in mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), the "
+       "link's PFC headroom and dynamic-threshold shift (parameters); we asked the peer to pause, pause "
+       "state last signalled to the peer, when the pending PFC frame was requested, data class paused by "
+       "the peer", NPI),
     _c("node_lock", "i32", "n_node", "state [any]: the node's lock word (the MV_PUSH_LOCK ablation only; 0: free)"),
     _c("node_cached", "i8", "n_node", "state [node]: the switch's port caches (port_ta ...) hold its state "
        "(built in its first window, then kept up to date)"),
@@ -235,7 +239,9 @@ def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
     lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPT {NPT}",
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
-             *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()), "struct Ctx {"]
+             f"#define NPI {NPI}",
+             *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
+             *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:

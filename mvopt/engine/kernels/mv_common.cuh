@@ -45,14 +45,24 @@ enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 +
 // dequeued in the second (schema.PT mirrors it).
 enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
        PT_DEQ = 7, PT_COUNT = 8 };
-// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT) come from schema.py with struct Ctx;
+// A port's ingress record (port_in[p * NPI + k], 64 bytes), for the link the port's packets come in
+// over: MMU ingress and headroom bytes, the link's PFC headroom and threshold shift (parameters)
+// in the first sector; the PFC state (we asked the peer to pause, what we last signalled, when a
+// frame was requested, the peer paused us) in the second (schema.PI mirrors it).
+enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_HEADROOM, PI_SHIFT, PI_IN_PAUSED, PI_PFC_SENT, PI_PFC_PS, PI_PAUSED,
+       PI_COUNT };
+// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT, NPI) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
 static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
-              HI_COUNT <= NHOPI && PT_COUNT == NPT,
+              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI,
               "schema.py table widths are too small for the kernel's enums");
 static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");
+static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_HEADROOM == SCHEMA_PI_HEADROOM &&
+              PI_SHIFT == SCHEMA_PI_SHIFT && PI_IN_PAUSED == SCHEMA_PI_IN_PAUSED && PI_PFC_SENT == SCHEMA_PI_PFC_SENT &&
+              PI_PFC_PS == SCHEMA_PI_PFC_PS && PI_PAUSED == SCHEMA_PI_PAUSED,
+              "schema.PI does not mirror the PI_* enum");
 enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
 
 
@@ -117,6 +127,7 @@ enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
 #define PORT_W(c, p, k) ((c)->port_wire[(p) * 4 + (k)])
 // ... and its transmit record (port_tx, PT_* above)
 #define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
+#define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {

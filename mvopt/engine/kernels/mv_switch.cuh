@@ -5,36 +5,36 @@
 // ---- MMU (HPCC switch-mmu semantics; data class only) --------------------------------------
 MV_DEV int64_t mmu_shared_of(const Ctx* c, int64_t e, int64_t i) {
   int64_t r = EI(c, e, EI_RESERVE);
-  return c->port_in_bytes[i] > r ? c->port_in_bytes[i] - r : 0;
+  return PORT_I(c, i, PI_IN_BYTES) > r ? PORT_I(c, i, PI_IN_BYTES) - r : 0;
 }
 MV_DEV int64_t mmu_threshold(const Ctx* c, int64_t v, int64_t i) {
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - c->node_shared_used[v];
   if (free_b < 0) free_b = 0;
-  return free_b >> c->port_shift[i];
+  return free_b >> PORT_I(c, i, PI_SHIFT);
 }
 MV_DEV bool mmu_admit(const Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   if (EI(c, e, EI_PFC))
-    return !(b + c->port_in_hdrm[i] > c->port_headroom[i] && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
+    return !(b + PORT_I(c, i, PI_IN_HDRM) > PORT_I(c, i, PI_HEADROOM) && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
   return c->node_data_bytes[v] + b <= c->node_buffer[v];
 }
 MV_DEV void mmu_enqueue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   int64_t r = EI(c, e, EI_RESERVE);
-  int64_t nb = c->port_in_bytes[i] + b;
-  if (nb <= r) c->port_in_bytes[i] += b;
-  else if (nb - r > mmu_threshold(c, v, i)) c->port_in_hdrm[i] += b;
+  int64_t nb = PORT_I(c, i, PI_IN_BYTES) + b;
+  if (nb <= r) PORT_I(c, i, PI_IN_BYTES) += b;
+  else if (nb - r > mmu_threshold(c, v, i)) PORT_I(c, i, PI_IN_HDRM) += b;
   else {
-    c->port_in_bytes[i] += b;
+    PORT_I(c, i, PI_IN_BYTES) += b;
     c->node_shared_used[v] += mv_min(b, nb - r);
   }
   c->node_data_bytes[v] += b;
 }
 MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   int64_t r = EI(c, e, EI_RESERVE);
-  int64_t from_hdrm = mv_min(c->port_in_hdrm[i], b);
-  int64_t over = c->port_in_bytes[i] > r ? c->port_in_bytes[i] - r : 0;
+  int64_t from_hdrm = mv_min(PORT_I(c, i, PI_IN_HDRM), b);
+  int64_t over = PORT_I(c, i, PI_IN_BYTES) > r ? PORT_I(c, i, PI_IN_BYTES) - r : 0;
   int64_t from_shared = mv_min(b - from_hdrm, over);
-  c->port_in_hdrm[i] -= from_hdrm;
-  c->port_in_bytes[i] -= b - from_hdrm;
+  PORT_I(c, i, PI_IN_HDRM) -= from_hdrm;
+  PORT_I(c, i, PI_IN_BYTES) -= b - from_hdrm;
   c->node_shared_used[v] -= from_shared;
   c->node_data_bytes[v] -= b;
 }
@@ -44,12 +44,12 @@ MV_DEV void pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   if (!EI(c, e, EI_PFC)) return;
   int64_t shared = mmu_shared_of(c, e, i);
   int64_t th = mmu_threshold(c, v, i);
-  int8_t want = c->port_in_paused[i];
-  if (after_enqueue && !want && (c->port_in_hdrm[i] > 0 || shared >= th)) want = 1;
-  else if (!after_enqueue && want && c->port_in_hdrm[i] == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
-  if (want != c->port_in_paused[i]) {
-    c->port_in_paused[i] = want;
-    if (want != c->port_pfc_sent[i]) c->port_pfc_ps[i] = t;
+  int8_t want = PORT_I(c, i, PI_IN_PAUSED);
+  if (after_enqueue && !want && (PORT_I(c, i, PI_IN_HDRM) > 0 || shared >= th)) want = 1;
+  else if (!after_enqueue && want && PORT_I(c, i, PI_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
+  if (want != PORT_I(c, i, PI_IN_PAUSED)) {
+    PORT_I(c, i, PI_IN_PAUSED) = want;
+    if (want != PORT_I(c, i, PI_PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
   }
 }
 
@@ -76,7 +76,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = c->pkt[slot];
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
-    c->port_paused[i] = pk.type == PK_PAUSE;
+    PORT_I(c, i, PI_PAUSED) = pk.type == PK_PAUSE;
     return -1;
   }
   bool data = pk.type == PK_DATA;
@@ -114,7 +114,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
 // What port p sends if it starts at t: the highest-priority class available by then (a PFC
 // frame, then control, then data).
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
-  if (c->port_in_paused[p] != c->port_pfc_sent[p] && c->port_pfc_ps[p] <= t) return 2;
+  if (PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
   int32_t hc = PORT_QH(c, p, Q_CTL);
   if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
   return Q_DATA;
@@ -124,11 +124,11 @@ MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   int64_t avail = MV_INF;
   *what = -1;
-  if (c->port_in_paused[p] != c->port_pfc_sent[p]) { avail = c->port_pfc_ps[p]; *what = 2; }
+  if (PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT)) { avail = PORT_I(c, p, PI_PFC_PS); *what = 2; }
   int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
   h = PORT_QH(c, p, Q_DATA);
-  if (h >= 0 && !c->port_paused[p] && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
+  if (h >= 0 && !PORT_I(c, p, PI_PAUSED) && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
   if (avail >= MV_INF) return MV_INF;
   int64_t t = mv_max(avail, PORT_T(c, p, PT_FREE));
   *what = switch_port_class(c, p, t);
@@ -142,9 +142,9 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (what == 2) {
     Pkt pk;
     pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int16_t)EI(c, e, EI_PFC_FRAME);
-    pk.type = c->port_in_paused[p] ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
+    pk.type = PORT_I(c, p, PI_IN_PAUSED) ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
     pk.in_port = -1; pk.nint = 0; pk.sendno = 0;
-    c->port_pfc_sent[p] = c->port_in_paused[p];
+    PORT_I(c, p, PI_PFC_SENT) = PORT_I(c, p, PI_IN_PAUSED);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);
     return wire_send(c, v, p, par, t, &pk, -1) >= 0;
