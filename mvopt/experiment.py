@@ -302,7 +302,9 @@ def run(cfgs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
     return simulate(experiments, backend=backend)
 
 
-_STATUS = {"done": "ok", "stuck": "stuck", "timeout": "timeout"}
+# an engine "error" (a bug the engine reports, never a model outcome) is shown as stuck, with its
+# diagnostic; "capacity" and "cancelled" are the engine's internal states and never reach here
+_STATUS = {"done": "ok", "stuck": "stuck", "timeout": "timeout", "error": "stuck"}
 
 
 def _sim_stats(result, wall_s: float, batch: int) -> dict[str, float]:
@@ -347,7 +349,9 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress
         results = simulate([b.experiment for _, b in todo], backend=backend, progress=progress)
         wall = time.perf_counter() - t0
         for (i, b), r in zip(todo, results):
-            status = _STATUS.get(r.status, "stuck")
+            if r.status not in _STATUS:
+                raise MvoptError(f"{b.experiment.name}: the engine returned status {r.status!r} (a bug)")
+            status = _STATUS[r.status]
             stats = _sim_stats(r, wall, len(todo))
             stats["build_s"] = b.build_s
             stats["build_wall_s"] = build_wall_s

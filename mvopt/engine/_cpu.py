@@ -176,6 +176,8 @@ class CpuBackend:
             n = run(ctypes.byref(ctx), chunk_iters if max_iters is None else min(chunk_iters, max_iters - total), threads)
             total += n
             if (status != 0).all() or (max_iters is not None and total >= max_iters):
+                if steer is not None:
+                    steer(status.copy())    # the final statuses (what ended here), as the GPU reports them
                 return total
             if progress is not None:
                 progress(int((status != 0).sum()), int(batch.cols["exp_iter"].max()))

@@ -117,10 +117,15 @@ class GpuBackend:
         first run on a fresh machine)."""
         st, it = status.get(), iters.get()
         if steer is not None:
+            cancelled = False
             for j in steer(st):
                 if st[j] == ST_RUN:
                     status[j:j + 1].set(np.array([ST_CANCELLED], status.dtype))   # a copy, no kernel
                     st[j] = ST_CANCELLED
+                    cancelled = True
+            if cancelled:      # before the next launch, which may be on another stream
+                import cupy
+                cupy.cuda.runtime.deviceSynchronize()
         if progress is not None:
             progress(int((st != 0).sum()), int(it.max()))
         return bool(((st == 0) & (it < cap)).any())

@@ -19,14 +19,14 @@ from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
 __all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
-           "INF_PS", "STATUS", "ST_RUN", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
+           "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 # "capacity": the experiment ran out of its compact packet slots and must run again with full
 # ones (mvopt.engine.capacity); run_share does that, so users never see this status. "cancelled":
 # a backend's `steer` stopped it because another backend already has its result (engine/race.py).
 STATUS = {0: "running", 1: "done", 2: "stuck", 3: "timeout", 4: "error", 5: "capacity", 6: "cancelled"}
-ST_RUN, ST_CANCELLED = 0, 6
+ST_RUN, ST_CAPACITY, ST_CANCELLED = 0, 5, 6
 # called by a backend between launches with the batch's statuses (a host copy): the experiments
 # (batch indices) to cancel
 Steer = Callable[[np.ndarray], Iterable[int]]
@@ -163,7 +163,9 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     for exp, small in zip(experiments, flags):
         topo, g = exp.topology, exp.tasks
         g.validate(int(topo.n_host))      # before resolve(), which routes every flow
-        small_pools = small and pools_compact(exp)
+        # running out of a compact pool stops the experiment (a rerun); only where one is smaller
+        small_pools = small and pools_compact(exp) and bool(
+            (node_pool_slots(topo, exp.params, True) < node_pool_slots(topo, exp.params)).any())
         p = exp.params
         nh, nn = int(topo.n_host), int(topo.n_node)
         poff = np.asarray(topo.node_port_offset, np.int64)

@@ -277,17 +277,25 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
         rerun_full(again)
     except BaseException:
         if racer is not None:
-            racer.stop.set()
+            err = racer.finish(timeout_s=60)      # no racer left running behind a retried call
+            if err is not None:
+                _log.warning("the CPU racer failed too: %s: %s", type(err).__name__, err)
         raise
+    racer_error = None
     if racer is not None:
-        racer.finish()
+        racer_error = racer.finish()
         for k in range(len(exps)):
             if results[k] is None or results[k].status in ("cancelled", "capacity"):
                 results[k] = racer.take(k)
         stats.update(racer.stats)
     missing = [names[k] for k, r in enumerate(results) if r is None]
     if missing:
+        if racer_error is not None:
+            raise racer_error
         raise MvoptError(f"no result for {len(missing)} experiments ({', '.join(missing[:5])}): a bug")
+    if racer_error is not None:      # the worker has every result: the racer's failure costs nothing
+        _log.warning("the CPU racer failed (the results are the worker's): %s: %s",
+                     type(racer_error).__name__, racer_error)
     return results, {"experiments": len(exps), "compact": compact, **stats, "busy_s": time.perf_counter() - t0}
 
 

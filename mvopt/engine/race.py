@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mvopt.engine.batch import ST_CANCELLED, build_batch, extract_results
+from mvopt.engine.batch import ST_CANCELLED, ST_CAPACITY, ST_RUN, build_batch, extract_results
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 
@@ -45,23 +45,23 @@ class _Stop(Exception):
 
 class CpuRacer:
     """Runs experiments of a share on the CPU, in a thread, heaviest serial load first, while the
-    share's own backend runs them too. `results` holds the ones the CPU finished first."""
+    share's own backend runs them too. `results` holds the ones the CPU finished first.
+
+    The racer's batches use compact packet slots (host memory: (cores - 1) rail-optimised
+    experiments are ~5 GB at full slots); one that runs out is taken again later with full ones."""
 
     def __init__(self, exps: Sequence[Experiment], threads: int | None = None) -> None:
         import os
 
-        from mvopt.engine._cpu import CpuBackend
         self.exps = list(exps)
-        # an instance of its own: a CPU backend reuses its scratch memory from run to run, so two
-        # runs at once (the share's own backend may be a CPU too) must not share one; one core
-        # is left to the thread that drives the GPU
-        self.backend = CpuBackend(threads=threads or max(1, (os.cpu_count() or 2) - 1))
-        self.per_batch = max(1, int(self.backend.max_threads))
+        # one core is left to the thread that drives the GPU
+        self.threads = threads or max(1, (os.cpu_count() or 2) - 1)
         self.order = sorted(range(len(self.exps)), key=lambda i: (-serial_cost(self.exps[i]), i))
         self.lock = threading.Lock()
         self.results: dict[int, ExperimentResult] = {}   # index in the share -> the CPU's result
         self.ended_elsewhere: set[int] = set()           # ended on the share's own backend
         self.taken: set[int] = set()
+        self.full_slots: list[int] = []                   # ran out of compact slots here: again, full
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.stats = {"cpu_won": 0, "cpu_batches": 0, "cpu_abandoned": 0}
@@ -71,23 +71,31 @@ class CpuRacer:
         self.thread.start()
         return self
 
-    def finish(self) -> None:
-        """Stop the CPU (its current batch is abandoned) and wait for it; re-raise its error."""
+    def finish(self, timeout_s: float | None = None) -> BaseException | None:
+        """Stop the CPU (its current batch is abandoned), wait for it, and return its error, if
+        any (the caller decides whether it matters: not when the other backend has every result)."""
         self.stop.set()
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+        self.thread.join(timeout_s)
+        return self.error
 
-    def _next(self) -> list[int]:
+    def _next(self) -> tuple[list[int], list[bool]]:
+        """The next experiments to run (at most one per thread) and whether each gets compact slots."""
         with self.lock:
-            out = [i for i in self.order if i not in self.taken and i not in self.ended_elsewhere][:self.per_batch]
-            self.taken.update(out)
-        return out
+            free = lambda i: i not in self.ended_elsewhere and i not in self.results  # noqa: E731
+            again = [i for i in self.full_slots if free(i)][:self.threads]
+            self.full_slots = [i for i in self.full_slots if i not in again]
+            fresh = [i for i in self.order if i not in self.taken and free(i)][:self.threads - len(again)]
+            self.taken.update(fresh)
+        return again + fresh, [False] * len(again) + [True] * len(fresh)
 
     def _work(self) -> None:
+        from mvopt.engine._cpu import CpuBackend
         try:
+            # an instance of its own, built here (it may compile): a CPU backend reuses its
+            # scratch memory from run to run, so two runs at once must not share one
+            backend = CpuBackend(threads=self.threads)
             while not self.stop.is_set():
-                todo = self._next()
+                todo, compact = self._next()
                 if not todo:
                     return
 
@@ -97,16 +105,22 @@ class CpuRacer:
                     with self.lock:
                         return [j for j, i in enumerate(todo) if i in self.ended_elsewhere]
 
-                batch = build_batch([self.exps[i] for i in todo])
-                iters = self.backend.run(batch, steer=steer)
+                batch = build_batch([self.exps[i] for i in todo], compact=compact)
+                if self.stop.is_set():
+                    raise _Stop
+                iters = backend.run(batch, steer=steer)
                 self.stats["cpu_batches"] += 1
+                done = list(zip(todo, extract_results(batch, iters)))
+                del batch
                 with self.lock:
-                    for i, r in zip(todo, extract_results(batch, iters)):
-                        if r.status != "cancelled" and i not in self.ended_elsewhere:
+                    for i, r in done:
+                        if r.status == "capacity":
+                            self.full_slots.append(i)
+                        elif r.status != "cancelled" and i not in self.ended_elsewhere:
                             self.results[i] = r
         except _Stop:
             self.stats["cpu_abandoned"] += 1
-        except BaseException as exc:   # reported by finish(), in the caller's thread
+        except BaseException as exc:   # returned by finish(), in the caller's thread
             self.error = exc
 
     def steer_for(self, share_index: Sequence[int]):
@@ -117,7 +131,9 @@ class CpuRacer:
         def steer(status: np.ndarray) -> list[int]:
             with self.lock:
                 for j, i in enumerate(index):
-                    if status[j] != 0 and status[j] != ST_CANCELLED:
+                    # ended there for good: not cancelled, and not out of compact slots (it then
+                    # runs again there with full ones, and the race goes on)
+                    if status[j] not in (ST_RUN, ST_CANCELLED, ST_CAPACITY):
                         self.ended_elsewhere.add(i)
                 return [j for j, i in enumerate(index) if status[j] == 0 and i in self.results]
         return steer

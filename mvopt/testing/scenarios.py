@@ -25,7 +25,7 @@ from mvopt.engine.params import Experiment
 from mvopt.engine.tasks import TaskGraph, TaskGraphBuilder
 
 __all__ = ["MiniTopology", "Link", "line", "star", "dumbbell", "leaf_spine", "ring",
-           "network", "experiment", "incast"]
+           "network", "experiment", "incast", "fat_tree_flows", "fat_tree_incast", "mixed_experiments"]
 
 GBPS = 10**9
 NS = 1000
@@ -181,6 +181,24 @@ def incast(n_senders: int, size_bytes: int, *, rate_gbps: float = 100, delay_ns:
         g.flow(src, 0, size_bytes)
     return experiment(star(n_senders + 1, rate_gbps=rate_gbps, delay_ns=delay_ns), g,
                       name=f"incast{n_senders}", **net)
+
+
+def fat_tree_flows(pairs: Sequence[tuple[int, int]], size: int, **net: Any) -> Experiment:
+    """Flows of `size` bytes between (src, dst) hosts of a k=4 fat-tree, all at once, no
+    congestion control unless `net` says (network overrides)."""
+    from mvopt.cluster import build_topology
+    from mvopt.config import load_config
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": {"cc": "none", **net}})
+    g = TaskGraphBuilder()
+    for src, dst in pairs:
+        g.flow(src, dst, size)
+    return Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build(), name="fat-tree")
+
+
+def fat_tree_incast(**net: Any) -> Experiment:
+    """15 hosts of a k=4 fat-tree send 2 MB each to host 0 at line rate: a deep queue at its
+    switch (~6,800 packets at the peak with PFC on)."""
+    return fat_tree_flows([(s, 0) for s in range(1, 16)], 2_000_000, **net)
 
 
 def mixed_experiments(n: int = 9) -> list[Experiment]:

@@ -15,7 +15,7 @@ from mvopt.engine.capacity import node_pool_slots, port_ring_capacities, ring_ca
 from mvopt.engine.params import Experiment, ser_ps
 from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, run_share
 from mvopt.errors import MvoptError
-from mvopt.testing.scenarios import mixed_experiments
+from mvopt.testing.scenarios import fat_tree_flows, fat_tree_incast, mixed_experiments
 
 
 def test_rings_are_powers_of_two_and_large_enough() -> None:
@@ -51,25 +51,16 @@ def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> Non
     assert b.cols["port_wire"][1] >= need
 
 
-def _fat_tree(pairs: list[tuple[int, int]], size: int, **net) -> Experiment:
-    """Flows of `size` bytes between (src, dst) hosts of a k=4 fat-tree, all at once, no CC."""
-    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": {"cc": "none", **net}})
-    g = TaskGraphBuilder()
-    for src, dst in pairs:
-        g.flow(src, dst, size)
-    return Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build(), name="fat-tree")
-
-
 def _tiny_flows() -> Experiment:
     """One host starts 400 one-byte flows at once: header-sized packets back to back, far more
     on its wire than a compact ring (sized for full packets) holds."""
-    return _fat_tree([(1, 2 + k % 13) for k in range(400)], 1)
+    return fat_tree_flows([(1, 2 + k % 13) for k in range(400)], 1)
 
 
 def _deep_incast(**net) -> Experiment:
-    """15 senders at line rate into one host: the last switch holds ~6,800 packets at its peak
-    (PFC on), beyond its compact pool (an eighth of the 32 MB buffer: ~4,000)."""
-    return _fat_tree([(s, 0) for s in range(1, 16)], 2_000_000, **net)
+    """The last switch holds ~6,800 packets at its peak (PFC on), beyond its compact pool (an
+    eighth of the 32 MB buffer: ~4,000)."""
+    return fat_tree_incast(**net)
 
 
 def test_compact_capacities_are_smaller_powers_of_two_and_hold_two_full_packets_per_transmission() -> None:
@@ -121,12 +112,16 @@ def test_running_out_of_compact_slots_stops_the_experiment_and_a_full_rerun_give
 
 def test_user_sized_switch_pools_are_a_model_parameter_and_never_compact() -> None:
     """network.switch_packet_slots: running out drops the packet (the model), not a retry."""
+    from mvopt.engine.batch import EI
     exp = _deep_incast(switch_packet_slots=256)       # PFC on: the dropped flows never finish (stuck)
     topo, p = exp.topology, exp.params
     assert (node_pool_slots(topo, p) == node_pool_slots(topo, p, compact=True)).all()
+    batch = build_batch([exp], compact=True)
+    assert batch.cols["exp_i"][EI.index("compact_pools")] == 0      # one experiment: its row is exp_i
     full = simulate([exp], capacities="full")[0]
-    small = simulate([exp], capacities="compact")[0]
+    (small,), stats = run_share(Worker("cpu"), [exp], capacities="compact")
     assert full.counters["data_packets_dropped"] > 0 and full.status == "stuck"
+    assert stats["rerun_full"] == 0          # the drops were the model's, not a first try running out
     assert small.same_as(full)
 
 

@@ -131,7 +131,7 @@ def test_race_gives_the_results_of_a_plain_run(backend) -> None:
     worker = Worker("cpu", 0, 1) if backend == "cpu" else Worker("gpu", 0)
     raced, stats = run_share(worker, EXPS, race_cpu=True, race_threads=1)
     assert all(a.same_as(b) for a, b in zip(raced, plain))
-    assert stats["cpu_won"] + stats["sub_batches"] >= 1
+    assert stats["cpu_batches"] >= 1 and 0 <= stats["cpu_won"] <= len(EXPS)   # both sides ran
     spec = "cpu+cpu" if backend == "cpu" else "gpu:0+cpu"
     assert all(a.same_as(b) for a, b in zip(simulate(EXPS, backend=spec), plain))
 
@@ -162,6 +162,34 @@ def test_cpu_race_wins_where_the_worker_is_slow(monkeypatch) -> None:
     raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=1)
     assert stats["cpu_won"] == len(EXPS)
     assert all(a.same_as(b) for a, b in zip(raced, plain))
+
+
+def test_racer_keeps_racing_an_experiment_that_ran_out_of_compact_slots_elsewhere() -> None:
+    """The worker's compact run of an experiment ran out (status capacity): it runs there again
+    with full slots, so the CPU must not drop it from the race; a finished or cancelled one it
+    drops or keeps as before."""
+    import numpy as np
+
+    from mvopt.engine.race import CpuRacer
+
+    racer = CpuRacer(EXPS[:4], threads=4)
+    steer = racer.steer_for([0, 1, 2, 3])
+    assert steer(np.array([5, 1, 6, 0], np.int32)) == []
+    assert racer.ended_elsewhere == {1}
+    todo, compact = racer._next()
+    assert sorted(todo) == [0, 2, 3] and compact == [True] * 3
+
+
+def test_race_with_compact_slots_running_out_gives_the_full_results() -> None:
+    """The heaviest experiment runs out of compact slots on the worker and on the racer: either
+    runs it again with full slots, and the result is the full run's."""
+    from mvopt.testing.scenarios import fat_tree_incast
+
+    exps = [fat_tree_incast(), *EXPS[:3]]
+    plain = simulate(exps, backend="cpu", capacities="full")
+    raced, stats = run_share(Worker("cpu", 0, 1), exps, capacities="compact", race_cpu=True, race_threads=1)
+    assert all(a.same_as(b) for a, b in zip(raced, plain))
+    assert stats["compact"] and [r.status for r in raced].count("capacity") == 0
 
 
 def test_only_cpu_may_race_and_it_races_one_worker() -> None:
