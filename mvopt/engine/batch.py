@@ -412,6 +412,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
+            # every byte put on the wire (PT_WIRE_BYTES), not PT_TX_BYTES (dequeued data, for INT)
             port_tx_bytes=port_record(c, "port_tx", "wire_bytes")[p0:p1].copy(),
             diagnostic=diag, **_monitors(batch, i, end)))
     return out

@@ -12,6 +12,12 @@ finishes an experiment first provides its result; the other cancels it at its ne
 (``steer``: between the GPU's launches, every few hundred windows on the CPU). Both backends give
 identical results for every experiment (tested), so the outcome never depends on who won; only
 the wall time does. No calibration is needed: the race decides.
+
+Known limits (not yet measured on a GPU machine, so left simple): the racer runs fixed batches
+of one experiment per thread and takes new work only when a whole batch ended, so once most of
+a batch is cancelled the rest of its threads wait; and the CPU backend's thread count is one
+setting per process, so with ``cpu+cpu`` (tests) the two CPU runs share it (results do not
+depend on thread counts).
 """
 
 from __future__ import annotations
