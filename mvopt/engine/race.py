@@ -13,11 +13,10 @@ finishes an experiment first provides its result; the other cancels it at its ne
 identical results for every experiment (tested), so the outcome never depends on who won; only
 the wall time does. No calibration is needed: the race decides.
 
-Known limits (not yet measured on a GPU machine, so left simple): the racer runs fixed batches
-of one experiment per thread and takes new work only when a whole batch ended, so once most of
-a batch is cancelled the rest of its threads wait; and the CPU backend's thread count is one
-setting per process, so with ``cpu+cpu`` (tests) the two CPU runs share it (results do not
-depend on thread counts).
+Known limit: the CPU backend's thread count is one setting per process, so with ``cpu+cpu``
+(tests) the worker and the racer's threads share it (results do not depend on thread counts).
+Building an experiment's batch is Python, so the racer's threads take turns there; the
+simulation itself runs without the interpreter lock.
 """
 
 from __future__ import annotations
@@ -50,11 +49,13 @@ class _Stop(Exception):
 
 
 class CpuRacer:
-    """Runs experiments of a share on the CPU, in a thread, heaviest serial load first, while the
-    share's own backend runs them too. `results` holds the ones the CPU finished first.
+    """Runs experiments of a share on the CPU while the share's own backend runs them too: one
+    thread per core, each taking the next experiment, heaviest serial load first, as soon as it is
+    free. `results` holds the ones the CPU finished first.
 
-    The racer's batches use compact packet slots (host memory: (cores - 1) rail-optimised
-    experiments are ~5 GB at full slots); one that runs out is taken again later with full ones."""
+    Each experiment runs alone on its thread with compact packet slots (host memory: (cores - 1)
+    rail-optimised experiments would be ~5 GB at full slots); one that runs out is taken again
+    later with full ones."""
 
     def __init__(self, exps: Sequence[Experiment], threads: int | None = None) -> None:
         import os
@@ -69,65 +70,75 @@ class CpuRacer:
         self.taken: set[int] = set()
         self.full_slots: list[int] = []                   # ran out of compact slots here: again, full
         self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.stats = {"cpu_won": 0, "cpu_batches": 0, "cpu_abandoned": 0}
-        self.thread = threading.Thread(target=self._work, name="mvopt-cpu-racer", daemon=True)
+        self.errors: list[BaseException] = []
+        self.stats = {"cpu_won": 0, "cpu_runs": 0, "cpu_abandoned": 0}
+        self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
+                        for k in range(self.threads)]
 
     def start(self) -> "CpuRacer":
-        self.thread.start()
+        for t in self.workers:
+            t.start()
         return self
 
     def finish(self, timeout_s: float | None = None) -> BaseException | None:
-        """Stop the CPU (its current batch is abandoned), wait for it, and return its error, if
-        any (the caller decides whether it matters: not when the other backend has every result)."""
+        """Stop the CPU (what its threads run is abandoned), wait for them, and return the first
+        error, if any (the caller decides whether it matters: not when the other backend has
+        every result)."""
         self.stop.set()
-        self.thread.join(timeout_s)
-        return self.error
+        for t in self.workers:
+            t.join(timeout_s)
+        return self.errors[0] if self.errors else None
 
-    def _next(self) -> tuple[list[int], list[bool]]:
-        """The next experiments to run (at most one per thread) and whether each gets compact slots."""
+    def _next(self) -> tuple[int, bool] | None:
+        """The next experiment to run and whether it gets compact slots (None: nothing left)."""
         with self.lock:
             free = lambda i: i not in self.ended_elsewhere and i not in self.results  # noqa: E731
-            again = [i for i in self.full_slots if free(i)][:self.threads]
-            self.full_slots = [i for i in self.full_slots if i not in again]
-            fresh = [i for i in self.order if i not in self.taken and free(i)][:self.threads - len(again)]
-            self.taken.update(fresh)
-        return again + fresh, [False] * len(again) + [True] * len(fresh)
+            while self.full_slots:
+                i = self.full_slots.pop(0)
+                if free(i):
+                    return i, False
+            for i in self.order:
+                if i not in self.taken and free(i):
+                    self.taken.add(i)
+                    return i, True
+        return None
 
     def _work(self) -> None:
         from mvopt.engine._cpu import CpuBackend
         try:
-            # an instance of its own, built here (it may compile): a CPU backend reuses its
+            # an instance per thread, built here (it may compile): a CPU backend reuses its
             # scratch memory from run to run, so two runs at once must not share one
-            backend = CpuBackend(threads=self.threads)
+            backend = CpuBackend(threads=1)
             while not self.stop.is_set():
-                todo, compact = self._next()
-                if not todo:
+                job = self._next()
+                if job is None:
                     return
+                i, compact = job
 
-                def steer(status: np.ndarray, todo: list[int] = todo) -> list[int]:
+                def steer(status: np.ndarray, i: int = i) -> list[int]:
                     if self.stop.is_set():
                         raise _Stop
                     with self.lock:
-                        return [j for j, i in enumerate(todo) if i in self.ended_elsewhere]
+                        return [0] if i in self.ended_elsewhere else []
 
-                batch = build_batch([self.exps[i] for i in todo], compact=compact)
+                batch = build_batch([self.exps[i]], compact=compact)
                 if self.stop.is_set():
                     raise _Stop
                 iters = backend.run(batch, steer=steer)
-                self.stats["cpu_batches"] += 1
-                done = list(zip(todo, extract_results(batch, iters)))
+                (r,) = extract_results(batch, iters)
                 del batch
                 with self.lock:
-                    for i, r in done:
-                        if r.status == "capacity":
-                            self.full_slots.append(i)
-                        elif r.status != "cancelled" and i not in self.ended_elsewhere:
-                            self.results[i] = r
+                    self.stats["cpu_runs"] += 1
+                    if r.status == "capacity":
+                        self.full_slots.append(i)
+                    elif r.status != "cancelled" and i not in self.ended_elsewhere:
+                        self.results[i] = r
         except _Stop:
-            self.stats["cpu_abandoned"] += 1
+            with self.lock:
+                self.stats["cpu_abandoned"] += 1
         except BaseException as exc:   # returned by finish(), in the caller's thread
-            self.error = exc
+            with self.lock:
+                self.errors.append(exc)
 
     def steer_for(self, share_index: Sequence[int]):
         """A `steer` for the share's own backend running a batch of these experiments (share

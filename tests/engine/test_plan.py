@@ -131,7 +131,9 @@ def test_race_gives_the_results_of_a_plain_run(backend) -> None:
     worker = Worker("cpu", 0, 1) if backend == "cpu" else Worker("gpu", 0)
     raced, stats = run_share(worker, EXPS, race_cpu=True, race_threads=1)
     assert all(a.same_as(b) for a, b in zip(raced, plain))
-    assert stats["cpu_batches"] >= 1 and 0 <= stats["cpu_won"] <= len(EXPS)   # both sides ran
+    # who wins (and whether the racer finished anything at all) depends on timing: only the
+    # bookkeeping is checked here; test_cpu_race_wins_where_the_worker_is_slow forces the racer to win
+    assert 0 <= stats["cpu_won"] <= stats["cpu_runs"] and stats["cpu_abandoned"] >= 0
     spec = "cpu+cpu" if backend == "cpu" else "gpu:0+cpu"
     assert all(a.same_as(b) for a, b in zip(simulate(EXPS, backend=spec), plain))
 
@@ -176,8 +178,9 @@ def test_racer_keeps_racing_an_experiment_that_ran_out_of_compact_slots_elsewher
     steer = racer.steer_for([0, 1, 2, 3])
     assert steer(np.array([5, 1, 6, 0], np.int32)) == []
     assert racer.ended_elsewhere == {1}
-    todo, compact = racer._next()
-    assert sorted(todo) == [0, 2, 3] and compact == [True] * 3
+    jobs = [racer._next() for _ in range(4)]
+    assert sorted(i for i, _ in jobs[:3]) == [0, 2, 3] and all(compact for _, compact in jobs[:3])
+    assert jobs[3] is None
 
 
 def test_race_with_compact_slots_running_out_gives_the_full_results() -> None:
