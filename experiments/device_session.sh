@@ -18,6 +18,8 @@
 # 16, a window in its steady state), concurrency (Fig. 13 --run: that many 128-GPU training
 # iterations in one batch, compact slots by default), train54k (build the rail-sampled 53,760-GPU training experiment,
 # ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
+# MVOPT_NODE_ORDER=widest-first (or default) picks the GPU's node order for every step (results do
+# not depend on it): run a step under both to compare.
 # Set MVOPT_COMMIT to the commit you run (the device copy of the checkout keeps an older .git),
 # so that the reports name it. Afterwards copy $OUT/*/*.json to experiments/results/gpu/, named by
 # that commit, and run experiments/report_gpu.py here.

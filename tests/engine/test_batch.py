@@ -99,3 +99,19 @@ def test_node_orders_are_permutations_grouped_by_kind() -> None:
         assert (np.diff(key) >= 0).all()
     first = node_order(cols, widest_first=True)[0]
     assert not host[first] and ports[first] == ports[~host].max()
+
+
+def test_node_order_from_the_environment(monkeypatch) -> None:
+    """$MVOPT_NODE_ORDER picks the GPU's node order for side-by-side measurements; a bad value is
+    one clear error."""
+    from mvopt.engine.batch import node_order
+    from mvopt.errors import MvoptError
+    from mvopt.testing.scenarios import mixed_experiments
+
+    exps = mixed_experiments(3)
+    monkeypatch.setenv("MVOPT_NODE_ORDER", "widest-first")
+    batch = build_batch(exps)
+    assert np.array_equal(batch.cols["node_order"], node_order(batch.cols, widest_first=True))
+    monkeypatch.setenv("MVOPT_NODE_ORDER", "fastest")
+    with pytest.raises(MvoptError, match="MVOPT_NODE_ORDER='fastest'"):
+        build_batch(exps)
