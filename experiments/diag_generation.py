@@ -9,8 +9,9 @@ prints one line per experiment, slowest first: its topology and network paramete
 windows, simulated end, packet-hops, planner bytes and wall time. Prints only.
 
 ``--capacities`` also runs each one with compact packet slots (mvopt/engine/capacity.py) and
-adds its bytes, whether it ran out of them (and ran again with full ones), and whether its
-result is identical to the full run's.
+adds its bytes, whether that first try ran out of them (and of what: a wire ring or a switch
+pool; the simulator then runs it again with full ones), and whether its result is identical to
+the full run's.
 
 ``--memory-only`` simulates nothing: per topology kind, the mean engine bytes of the sampled
 configurations with full and with compact packet slots (the planner's exact count), and what a
@@ -32,7 +33,9 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from bench_optimizer import space_data  # noqa: E402
 from mvopt.engine import simulate  # noqa: E402
 from mvopt.engine.tasks import FLOW  # noqa: E402
-from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, parse_backend, run_share  # noqa: E402
+from mvopt.engine import build_batch, get_backend  # noqa: E402
+from mvopt.engine.batch import extract_results  # noqa: E402
+from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, parse_backend  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
@@ -90,10 +93,13 @@ def main() -> None:
         wall = time.perf_counter() - t
         extra = ""
         if args.capacities:
+            # the first try alone: did it run out, and of what (its diagnostic says)
             worker: Worker = parse_backend(args.backend)[0]
-            (rc,), stats = run_share(worker, [exp], capacities="compact")
-            extra = (f" {batch_bytes(experiment_counts(exp, compact=True)) / 2**20:.0f} |"
-                     f" {'yes' if stats['rerun_full'] else 'no'} | {'yes' if rc.same_as(r) else 'NO'} |")
+            batch = build_batch([exp], compact=True)
+            (rc,) = extract_results(batch, get_backend(worker.kind, device=worker.device).run(batch))
+            ran_out = ("ring" if "wire ring" in rc.diagnostic else "pool") if rc.status == "capacity" else "no"
+            same = "(rerun: full)" if rc.status == "capacity" else ("yes" if rc.same_as(r) else "NO")
+            extra = f" {batch.nbytes / 2**20:.0f} | {ran_out} | {same} |"
         p = space.active_params(cand.params)
         label = " ".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
                          for k, v in p.items())
