@@ -141,14 +141,19 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def file_stem(backend: str) -> str:
+    """A file name for a backend spec: no ':' ',' '+' (gpu:0+cpu), which some tools refuse."""
+    return "bench_optimizer_" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in backend)
+
+
 def storage_url(args: argparse.Namespace, out: Path) -> str:
     if args.storage in (None, "sqlite"):
-        path = out / f"bench_optimizer_{args.backend}.db"
+        path = out / f"{file_stem(args.backend)}.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return f"sqlite:///{path}"
     if args.storage == "journal":
-        path = out / f"bench_optimizer_{args.backend}.log"
+        path = out / f"{file_stem(args.backend)}.log"
         path.unlink(missing_ok=True)
         Path(f"{path}.lock").unlink(missing_ok=True)
         return str(path)
@@ -228,7 +233,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     url = storage_url(args, args.out)
     study = create_or_resume(make_storage(url), space, sampler=sampler, generation_size=args.generation, seed=args.seed)
     writer = trial_writer(study._storage)
-    stem = args.out / f"bench_optimizer_{args.backend.replace(':', '_').replace(',', '_')}"
+    stem = args.out / file_stem(args.backend)
     argv_text = " ".join(a if a.strip() and " " not in a else repr(a) for a in (argv if argv is not None else sys.argv[1:]))
     cmd = f"python experiments/bench_optimizer.py {argv_text}".strip()
     meta = {"command": cmd, "provenance": provenance(cmd), "backend": evaluator.name, "sampler": sampler,
