@@ -44,6 +44,9 @@ def serial_cost(exp: Experiment) -> float:
     return experiment_cost(exp) * share
 
 
+_BACKEND_LOCK = threading.Lock()
+
+
 class _Stop(Exception):
     """Raised inside the CPU's run to abandon it: the GPU has finished."""
 
@@ -107,8 +110,10 @@ class CpuRacer:
         from mvopt.engine._cpu import CpuBackend
         try:
             # an instance per thread, built here (it may compile): a CPU backend reuses its
-            # scratch memory from run to run, so two runs at once must not share one
-            backend = CpuBackend(threads=1)
+            # scratch memory from run to run, so two runs at once must not share one; one
+            # thread at a time, so that a cold cache is compiled once, not once per core
+            with _BACKEND_LOCK:
+                backend = CpuBackend(threads=1)
             while not self.stop.is_set():
                 job = self._next()
                 if job is None:
