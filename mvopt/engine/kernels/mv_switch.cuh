@@ -66,7 +66,10 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   uint64_t seed = (uint64_t)EI(c, e, EI_SEED);
   uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->f_local[f], seq, sendno)
                      : mv_hash(seed, TAG_ECMP, c->node_local[v], c->f_local[f], 0, 0);
-  return c->route_nh[a + (int64_t)(h % (uint64_t)n)];
+  // h % n; a mask when n is a power of two (fat-trees of k = 2^j, most ECMP sets): the same
+  // value, without the 64-bit division a GPU runs as a ~70-instruction routine
+  uint64_t un = (uint64_t)n;
+  return c->route_nh[a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un)];
 }
 
 // Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i;
