@@ -160,7 +160,8 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
   int32_t first = 0;   // the first active flow with an id above the last one served
   while (first < n && c->act_flow[base + first] <= c->node_rr[v]) ++first;
   for (int32_t step = 0; step < n; ++step) {
-    int32_t f = c->act_flow[base + (first + step) % n];
+    int32_t k = first + step;          // < 2n (first <= n): (first + step) % n without a division
+    int32_t f = c->act_flow[base + (k >= n ? k - n : k)];
     if (!flow_can_send(c, e, f) || c->f_next_tx[f] > t) continue;
     c->node_rr[v] = f;
     int64_t seq = c->f_snd_nxt[f];
