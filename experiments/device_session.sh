@@ -10,7 +10,7 @@
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
-# mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU: an SPME
+# mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
 # pull vs locks on the GPU; docs/performance.md comes back in $OUT/ablation), multi (issue 8:
 # bench_multi_gpu on two GPUs), wide (time per window and per event of a 128-port spine's thread,
@@ -64,7 +64,7 @@ run concurrency 300 python3 experiments/paper_concurrency.py --run --run-slots $
   --workloads ${CONC_WORKLOADS:-rail-training} --run-max ${CONC_MAX:-4096} --no-write
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
-run spme 170 bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
+run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
   --jobs 16 && cp docs/performance.md $OUT/spme/"
 # (b), one large experiment, is left out (--k 0): alone on the GPU it is paced by its slowest node thread,
 # and k=16 did not finish its three variants in 130 s (59d8db8)
