@@ -185,9 +185,13 @@ def main() -> None:
     if "b" in args.sections:
         exp = build_experiment(load_config(cluster128_config(args.b_mib)))
         per = batch_bytes(experiment_counts(exp))
-        fit = int(get_backend("gpu").batch_memory_limit() // per)
-        report["b"] = {"bytes_per_experiment": per, "fit": fit, "rows": []}
-        print(f"(b) 128-GPU cluster: {per / 2**20:.1f} MiB per experiment, {fit} fit in one batch", flush=True)
+        small = batch_bytes(experiment_counts(exp, compact=True))     # compact packet slots (engine.md)
+        limit = get_backend("gpu").batch_memory_limit()
+        fit = int(limit // per)
+        report["b"] = {"bytes_per_experiment": per, "fit": fit, "compact_bytes_per_experiment": small,
+                       "compact_fit": int(limit // small), "rows": []}
+        print(f"(b) 128-GPU cluster: {per / 2**20:.1f} MiB per experiment, {fit} fit in one batch "
+              f"({small / 2**20:.1f} MiB and {int(limit // small)} with compact packet slots)", flush=True)
         for backend, b, cap in (("gpu", 1, None), ("gpu", min(fit, args.b_max), None), ("cpu", 1, None),
                                 ("cpu", args.cores, args.cpu_windows)):
             if time.time() - start > args.budget_s:

@@ -109,7 +109,7 @@ def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
                        f"{', '.join(r['status'])}{' (partial)' if r['partial'] else ''} | {r['run_s']:.2f} | {uk} | "
                        f"{r['build_s']:.2f} | {r['hops_per_s'] / 1e9:.3f} | {r['windows_per_s']:,.0f} |")
     big = [max((r for r in d["b"]["rows"] if r["backend"] == "gpu"), key=lambda r: r["batch"]) for d, _, _ in runs]
-    now = current_bytes_128()
+    now, now_compact = current_bytes_128(), current_bytes_128(compact=True)
     out.append(f"\n**{big[0]['batch']:,} concurrent 128-GPU experiments run to the end in one batch** on one H200. "
                f"The first run spent {big[0]['upload_s']:.1f} s of {big[0]['run_s']:.1f} s copying the batch to the GPU; "
                f"since then all-zero columns (for these clusters mostly the flows' congestion-control state) are set "
@@ -119,17 +119,21 @@ def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
                "the outlier). At the current commit the planner counts "
                f"{now / 2**20:.1f} MiB per experiment (compact flow state: flow columns for flows only, int32 packet "
                "indices, 32-byte packet records, congestion-control state 120 B per flow without HPCC), so about "
-               f"{int(b['fit'] * b['bytes_per_experiment'] / now):,} would fit in the same memory.\n")
+               f"{int(b['fit'] * b['bytes_per_experiment'] / now):,} would fit in the same memory; with compact "
+               f"packet slots (docs/engine.md, \"Packet slots\", what `simulate` uses when full ones need more than "
+               f"one batch) {now_compact / 2**20:.1f} MiB, about "
+               f"{int(b['fit'] * b['bytes_per_experiment'] / now_compact):,}.\n")
     return out
 
 
-def current_bytes_128() -> int:
-    """The planner's bytes for workload (b)'s experiment at the checked-out commit."""
+def current_bytes_128(compact: bool = False) -> int:
+    """The planner's bytes for workload (b)'s experiment at the checked-out commit (`compact`:
+    with compact packet slots)."""
     from bench_gpu import cluster128_config
     from mvopt.config import load_config
     from mvopt.engine.plan import batch_bytes, experiment_counts
     from mvopt.experiment import build_experiment
-    return batch_bytes(experiment_counts(build_experiment(load_config(cluster128_config(0.25)))))
+    return batch_bytes(experiment_counts(build_experiment(load_config(cluster128_config(0.25))), compact=compact))
 
 
 def workload_c(d: dict, commit: str, machine: str) -> list[str]:
