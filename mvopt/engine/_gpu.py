@@ -148,7 +148,7 @@ class GpuBackend:
         forward is a bug in the kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
         windows = iters.get()
-        while self._poll(status, iters, cap_total, None, steer):
+        while self._poll(status, iters, cap_total, progress, steer):
             cap = min(cap_total, cap + chunk) if mode == "coop" else cap_total
             t = time.perf_counter()
             launch_to(cap)
@@ -157,8 +157,6 @@ class GpuBackend:
             before, windows = windows, iters.get()
             if (windows == before).all():
                 raise RuntimeError(f"GPU {mode} launch made no progress (a bug in the kernels)")
-            if progress is not None:
-                progress(int((status.get() != 0).sum()), int(windows.max()))
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 return
             if dt < 0.1:

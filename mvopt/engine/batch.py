@@ -163,10 +163,15 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     for exp, small in zip(experiments, flags):
         topo, g = exp.topology, exp.tasks
         g.validate(int(topo.n_host))      # before resolve(), which routes every flow
-        # running out of a compact pool stops the experiment (a rerun); only where one is smaller
-        small_pools = small and pools_compact(exp) and bool(
-            (node_pool_slots(topo, exp.params, True) < node_pool_slots(topo, exp.params)).any())
         p = exp.params
+        # running out of a compact pool stops the experiment (a rerun); only where one is smaller
+        pools = node_pool_slots(topo, p)
+        if small and pools_compact(exp):
+            smaller = node_pool_slots(topo, p, True)
+            small_pools = bool((smaller < pools).any())
+            pools = smaller
+        else:
+            small_pools = False
         nh, nn = int(topo.n_host), int(topo.n_node)
         poff = np.asarray(topo.node_port_offset, np.int64)
         npt = int(poff[-1])
@@ -219,7 +224,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         reserved = np.where(np.diff(poff) > 0, reserved, 0)
         reserved[:nh] = 0
         add("node_buffer", buf); add("node_reserved", reserved)
-        slot_sizes.append((cap, node_pool_slots(topo, p, small_pools), exp.network.cc == "hpcc"))
+        slot_sizes.append((cap, pools, exp.network.cc == "hpcc"))
         # ---- tasks
         src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
         owner, pred, local = dependency_ends(g)

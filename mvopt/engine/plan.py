@@ -32,7 +32,7 @@ from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.procpool import drop_pool, get_pool
 
-__all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "batch_bytes", "split_by_memory",
+__all__ = ["Worker", "parse_backend", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
            "balance", "run_share", "run_experiments", "INT32_LIMIT"]
 
 INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
@@ -58,7 +58,7 @@ def split_race(spec: str) -> tuple[str, bool]:
     base, plus, helper = spec.partition("+")
     if plus and helper != "cpu":
         raise BackendUnavailable(f"backend {spec!r}: only '+cpu' may follow a backend (the CPU's cores "
-                                 "racing it on its slowest experiments), not {helper!r}")
+                                 f"racing it on its slowest experiments), not {helper!r}")
     return base, bool(plus)
 
 
@@ -103,21 +103,27 @@ def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
     """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds,
     with the same `compact`; n_int is the INT slots it needs: its packet slots if it uses HPCC,
     else 0; n_monq / n_monw the rows of its monitor tables, 0 when its monitors are off)."""
-    topo, g, p = exp.topology, exp.tasks, exp.params
+    topo, g = exp.topology, exp.tasks
     nn = int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
-    n_slot = (int(port_ring_capacities(topo, p, compact).sum())
-              + int(node_pool_slots(topo, p, compact and pools_compact(exp)).sum()))
     owner, _, local = dependency_ends(g)
     remote = ~local
     n_flow = int((g.kind == FLOW).sum())
     return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_flow": n_flow, "n_pred": int(remote.sum()),
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
-            "n_nh": int(np.asarray(topo.nhset_offset)[-1]), "n_slot": n_slot,
-            "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0,
+            "n_nh": int(np.asarray(topo.nhset_offset)[-1]), **slot_counts(exp, compact),
             "n_hop": n_flow if exp.network.cc == "hpcc" else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
             "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
+
+
+def slot_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
+    """The packet-slot part of experiment_counts (n_slot, n_int), the only part `compact`
+    changes: counts of one sizing become the other's with `{**counts, **slot_counts(exp, c)}`."""
+    topo, p = exp.topology, exp.params
+    n_slot = (int(port_ring_capacities(topo, p, compact).sum())
+              + int(node_pool_slots(topo, p, compact and pools_compact(exp)).sum()))
+    return {"n_slot": n_slot, "n_int": n_slot * schema.MAX_INT_HOPS if exp.network.cc == "hpcc" else 0}
 
 
 def batch_counts(summed: dict[str, int]) -> dict[str, int]:
@@ -224,12 +230,13 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     be = _backend_for(worker)
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
     names = [e.name for e in exps]
+    full_counts = [experiment_counts(e) for e in exps]
     compact = capacities == "compact"
-    groups = split_by_memory([experiment_counts(e) for e in exps], cap, names)
+    groups = split_by_memory(full_counts, cap, names)
     if capacities == "auto" and len(groups) > 1:
         compact = True
     if compact:
-        groups = split_by_memory([experiment_counts(e, compact=True) for e in exps], cap, names)
+        groups = split_by_memory([{**c, **slot_counts(e, True)} for c, e in zip(full_counts, exps)], cap, names)
     reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
@@ -263,7 +270,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             return
         _log.info("%d of %d experiments ran out of their compact packet slots; they run again with full ones: %s",
                   len(again), len(exps), "; ".join(f"{names[k]}: {results[k].diagnostic}" for k in again[:5]))
-        retry = [[again[j] for j in g] for g in split_by_memory([experiment_counts(exps[k]) for k in again], cap,
+        retry = [[again[j] for j in g] for g in split_by_memory([full_counts[k] for k in again], cap,
                                                                 [names[k] for k in again])]
         if reporter is not None:
             reporter.sub_batches += len(retry)

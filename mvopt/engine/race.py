@@ -157,7 +157,7 @@ class CpuRacer:
                     # runs again there with full ones, and the race goes on)
                     if status[j] not in (ST_RUN, ST_CANCELLED, ST_CAPACITY):
                         self.ended_elsewhere.add(i)
-                return [j for j, i in enumerate(index) if status[j] == 0 and i in self.results]
+                return [j for j, i in enumerate(index) if status[j] == ST_RUN and i in self.results]
         return steer
 
     def take(self, i: int) -> ExperimentResult | None:

@@ -13,7 +13,7 @@ from mvopt.engine import TaskGraphBuilder, build_batch, get_backend, simulate
 from mvopt.engine.batch import extract_results
 from mvopt.engine.capacity import node_pool_slots, port_ring_capacities, ring_capacity
 from mvopt.engine.params import Experiment, ser_ps
-from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, run_share
+from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, run_share, slot_counts
 from mvopt.errors import MvoptError
 from mvopt.testing.scenarios import fat_tree_flows, fat_tree_incast, mixed_experiments
 
@@ -78,6 +78,7 @@ def test_compact_capacities_are_smaller_powers_of_two_and_hold_two_full_packets_
     assert (small_pools[:nh] == pools[:nh]).all()                # host control pools never shrink
     assert (small_pools[nh:] < pools[nh:]).all()
     assert experiment_counts(exp, compact=True)["n_slot"] == int(small.sum() + small_pools.sum())
+    assert {**experiment_counts(exp), **slot_counts(exp, True)} == experiment_counts(exp, compact=True)
     assert batch_bytes(experiment_counts(exp, compact=True)) < batch_bytes(experiment_counts(exp))
 
 

@@ -196,7 +196,7 @@ def test_race_with_compact_slots_running_out_gives_the_full_results() -> None:
 
 
 def test_only_cpu_may_race_and_it_races_one_worker() -> None:
-    with pytest.raises(MvoptError, match=r"only '\+cpu'"):
+    with pytest.raises(MvoptError, match=r"only '\+cpu'.*not 'gpu'"):
         simulate(EXPS, backend="cpu+gpu")
     with pytest.raises(MvoptError, match="races one worker"):
         simulate(EXPS, backend="cpu:2+cpu")

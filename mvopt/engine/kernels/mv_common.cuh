@@ -4,8 +4,8 @@
 #pragma once
 
 #define MV_INF 0x3fffffffffffffffLL
-#define MV_ERR (-1LL)   // a node's next/progress time when its window failed (a bug: see advance_with)
-#define MV_CAP (-2LL)   // ... when it ran out of packet slots (a wire ring, or a compact switch pool)
+#define MV_CAP (-2LL)   // a node's next/progress time when it ran out of packet slots (a wire ring, or a
+                        // compact switch pool): the experiment ends ST_CAPACITY (see advance_with)
 #define PS_PER_S 1000000000000LL
 #define MAX_INT_HOPS 5
 
@@ -13,6 +13,7 @@ enum { PK_DATA = 0, PK_ACK = 1, PK_NACK = 2, PK_PAUSE = 3, PK_RESUME = 4 };
 enum { FL_CE = 1, FL_ECHO = 2 };
 // ST_CAPACITY: out of compact packet slots, to be run again with full ones (mvopt/engine/capacity.py)
 // ST_CANCELLED: set by the host between launches (another backend has the result: engine/race.py)
+// ST_ERROR is the host's (batch.STATUS): ST_CAPACITY with full capacities, which cannot run out.
 enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5, ST_CANCELLED = 6 };
 enum { Q_CTL = 0, Q_DATA = 1 };
 enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };

@@ -321,7 +321,7 @@ MV_DEV void node_step(Ctx* c, int64_t v) {
 }
 
 // Phase 2 of the step for experiment e from its nodes' reports: the earliest pending event
-// (`next`), the earliest one that can make progress (`prog`; MV_ERR if a node failed), and the
+// (`next`), the earliest one that can make progress (`prog`; MV_CAP if a node ran out of slots), and the
 // tasks finished and flows acknowledged so far. The window count is written last, after a
 // fence: on the GPU it is the signal that lets the experiment's nodes start the next window.
 MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked) {
@@ -329,8 +329,7 @@ MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t 
   int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
   if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
   int64_t t = mv_max(c->exp_T_ps[e] + w, next);
-  if (prog == MV_CAP) c->exp_status[e] = ST_CAPACITY;   // the smallest report: it wins over MV_ERR
-  else if (prog < 0) c->exp_status[e] = ST_ERROR;
+  if (prog == MV_CAP) c->exp_status[e] = ST_CAPACITY;
   else if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) c->exp_status[e] = ST_DONE;
   else if (prog >= MV_INF) c->exp_status[e] = ST_STUCK;
   else if (t > c->exp_limit_ps[e]) c->exp_status[e] = ST_TIMEOUT;
