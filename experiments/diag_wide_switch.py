@@ -32,13 +32,14 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from bench_optimizer import space_data  # noqa: E402
 from mvopt.engine import build_batch, get_backend, schema  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
+from mvopt.engine.results import COUNTERS  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
 # diag_generation's configuration #11 (seed 0): the slowest of its 40 on one CPU core
 PARAMS = {"cluster.topology": "rail_optimized", "cluster.oversubscription": 2.0, "cluster.servers_per_group": 4,
           "network.lb": "ecmp", "network.ecn.kmin_kb": 1360.0, "ecn_span": 2.17, "network.buffer_mb": 25.9}
-C_HOPS = 14   # node_ctr column: packets the node put on a wire (mv_common.cuh, C_HOPS)
+C_HOPS = COUNTERS.index("packet_hops")   # node_ctr column: packets the node put on a wire
 
 
 def experiment(nbytes: int):
