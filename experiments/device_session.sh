@@ -16,7 +16,8 @@
 # bench_multi_gpu on two GPUs), wide (time per window and per event of a 128-port spine's thread,
 # experiments/diag_wide_switch.py: batches 1, 16, 200), ncu_wide (Nsight Compute on that batch of
 # 16, a window in its steady state), concurrency (Fig. 13 --run: that many 128-GPU training
-# iterations in one batch, compact slots by default), train54k (build the rail-sampled 53,760-GPU training experiment,
+# iterations in one batch, compact slots by default, for CONC_BUDGET_S seconds; docs/performance.md
+# comes back in $OUT/concurrency), train54k (build the rail-sampled 53,760-GPU training experiment,
 # ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
 # MVOPT_NODE_ORDER=widest-first (or default) picks the GPU's node order for every step (results do
 # not depend on it): run a step under both to compare.
@@ -60,8 +61,9 @@ run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-co
   -k mv_phase_window --launch-skip 2000 -c 1 -f -o $OUT/ncu_wide/prof python3 experiments/diag_wide_switch.py \
   --batches 16 --mib 2 --orders default && ncu --import $OUT/ncu_wide/prof.ncu-rep --page details > $OUT/ncu_wide/details.txt \
   && (ncu --import $OUT/ncu_wide/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu_wide/source_cuda.csv || true)"
-run concurrency 300 python3 experiments/paper_concurrency.py --run --run-slots ${CONC_SLOTS:-compact} --gpus ${CONC_GPUS:-128} \
-  --workloads ${CONC_WORKLOADS:-rail-training} --run-max ${CONC_MAX:-4096} --no-write
+run concurrency 300 bash -c "python3 experiments/paper_concurrency.py --run --run-slots ${CONC_SLOTS:-compact} --gpus ${CONC_GPUS:-128} \
+  --workloads ${CONC_WORKLOADS:-rail-training} --run-max ${CONC_MAX:-4096} --run-budget-s ${CONC_BUDGET_S:-120} \
+  && cp docs/performance.md $OUT/concurrency/"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
 run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \

@@ -4,7 +4,7 @@
     python experiments/paper_concurrency.py --gpus 16,64 --no-write
     python experiments/paper_concurrency.py --memory-gib 80      # an 80 GB H100
     python experiments/paper_concurrency.py --run --run-max 4096 --no-write   # on a GPU machine: run that many
-    python experiments/paper_concurrency.py --run --run-slots compact --gpus 128 --workloads rail-training --no-write
+    python experiments/paper_concurrency.py --run --run-slots compact --gpus 128 --workloads rail-training --run-budget-s 120
 
 For each workload and cluster size (GPUs) one experiment is built as the optimizer would build
 it (``mvopt.experiment.build``), then the engine batch of that one experiment
@@ -30,9 +30,13 @@ Congestion control ``--cc`` (default DCQCN); a batch holding any HPCC experiment
 5 in-band-telemetry records per packet slot, for every experiment in it (``--cc hpcc`` shows
 the cost). ``--run`` (needs a GPU and CuPy) builds a batch of that many experiments (at most
 ``--run-max``, and at most the int32 cap of one batch) and runs it on the GPU backend, as one
-batch (not through the planner), to confirm that it fits and to time it.
+batch (not through the planner), to confirm that it fits and to time it; ``--run-budget-s``
+stops the batch after that many seconds (a training iteration is millions of windows) and
+reports how far every experiment got: windows, simulated time, packet-hops.
 
-Writes section ``concurrency`` of docs/performance.md (``--no-write``: print only).
+Writes section ``concurrency`` of docs/performance.md, or with ``--run`` section
+``concurrency_run`` (the GPU machine's runs, kept apart from the sizing table, which any machine
+computes); ``--no-write``: print only.
 """
 
 from __future__ import annotations
@@ -159,7 +163,8 @@ def measure(workload: str, gpus: int, args) -> dict:
 
 
 def run_on_gpu(row: dict, args) -> dict:
-    """Build a batch of min(fit, run_max) copies and run it on the GPU backend."""
+    """Build a batch of min(fit, run_max) copies and run it on the GPU backend (for at most
+    `args.run_budget_s` seconds: a partial run then, reported as such)."""
     import cupy as cp
 
     from mvopt.engine import build_batch, get_backend
@@ -174,19 +179,23 @@ def run_on_gpu(row: dict, args) -> dict:
     batch = build_batch([row["experiment"]] * n, compact=small)
     t1 = time.perf_counter()
     try:
-        iters = be.run(batch)
+        iters = be.run(batch, deadline_s=args.run_budget_s)
     except cp.cuda.memory.OutOfMemoryError as e:
         return {"run_n": n, "run_status": f"out of memory ({e})", "run_s": time.perf_counter() - t1,
                 "run_build_s": t1 - t0, "run_device_gib": pool.total_bytes() / GIB}
     t2 = time.perf_counter()
     res = extract_results(batch, iters)
-    statuses = {r.status for r in res}
+    statuses = sorted({r.status for r in res})
     same = res[0].same_as(res[-1])
-    device = pool.total_bytes()
+    timing = dict(getattr(be, "last_timing", {}))
     pool.free_all_blocks()
-    return {"run_n": n, "run_status": "/".join(sorted(statuses)) + ("" if same else ", first != last"),
-            "run_s": t2 - t1, "run_build_s": t1 - t0, "run_device_gib": device / GIB,
-            "run_exp_per_h": n / (t2 - t0) * 3600}
+    done = all(r.status == "done" for r in res)
+    hops = sum(r.counters["packet_hops"] for r in res)
+    return {"run_n": n, "run_status": "/".join(statuses) + ("" if same else ", first != last"),
+            "run_partial": not done, "run_s": t2 - t1, "run_build_s": t1 - t0, "run_device_gib": batch.nbytes / GIB,
+            "run_windows": max(r.windows for r in res), "run_sim_us": min(r.end_ps for r in res) / 1e6,
+            "run_hops": hops, "run_kernel_s": timing.get("kernel_s", float("nan")),
+            "run_exp_per_h": n / (t2 - t0) * 3600 if done else float("nan")}
 
 
 def report(rows: list[dict], args, cmd: str) -> str:
@@ -240,16 +249,34 @@ binds is named (`slot` = packet slots). *Built on the host*: the columns the bat
 The workloads are in the script's docstring.
 
 """ + "\n".join(lines) + "\n"
-    ran = [r for r in rows if "run_n" in r]
-    if ran:
-        text += ("\n**Run on the GPU** (`--run`, at most " f"{args.run_max:,} experiments per batch, "
-                 f"{args.run_slots} packet slots):\n\n"
-                 "| workload | GPUs | experiments run | status | device memory held (GiB) | build (s) | run (s) | "
-                 "experiments/hour |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
-        for r in ran:
-            text += (f"| {r['workload']} | {r['gpus']:,} | {r['run_n']:,} | {r['run_status']} | "
-                     f"{r['run_device_gib']:.1f} | {r['run_build_s']:.1f} | {r['run_s']:.1f} | "
-                     f"{r.get('run_exp_per_h', float('nan')):,.0f} |\n")
+    return text
+
+
+def run_report(rows: list[dict], args, cmd: str) -> str:
+    """Section `concurrency_run`: the batches `--run` ran on the GPU."""
+    text = f"""## Concurrency limit on the GPU: that many experiments in one batch (paper Fig. 13, `--run`)
+
+{provenance(cmd)}
+
+Each row is one batch of copies of the experiment of the sizing table's row (section *Concurrency
+limit*), as many as fit one GPU by its count (at most {args.run_max:,}), {args.run_slots} packet
+slots, run as one batch on the GPU backend{f" for at most {args.run_budget_s:g} s" if args.run_budget_s else ""}.
+*Windows* and *simulated* say how far the experiments got (a partial run stops every experiment
+at the same window; *simulated* is the earliest experiment's simulated time); *packet-hops/s*
+counts every experiment's packet-hops over the run's wall time; *device memory* is the batch's
+columns and working memory (`batch.nbytes`, all on the GPU during the run). *Status* lists the experiments' statuses
+(`running`: stopped by the budget), and whether the first and the last copy ended identical.
+
+| workload | GPUs | experiments in one batch | status | windows | simulated (us) | device memory (GiB) | build (s) | run (s) | kernel (s) | packet-hops/s | experiments/hour |
+|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|
+"""
+    for r in (r for r in rows if "run_n" in r):
+        rate = r["run_hops"] / r["run_s"] if r.get("run_hops") is not None and r["run_s"] > 0 else float("nan")
+        text += (f"| {r['workload']} | {r['gpus']:,} | {r['run_n']:,} | {r['run_status']} | "
+                 f"{r.get('run_windows', 0):,} | {r.get('run_sim_us', float('nan')):,.1f} | "
+                 f"{r['run_device_gib']:.1f} | {r['run_build_s']:.1f} | {r['run_s']:.1f} | "
+                 f"{r.get('run_kernel_s', float('nan')):.1f} | {rate:,.0f} | "
+                 f"{r.get('run_exp_per_h', float('nan')):,.0f} |\n")
     return text
 
 
@@ -266,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-slots", choices=("full", "compact"), default="full",
                     help="with --run: packet slots of the batch run (compact: the last column's count; an "
                          "experiment that runs out of them shows status capacity)")
+    ap.add_argument("--run-budget-s", type=float, default=None,
+                    help="with --run: stop each batch after this many seconds and report how far it got")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     args = ap.parse_args(argv)
     rows = []
@@ -276,18 +305,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"(build {r['build_s'] + r['batch_s']:.1f} s)", flush=True)
             if args.run and min(r["fit"], r["int32_cap"]) > 0:
                 r.update(run_on_gpu(r, args))
-                print(f"   ran {r['run_n']:,}: {r['run_status']} in {r['run_s']:.1f} s", flush=True)
+                print(f"   ran {r['run_n']:,}: {r['run_status']} in {r['run_s']:.1f} s, "
+                      f"{r.get('run_windows', 0):,} windows", flush=True)
             r.pop("experiment")
             rows.append(r)
     cmd = ("python experiments/paper_concurrency.py"
            + (f" --gpus {args.gpus}" if args.gpus != ap.get_default("gpus") else "")
            + (f" --workloads {args.workloads}" if args.workloads != ap.get_default("workloads") else "")
            + f" --cc {args.cc} --mib {args.mib:g} --memory-gib {args.memory_gib:g} --reserve-gib {args.reserve_gib:g}"
-           + (f" --run --run-max {args.run_max}" if args.run else ""))
-    text = report(rows, args, cmd)
+           + (f" --run --run-max {args.run_max} --run-slots {args.run_slots}" if args.run else "")
+           + (f" --run-budget-s {args.run_budget_s:g}" if args.run and args.run_budget_s else ""))
+    # the sizing table is any machine's; the runs are the GPU machine's, in a section of their own
+    section, text = ("concurrency_run", run_report(rows, args, cmd)) if args.run else ("concurrency", report(rows, args, cmd))
     print(text)
     if not args.no_write:
-        update_section(ROOT / "docs" / "performance.md", "concurrency", text)
+        update_section(ROOT / "docs" / "performance.md", section, text)
     return 0
 
 
