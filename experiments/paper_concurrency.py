@@ -276,7 +276,7 @@ columns and working memory (`batch.nbytes`, all on the GPU during the run). *Sta
                  f"{r.get('run_windows', 0):,} | {r.get('run_sim_us', float('nan')):,.1f} | "
                  f"{r['run_device_gib']:.1f} | {r['run_build_s']:.1f} | {r['run_s']:.1f} | "
                  f"{r.get('run_kernel_s', float('nan')):.1f} | {rate:,.0f} | "
-                 f"{r.get('run_exp_per_h', float('nan')):,.0f} |\n")
+                 f"{'– (partial run)' if r.get('run_partial') else format(r['run_exp_per_h'], ',.0f')} |\n")
     return text
 
 

@@ -95,7 +95,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`, `5c3c2fa` and `1ad0f11`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11` and `6697865`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -188,8 +188,8 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, middle, latest = "e446fa3", "5c3c2fa", "1ad0f11"
-    bench, mid, now = load(f"bench_gpu_{commit}"), load(f"bench_gpu_{middle}"), load(f"bench_gpu_{latest}")
+    commit, middle, previous, latest = "e446fa3", "5c3c2fa", "1ad0f11", "6697865"
+    bench, mid, prev, now = (load(f"bench_gpu_{c}") for c in (commit, middle, previous, latest))
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
@@ -197,6 +197,7 @@ def render() -> str:
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
     lines += workload_a(now, latest, one, before=[
+        (prev, previous, "before the 64-byte port records `port_tx` / `port_in` and the ECMP mask, `nvidia-h200`"),
         (mid, middle, "before the persisted switch caches, the port records and the 256-port cache limit, `nvidia-h200`"),
         (bench, commit, "40-byte packet records, 64-bit indices, on an `nvidia-h200-x2`")])
     lines += launch_modes([("profile_b1024_e446fa3", "e446fa3", {}), ("profile_b4096_07518f9", "07518f9", {}),
@@ -208,7 +209,8 @@ def render() -> str:
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
-    lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (now, latest, one)])
+    lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (prev, previous, one),
+                         (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
