@@ -94,13 +94,21 @@ class Recorder:
     """Keeps every GenerationReport, prints one plain line per generation and (``save``) writes
     the rows so far after each generation, so an interrupted run keeps what it measured."""
 
-    def __init__(self, null: bool = False, save=None) -> None:
+    def __init__(self, null: bool = False, save=None, engine=None) -> None:
         self.reports = []
+        self.engine_reports: list[dict] = []   # per generation: the engine's figures per worker (below)
         self.null = null
         self.save = save
+        self.engine = engine   # () -> the evaluator's last engine report, or None
+
+    def rows(self) -> list[dict]:
+        """One row per generation, with the engine's figures where the evaluator reported them."""
+        return [dict(row_of(r), **({"engine": e} if e else {})) for r, e in zip(self.reports, self.engine_reports)]
 
     def generation(self, r, budget) -> None:
         self.reports.append(r)
+        engine = dict(self.engine() or {}) if self.engine is not None else {}
+        self.engine_reports.append(engine)
         row = row_of(r)
         if self.null:
             row["ratio"] = None
@@ -108,8 +116,22 @@ class Recorder:
             f"ask {row['ask_s']:.2f} s (sampler {row['sampler_s']:.2f}, storage {row['ask_storage_s']:.2f}) | "
             f"build {row['build_s']:.2f} s | simulation {row['simulation_s']:.2f} s | tell {row['tell_s']:.2f} s | "
             f"{row['trials_per_s']:.1f} trials/s | bookkeeping/simulation {fmt_ratio(row['ratio'])}")
+        for worker, st in engine.items():
+            say(f"    engine {worker}: {describe_engine(st)}")
         if self.save is not None:
-            self.save(self.reports)
+            self.save(self)
+
+
+def describe_engine(st: dict) -> str:
+    """One line of a worker's figures (mvopt.engine.plan.run_share): its sub-batches in order, and
+    the CPU racer's, where it raced."""
+    subs = "; ".join(f"{b['experiments']} {'compact' if b['compact'] else 'full'} at {b['start_s']:.1f} s: "
+                     f"build {b['build_s']:.1f} s, run {b['run_s']:.1f} s" for b in st.get("timeline", []))
+    text = f"sub-batches [{subs}], busy {st.get('busy_s', 0.0):.1f} s"
+    if "cpu_runs" in st:
+        text += (f"; CPU racer ready after {st['cpu_ready_s']:.1f} s, {st['cpu_runs']} runs "
+                 f"({st['cpu_busy_s']:.1f} s), won {st['cpu_won']}, abandoned {st['cpu_abandoned']}")
+    return text
 
 
 def row_of(r) -> dict:
@@ -241,13 +263,13 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
             "small_bytes": args.small_bytes if args.small else None, "distinct": args.distinct,
             "storage": describe_storage(url), "writer": writer.kind}
 
-    def save_partial(reports) -> None:
-        Path(f"{stem}.json").write_text(json.dumps({**meta, "complete": False, "rows": [row_of(r) for r in reports]},
+    def save_partial(rec) -> None:
+        Path(f"{stem}.json").write_text(json.dumps({**meta, "complete": False, "rows": rec.rows()},
                                                    indent=2) + "\n")
     say(f"bench_optimizer: {args.space.name}{' + distinct' if args.distinct else ''}{' (small workload)' if args.small else ''}, "
         f"{len(space.parameters)} parameters, sampler {sampler}, generations {args.generations} x {args.generation}, "
         f"backend {evaluator.name}, storage {describe_storage(url)} ({writer.kind} writer)")
-    rec = Recorder(null=args.backend == "null", save=save_partial)
+    rec = Recorder(null=args.backend == "null", save=save_partial, engine=lambda: getattr(evaluator, "last_report", None))
     loop = GenerationLoop(study, space, evaluator, generation_size=args.generation, progress=rec,
                           artifact_dir=str(args.out / "artifacts"), writer=writer)
     t0 = time.perf_counter()
@@ -261,7 +283,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - t0
-    rows = [row_of(r) for r in rec.reports]
+    rows = rec.rows()
     if args.backend == "null":  # nothing was simulated: a ratio would only measure the made-up evaluator
         for r in rows:
             r["ratio"] = r["ratio_with_build"] = None

@@ -319,7 +319,8 @@ def _sim_stats(result, wall_s: float, batch: int) -> dict[str, float]:
     return stats
 
 
-def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress: ProgressFn | None = None) -> list:
+def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress: ProgressFn | None = None,
+             report: dict | None = None) -> list:
     """The optimizer's evaluator (see :class:`mvopt.optimize.evaluator.Evaluator`).
 
     A configuration that cannot be built (ConfigError, InfeasibleError — invalid layout, does
@@ -330,7 +331,8 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress
     per iteration, summing to it) and ``mfu``, ``hfu``, ``peak_memory_gib`` in ``sim_stats``;
     any other workload's is its makespan. A stuck or timed-out experiment is feasible, with that
     status, its diagnostic as the reason and no time. `progress` receives the batch's
-    :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long simulation.
+    :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long simulation;
+    `report`, if given, the engine's figures of the batch (:func:`~mvopt.engine.simulate`).
     """
     from mvopt.engine import simulate
     from mvopt.optimize.evaluator import Evaluation
@@ -346,7 +348,7 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress
     build_wall_s = time.perf_counter() - t_build
     if todo:
         t0 = time.perf_counter()
-        results = simulate([b.experiment for _, b in todo], backend=backend, progress=progress)
+        results = simulate([b.experiment for _, b in todo], backend=backend, progress=progress, report=report)
         wall = time.perf_counter() - t0
         for (i, b), r in zip(todo, results):
             if r.status not in _STATUS:

@@ -52,7 +52,7 @@ def get_backend(name: str = "cpu", device: int = 0, threads: int | None = None):
 
 def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
              memory_bytes: int | None = None, progress: ProgressFn | None = None,
-             capacities: str = "auto") -> list[ExperimentResult]:
+             capacities: str = "auto", report: dict | None = None) -> list[ExperimentResult]:
     """Simulate the experiments; results in input order. `backend` is a backend spec ('cpu',
     'gpu', 'gpu:0,1', 'auto', 'cpu:N'; see :mod:`mvopt.engine.plan`): the experiments are spread
     over its workers by estimated cost, and each worker runs its share as SPME batches that fit
@@ -61,6 +61,8 @@ def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
     worker (experiments ended, furthest window, sub-batch). `capacities` ('auto', 'full',
     'compact'; :mod:`mvopt.engine.capacity`) sizes the packet slots: 'auto' gives compact ones
     (a first try, retried with full ones where they run out) when full ones would need more than
-    one batch; results never depend on it."""
+    one batch; results never depend on it. `report`, if given, receives each worker's figures
+    (sub-batches with their build and run seconds, reruns with full slots, the CPU racer's wins)."""
     from mvopt.engine.plan import run_experiments
-    return run_experiments(experiments, backend, memory_bytes=memory_bytes, progress=progress, capacities=capacities)
+    return run_experiments(experiments, backend, memory_bytes=memory_bytes, progress=progress, capacities=capacities,
+                           report=report)

@@ -240,7 +240,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
-    stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0}
+    # timeline: each sub-batch's size, slots, start (s after the call began), build and run seconds
+    stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0, "timeline": []}
     racer = CpuRacer(exps, race_threads).start() if race_cpu else None
 
     def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
@@ -252,14 +253,18 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
                     continue
             t = time.perf_counter()
             batch = build_batch([exps[k] for k in g], compact=small)
-            stats["build_s"] += time.perf_counter() - t
+            built = time.perf_counter() - t
+            stats["build_s"] += built
             t = time.perf_counter()
             if reporter is not None:
                 reporter.start_sub_batch(stats["sub_batches"], done_before)
             steer = {"steer": racer.steer_for(g)} if racer is not None else {}
             iters = be.run(batch, progress=reporter, **steer)
-            stats["run_s"] += time.perf_counter() - t
+            ran = time.perf_counter() - t
+            stats["run_s"] += ran
             stats["sub_batches"] += 1
+            stats["timeline"].append({"experiments": len(g), "compact": small, "start_s": t - built - t0,
+                                      "build_s": built, "run_s": ran})
             for k, r in zip(g, extract_results(batch, iters)):
                 results[k] = r if r.status != "cancelled" else None   # the CPU's, below
             done_before += len(g)

@@ -22,6 +22,7 @@ simulation itself runs without the interpreter lock.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Sequence
 
 import numpy as np
@@ -74,11 +75,15 @@ class CpuRacer:
         self.full_slots: list[int] = []                   # ran out of compact slots here: again, full
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
-        self.stats = {"cpu_won": 0, "cpu_runs": 0, "cpu_abandoned": 0}
+        # cpu_ready_s: seconds from start() until the last thread had its backend (a cold start
+        # compiles the CPU engine); cpu_busy_s: the threads' simulation seconds, summed
+        self.stats = {"cpu_won": 0, "cpu_runs": 0, "cpu_abandoned": 0, "cpu_ready_s": 0.0, "cpu_busy_s": 0.0}
+        self._t0 = 0.0
         self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
                         for k in range(self.threads)]
 
     def start(self) -> "CpuRacer":
+        self._t0 = time.perf_counter()
         for t in self.workers:
             t.start()
         return self
@@ -114,6 +119,8 @@ class CpuRacer:
             # thread at a time, so that a cold cache is compiled once, not once per core
             with _BACKEND_LOCK:
                 backend = CpuBackend(threads=1)
+            with self.lock:
+                self.stats["cpu_ready_s"] = max(self.stats["cpu_ready_s"], time.perf_counter() - self._t0)
             while not self.stop.is_set():
                 job = self._next()
                 if job is None:
@@ -129,7 +136,13 @@ class CpuRacer:
                 batch = build_batch([self.exps[i]], compact=compact)
                 if self.stop.is_set():
                     raise _Stop
-                iters = backend.run(batch, steer=steer)
+                t = time.perf_counter()
+                try:
+                    iters = backend.run(batch, steer=steer)
+                finally:
+                    ran = time.perf_counter() - t
+                    with self.lock:
+                        self.stats["cpu_busy_s"] += ran
                 (r,) = extract_results(batch, iters)
                 del batch
                 with self.lock:

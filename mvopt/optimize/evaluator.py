@@ -87,6 +87,7 @@ class SimulatorEvaluator:
         self.name = backend
         self.backend = backend
         self.on_progress: ProgressFn | None = None    # told how a long batch advances (the CLI's progress)
+        self.last_report: dict = {}                   # the engine's figures of the last batch, per worker
         self._evaluate: Callable[..., list[Evaluation]] | None = None
 
     def _load(self) -> Callable[..., list[Evaluation]]:
@@ -110,7 +111,8 @@ class SimulatorEvaluator:
         if not configs:
             return []
         kwargs = {"progress": self.on_progress} if self.on_progress is not None else {}
-        results = list(self._load()(list(configs), backend=self.backend, **kwargs))
+        self.last_report = {}
+        results = list(self._load()(list(configs), backend=self.backend, report=self.last_report, **kwargs))
         return check_results(configs, results, self.name)
 
 

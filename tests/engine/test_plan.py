@@ -74,10 +74,28 @@ def test_workers_and_sub_batches_give_the_results_of_one_batch(spec: str, proces
     many = run_experiments(EXPS, spec, processes=processes, report=stats)
     assert sorted(s["experiments"] for s in stats.values()) == sorted(len(s) for s in balance(
         [experiment_cost(e) for e in EXPS], len(stats)))
-    small = run_experiments(EXPS, spec, processes=processes,
+    small_stats: dict = {}
+    small = run_experiments(EXPS, spec, processes=processes, report=small_stats,
                             memory_bytes=int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS)))
+    # the timeline: every sub-batch, in order, its experiments adding up to the worker's share
+    for s in small_stats.values():
+        line = s["timeline"]
+        assert len(line) == s["sub_batches"] >= 1 and sum(b["experiments"] for b in line) == s["experiments"]
+        assert all(b["build_s"] >= 0 and b["run_s"] >= 0 for b in line)
+        assert all(a["start_s"] + a["build_s"] + a["run_s"] <= b["start_s"] + 1e-6 for a, b in zip(line, line[1:]))
+        assert abs(sum(b["run_s"] for b in line) - s["run_s"]) < 1e-6
     for a, b, c in zip(one, many, small):
         assert a.same_as(b) and a.same_as(c), a.name
+
+
+def test_a_share_cut_into_sub_batches_reports_each_one_in_order() -> None:
+    cap = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
+    _, stats = run_share(Worker("cpu", 0, 1), EXPS, memory_bytes=cap, capacities="full")
+    line = stats["timeline"]
+    assert len(line) == stats["sub_batches"] > 1 and sum(b["experiments"] for b in line) == len(EXPS)
+    assert not any(b["compact"] for b in line)
+    assert all(a["start_s"] + a["build_s"] + a["run_s"] <= b["start_s"] + 1e-6 for a, b in zip(line, line[1:]))
+    assert abs(sum(b["build_s"] for b in line) - stats["build_s"]) < 1e-6
 
 
 def test_a_worker_process_error_reaches_the_caller_with_its_message() -> None:
@@ -164,6 +182,7 @@ def test_cpu_race_wins_where_the_worker_is_slow(monkeypatch) -> None:
     raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=1)
     assert stats["cpu_won"] == len(EXPS)
     assert all(a.same_as(b) for a, b in zip(raced, plain))
+    assert 0 < stats["cpu_ready_s"] and 0 < stats["cpu_busy_s"]    # the racer's thread got ready and ran
 
 
 def test_racer_keeps_racing_an_experiment_that_ran_out_of_compact_slots_elsewhere() -> None:

@@ -29,13 +29,15 @@ def test_simulator_evaluator_calls_experiment_evaluate_once_per_batch(monkeypatc
     import types
     calls = []
     fake = types.ModuleType("mvopt.experiment")
-    fake.evaluate = lambda configs, backend: calls.append((len(configs), backend)) or [
-        Evaluation(True, iteration_time_s=1.0) for _ in configs]
+    fake.evaluate = lambda configs, backend, report: calls.append((len(configs), backend)) or report.update(
+        {"cpu#0": {"sub_batches": 1}}) or [Evaluation(True, iteration_time_s=1.0) for _ in configs]
     monkeypatch.setitem(sys.modules, "mvopt.experiment", fake)
     from mvopt.config import load_config
-    out = SimulatorEvaluator("cpu:2").evaluate([load_config(), load_config()])
+    ev = SimulatorEvaluator("cpu:2")
+    out = ev.evaluate([load_config(), load_config()])
     assert len(out) == 2 and calls == [(2, "cpu:2")]
-    fake.evaluate = lambda configs, backend: []
+    assert ev.last_report == {"cpu#0": {"sub_batches": 1}}     # the engine's figures of that batch
+    fake.evaluate = lambda configs, backend, report: []
     with pytest.raises(MvoptError, match="returned 0 results for 1"):
         SimulatorEvaluator("cpu").evaluate([load_config()])
 
