@@ -97,10 +97,12 @@ def dependency_ends(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(owner, predecessor, local) of every dependency entry: the task it belongs to, the task it
     waits for, and whether that one finishes on the host where the owner starts (else the owner
     learns of it in a later window: a remote dependency)."""
-    src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
-    owner = np.repeat(np.arange(g.n, dtype=np.int64), np.diff(g.pred_offset))
-    pred = g.pred.astype(np.int64)
-    return owner, pred, dst[pred] == src[owner]
+    # task ids in int32 where they fit (they do in any batch: its tables are int32-indexed), so
+    # that the two arrays per dependency of a paper-scale graph take half the memory
+    it = np.int32 if g.n < 2**31 else np.int64
+    owner = np.repeat(np.arange(g.n, dtype=it), np.diff(g.pred_offset))
+    pred = g.pred.astype(it, copy=False)
+    return owner, pred, g.dst[pred] == g.src[owner]
 
 
 def ps_per_byte(rate_bps: np.ndarray) -> np.ndarray:
@@ -146,6 +148,18 @@ def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndar
     return off, values[order]
 
 
+def _as_column(values, dt: np.dtype) -> np.ndarray:
+    """`values` as a part of a column of type `dt` (structured columns keep theirs: they are
+    made whole below)."""
+    arr = np.asarray(values)
+    if dt.fields is not None:
+        return arr
+    out = arr.astype(dt, copy=False)
+    # an experiment's own array (a graph or parameter column) is copied: the batch's columns are
+    # the engine's state, written by the kernels, and a one-experiment column is its part itself
+    return out.copy() if out is values else out
+
+
 def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False) -> Batch:
     """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed).
     `compact` (one flag, or one per experiment): give them compact packet slots, a first try
@@ -154,6 +168,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
+    dtypes = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
     spans = []
     node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = monq_base = monw_base = 0
@@ -177,7 +192,9 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         npt = int(poff[-1])
         nt = g.n
         # ---- experiment row
-        add = lambda name, arr: parts[name].append(np.asarray(arr))  # noqa: E731
+        # each part in its column's type at once: a paper-scale experiment's int64 intermediates
+        # would otherwise be held until the end, twice the int32 columns they become
+        add = lambda name, arr: parts[name].append(_as_column(arr, dtypes[name]))  # noqa: E731
         add("exp_node_lo", [node_base]); add("exp_node_hi", [node_base + nn])
         add("exp_port_lo", [port_base])
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
@@ -247,6 +264,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         pred_base += int(r_off[-1]); succ_base += int(s_off[-1])
         add("task_local_left", local_left); add("task_ready_max", np.zeros(nt, np.int64))
         add("task_remote_ps", np.where(has_remote, -1, 0))
+        del owner, pred, local, remote_owner, remote_pred, r_off, r_pred, s_off, s_task, local_left, task_flow
         add("task_finish_ps", np.full(nt, INF_PS, np.int64))
         # remote-dependency lists per host
         rl_nodes = src[has_remote]
@@ -278,6 +296,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("heap_t", heap_t); add("heap_task", heap_task); add("act_flow", np.zeros(heap_t.size, np.int64))
         add("node_heap_n", heap_n)
         heap_base += heap_t.size
+        del heap_t, heap_task
         add("task_start_ps", start_ps)
         # flows
         add("f_npkt", p.flow_npkt[flow_ids]); add("f_line_bps", p.flow_line_bps[flow_ids])
@@ -308,9 +327,15 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
             continue
         n = counts[col.length] * col.mult
         dt = schema.numpy_dtype(col)
-        if parts[col.name]:
-            arr = np.concatenate([np.asarray(a).ravel() for a in parts[col.name]]).astype(dt, copy=False) \
-                if dt.fields is None else np.zeros(n, dt)
+        pieces = parts.pop(col.name)   # dropped as the column is made: the host holds one copy
+        if pieces:
+            if dt.fields is not None:
+                arr = np.zeros(n, dt)
+            elif len(pieces) == 1:     # one experiment: its part is the column, not copied again
+                arr = pieces[0].ravel()
+            else:
+                arr = np.concatenate([a.ravel() for a in pieces])
+            del pieces
             if arr.size != n:
                 raise AssertionError(f"column {col.name}: {arr.size} values for {n} rows")
         else:
