@@ -73,6 +73,11 @@ def _c(name: str, ctype: str, length: str, doc: str, mult: int = 1) -> Column:
     return Column(name, ctype, length, mult, doc)
 
 
+def is_kernel_written(col: Column) -> bool:
+    """State and scratch columns; the others are parameters, written once by the batch builder."""
+    return col.doc.startswith(("state", "scratch"))
+
+
 COLUMNS: tuple[Column, ...] = (
     # ---- experiments -------------------------------------------------------------------------
     _c("exp_node_lo", "i32", "n_exp", "first node of the experiment"),
@@ -245,6 +250,9 @@ def c_struct_source() -> str:
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:
-        lines.append(f"  {_CTYPES[col.ctype]}* {col.name};  // {col.doc}")
+        # a parameter column is read-only to the kernels (MvRo, kernels/mv_backend.cuh): writing
+        # one does not compile, and a GPU reads it through the read-only data path
+        kind = f"{_CTYPES[col.ctype]}*" if is_kernel_written(col) else f"MvRo<{_CTYPES[col.ctype]}>"
+        lines.append(f"  {kind} {col.name};  // {col.doc}")
     lines.append("};")
     return "\n".join(lines) + "\n"

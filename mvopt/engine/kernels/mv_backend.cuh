@@ -49,3 +49,16 @@
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif
+
+// A parameter column (schema.py: written once by the batch builder, never by a kernel): indexing
+// gives a value, so a kernel that tried to write one would not compile. On a GPU the load takes
+// the read-only data path (__ldg): it cannot alias any store, so the compiler may issue it
+// before earlier stores and overlap it with other loads (the kernels wait on chains of loads).
+template <class T> struct MvRo {
+  const T* p;
+#if defined(MV_BACKEND_CUDA)
+  __device__ __forceinline__ T operator[](int64_t i) const { return __ldg(p + i); }
+#else
+  inline T operator[](int64_t i) const { return p[i]; }
+#endif
+};
