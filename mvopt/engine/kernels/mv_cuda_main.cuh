@@ -18,13 +18,20 @@ __constant__ Ctx mv_ctx;
 
 // Block size (the launcher's THREADS) and the blocks per SM the register allocation must allow;
 // both can be overridden at compile time (-D) to measure variants. The kernels are latency-bound,
-// so resident warps matter: left alone, nvcc 13 gives the megakernels 176-177 registers, 2 blocks
-// of 128 per SM; capped for 3 blocks they get 168 with 40-44 bytes of spills (sm_90).
+// so resident warps matter: left alone, nvcc 13 gave the megakernels 176-177 registers, 2 blocks
+// of 128 per SM; capped for 3 blocks they got 168 with 40-44 bytes of spills (sm_90); with
+// read-only parameter columns the one-launch kernels need 136, the window kernel 128.
 #ifndef MV_THREADS
 #define MV_THREADS 128
 #endif
 #ifndef MV_MIN_BLOCKS
 #define MV_MIN_BLOCKS 3
+#endif
+// The graph mode's window kernel (the default) fits 4 blocks per SM in 128 registers without
+// spills since the parameter columns are read-only (MvRo); the bound keeps it there (coop and
+// async would spill 16-44 bytes at 4).
+#ifndef MV_WINDOW_MIN_BLOCKS
+#define MV_WINDOW_MIN_BLOCKS 4
 #endif
 
 MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
@@ -120,7 +127,7 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
 }
 
 // The two phases as two launches ("graph"; the launch boundary is the barrier).
-MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_phase_window(int64_t cap) {
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   MV_FOR(i, c->n_node) {
     int64_t v = c->node_order[i], e = c->node_exp[v];
