@@ -1077,7 +1077,7 @@ def test_switch_event_selection_paths_agree() -> None:
     the second and its 6-port leaves down the third; the default build scans for all of them."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import extract_results
+    from mvopt.engine.batch import INF_PS, extract_results
 
     exps = sc.mixed_experiments(12)
     default = simulate(exps, backend="cpu")
@@ -1096,7 +1096,7 @@ def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
     results, bit for bit, also with several threads sharing one experiment's nodes."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import extract_results
+    from mvopt.engine.batch import INF_PS, extract_results
 
     locked = CpuBackend(threads=2, defines={"MV_PUSH_LOCK": lock})
     if not locked.openmp:
@@ -1115,3 +1115,31 @@ def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
         assert locked.threads_for(batch) == 2
         for a, b in zip(simulate(group, backend="cpu"), extract_results(batch, locked.run(batch))):
             assert a.same_as(b), a.name
+
+
+def test_quiet_switches_skip_their_windows_and_change_nothing(backend) -> None:
+    """A switch that processed no event in a window that left it nothing pending skips the next
+    windows until a packet reaches one of its in-rings (kernels/mv_step.cuh, switch_quiet). Here
+    the network is idle for 40 windows between two flows: in the middle of them every switch is
+    quiet, and the run, stopped there and carried on, ends as the reference does."""
+    from mvopt.engine import build_batch, get_backend
+    from mvopt.engine.batch import INF_PS, extract_results
+
+    topo = fat_tree()
+    g = TaskGraphBuilder()
+    g.flow(0, 5, 3000)
+    prev = None
+    for _ in range(40):
+        prev = g.delay(0, D, after=[prev] if prev is not None else [])
+    g.flow(5, 0, 3000, after=[prev])
+    exp = sc.experiment(topo, g, cc="dcqcn")
+    batch = build_batch([exp])
+    be = get_backend(backend)
+    be.run(batch, max_iters=25)
+    nh = int(topo.n_host)
+    assert batch.cols["exp_status"][0] == 0 and batch.cols["node_quiet"][nh:].all()
+    assert (batch.cols["node_next_ps"][nh:] >= INF_PS).all()
+    iters = 25 + be.run(batch)
+    (r,) = extract_results(batch, iters)
+    assert r.status == "done" and r.windows > 40
+    assert_matches_reference(r, exp)

@@ -44,8 +44,10 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
   node_window(c, v);
-  atomicMin(&c->exp_acc_next[e], c->node_next_ps[v]);
-  atomicMin(&c->exp_acc_prog[e], c->node_prog_ps[v]);
+  // (a report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic)
+  int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
+  if (next < MV_INF) atomicMin(&c->exp_acc_next[e], next);
+  if (prog < MV_INF) atomicMin(&c->exp_acc_prog[e], prog);
   int32_t done = c->node_tasks_done[v] - done0, acked = c->node_flows_acked[v] - acked0;
   if (done) atomicAdd((unsigned long long*)&c->exp_done[e], (unsigned long long)done);
   if (acked) atomicAdd((unsigned long long*)&c->exp_acked[e], (unsigned long long)acked);

@@ -180,6 +180,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   int64_t* va = c->port_tree_t + 4 * lo;   // and their values
   int64_t* vd = va + P;
   int64_t ms = mon_next(c, e);   // next monitor sample
+  bool busy = false;             // processed an event in this window
   if (TREE) switch_caches_begin(c, v, lo, n, P, par);
   else if (cached) {
     for (int64_t k = 0; k < n; ++k) {
@@ -214,10 +215,14 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     }
     if (ta >= te && td >= te) {
       if (ms <= te) mon_record(c, e, v, ms, te);
-      c->node_next_ps[v] = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
-      c->node_prog_ps[v] = c->node_next_ps[v];
+      int64_t next = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
+      c->node_next_ps[v] = c->node_prog_ps[v] = next;
+      // read only after a window that left nothing pending, so written only then (a busy
+      // switch pays no store)
+      if (next >= MV_INF) c->node_quiet[v] = !busy;
       return;
     }
+    busy = true;
     now = ta <= td ? ta : td;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
     c->node_event_ps[v] = now;
@@ -300,12 +305,30 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   }
 }
 
+// Whether switch v has nothing to do in this window (window start T, end te, parity par), so
+// that it may skip it: it processed no event in its last window (so node_begin would copy equal
+// values: nothing changed since its last copy), nothing was pending after it (next = MV_INF: no
+// queued packet, PFC frame or packet in flight of its own), no packet is visible on an in-ring,
+// and no monitor sample is due. Its report then stays what it was: next = progress = MV_INF.
+// An idle window of a batch pays one load and a check per port for each such switch instead of
+// its whole window (the rings, the queues, the caches).
+MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  // node_next_ps first: a busy switch (something pending) leaves here on the row it writes anyway
+  if (c->node_next_ps[v] < MV_INF || !c->node_quiet[v] || mon_next(c, e) <= te) return false;
+  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
+    int64_t q = c->port_peer[p];
+    if (c->port_head[q * 2 + par] < PORT_T(c, q, PT_TAIL + (par ^ 1))) return false;
+  }
+  return true;
+}
+
 // Node v's window of its (running) experiment: phase 1 of the step.
 MV_DEV void node_window(Ctx* c, int64_t v) {
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
   bool host = c->node_is_host[v];
+  if (!host && switch_quiet(c, e, v, te, par)) return;
   if (host) schedule_node(c, v);
   node_begin(c, v, par);
   if (host) host_window(c, e, v, te, par);
