@@ -242,7 +242,10 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     t0 = time.perf_counter()
     # timeline: each sub-batch's size, slots, start (s after the call began), build and run seconds
     stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0, "timeline": []}
-    racer = CpuRacer(exps, race_threads).start() if race_cpu else None
+    # started when the first sub-batch is built, just before it runs: the racer's threads build
+    # their experiments' batches in Python, and while the worker builds its own they would only
+    # compete with it for the interpreter lock (the race matters while the worker simulates)
+    racer = CpuRacer(exps, race_threads) if race_cpu else None
 
     def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
         for g in todo:
@@ -259,6 +262,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             if reporter is not None:
                 reporter.start_sub_batch(stats["sub_batches"], done_before)
             steer = {"steer": racer.steer_for(g)} if racer is not None else {}
+            if racer is not None and not racer.started:
+                racer.start()
             iters = be.run(batch, progress=reporter, **steer)
             ran = time.perf_counter() - t
             stats["run_s"] += ran

@@ -82,6 +82,10 @@ class CpuRacer:
         self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
                         for k in range(self.threads)]
 
+    @property
+    def started(self) -> bool:
+        return self._t0 > 0.0
+
     def start(self) -> "CpuRacer":
         self._t0 = time.perf_counter()
         for t in self.workers:
@@ -94,7 +98,8 @@ class CpuRacer:
         every result)."""
         self.stop.set()
         for t in self.workers:
-            t.join(timeout_s)
+            if t.is_alive() or t.ident is not None:   # never started: nothing to join
+                t.join(timeout_s)
         return self.errors[0] if self.errors else None
 
     def _next(self) -> tuple[int, bool] | None:

@@ -185,6 +185,27 @@ def test_cpu_race_wins_where_the_worker_is_slow(monkeypatch) -> None:
     assert 0 < stats["cpu_ready_s"] and 0 < stats["cpu_busy_s"]    # the racer's thread got ready and ran
 
 
+def test_racer_starts_once_the_workers_batch_is_built(monkeypatch) -> None:
+    """The racer's threads would compete with the worker's batch building for the interpreter
+    lock: none of them runs while the worker builds its first sub-batch."""
+    import threading
+
+    from mvopt.engine import plan
+
+    seen = []
+    real = plan.build_batch
+
+    def build(*a, **kw):
+        seen.append(sorted(t.name for t in threading.enumerate() if t.name.startswith("mvopt-cpu-racer")))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(plan, "build_batch", build)
+    plain = simulate(EXPS, backend="cpu", capacities="full")
+    raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=2)
+    assert seen and seen[0] == []
+    assert all(a.same_as(b) for a, b in zip(raced, plain)) and stats["cpu_ready_s"] >= 0
+
+
 def test_racer_keeps_racing_an_experiment_that_ran_out_of_compact_slots_elsewhere() -> None:
     """The worker's compact run of an experiment ran out (status capacity): it runs there again
     with full slots, so the CPU must not drop it from the race; a finished or cancelled one it
