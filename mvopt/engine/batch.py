@@ -150,14 +150,9 @@ def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndar
 
 def _as_column(values, dt: np.dtype) -> np.ndarray:
     """`values` as a part of a column of type `dt` (structured columns keep theirs: they are
-    made whole below)."""
+    made whole below). It may be `values` itself (see `borrowed` in build_batch)."""
     arr = np.asarray(values)
-    if dt.fields is not None:
-        return arr
-    out = arr.astype(dt, copy=False)
-    # an experiment's own array (a graph or parameter column) is copied: the batch's columns are
-    # the engine's state, written by the kernels, and a one-experiment column is its part itself
-    return out.copy() if out is values else out
+    return arr if dt.fields is not None else arr.astype(dt, copy=False)
 
 
 def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False) -> Batch:
@@ -169,6 +164,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
     parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
     dtypes = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
+    # columns with a part that is the caller's own array (a graph or parameter column, or one
+    # array given to two columns): copied if it becomes the whole column, since the batch's
+    # columns are the kernels' state (several parts are copied by their concatenation anyway)
+    borrowed: set[str] = set()
     spans = []
     node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = monq_base = monw_base = 0
@@ -194,7 +193,11 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         # ---- experiment row
         # each part in its column's type at once: a paper-scale experiment's int64 intermediates
         # would otherwise be held until the end, twice the int32 columns they become
-        add = lambda name, arr: parts[name].append(_as_column(arr, dtypes[name]))  # noqa: E731
+        def add(name: str, arr) -> None:
+            part = _as_column(arr, dtypes[name])
+            if part is arr:
+                borrowed.add(name)
+            parts[name].append(part)
         add("exp_node_lo", [node_base]); add("exp_node_hi", [node_base + nn])
         add("exp_port_lo", [port_base])
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
@@ -333,6 +336,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                 arr = np.zeros(n, dt)
             elif len(pieces) == 1:     # one experiment: its part is the column, not copied again
                 arr = pieces[0].ravel()
+                if col.name in borrowed:
+                    arr = arr.copy()
             else:
                 arr = np.concatenate([a.ravel() for a in pieces])
             del pieces

@@ -98,7 +98,7 @@ class CpuRacer:
         every result)."""
         self.stop.set()
         for t in self.workers:
-            if t.is_alive() or t.ident is not None:   # never started: nothing to join
+            if t.ident is not None:   # never started: nothing to join
                 t.join(timeout_s)
         return self.errors[0] if self.errors else None
 
