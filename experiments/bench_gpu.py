@@ -102,7 +102,7 @@ def timed(backend: str, exps: list[Experiment], max_iters: int | None = None, de
     t0 = time.perf_counter()
     batch = build_batch(exps)
     t1 = time.perf_counter()
-    iters = be.run(batch, max_iters=max_iters, **({"deadline_s": deadline_s} if backend == "gpu" else {}))
+    iters = be.run(batch, max_iters=max_iters, resumable=False, **({"deadline_s": deadline_s} if backend == "gpu" else {}))
     t2 = time.perf_counter()
     gpu_timing = dict(getattr(be, "last_timing", {}))   # GPU: upload / kernel / download seconds
     return extract_results(batch, iters), t1 - t0, t2 - t1, batch.nbytes, gpu_timing

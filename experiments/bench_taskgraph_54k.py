@@ -197,9 +197,9 @@ def simulate_case(exp, plan) -> dict:
     out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
     if backend == "cpu":
-        iters = be.run(batch, max_iters=int(os.environ.get("MVOPT_54K_CPU_WINDOWS", "2000")))
+        iters = be.run(batch, max_iters=int(os.environ.get("MVOPT_54K_CPU_WINDOWS", "2000")), resumable=False)
     else:
-        iters = be.run(batch, deadline_s=float(os.environ.get("MVOPT_54K_BUDGET_S", "300")))
+        iters = be.run(batch, deadline_s=float(os.environ.get("MVOPT_54K_BUDGET_S", "300")), resumable=False)
     out["run_s"] = time.perf_counter() - t0
     r = extract_results(batch, iters)[0]
     clock = int(batch.cols["exp_T_ps"][0])           # the experiment's clock when it stopped

@@ -179,7 +179,7 @@ def run_on_gpu(row: dict, args) -> dict:
     batch = build_batch([row["experiment"]] * n, compact=small)
     t1 = time.perf_counter()
     try:
-        iters = be.run(batch, deadline_s=args.run_budget_s)
+        iters = be.run(batch, deadline_s=args.run_budget_s, resumable=False)
     except cp.cuda.memory.OutOfMemoryError as e:
         return {"run_n": n, "run_status": f"out of memory ({e})", "run_s": time.perf_counter() - t1,
                 "run_build_s": t1 - t0, "run_device_gib": pool.total_bytes() / GIB}

@@ -45,7 +45,7 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
 def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
     batch = build_batch(exps)
     batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave)
-    iters = be.run(batch, max_iters=max_iters)
+    iters = be.run(batch, max_iters=max_iters, resumable=False)
     return extract_results(batch, iters), dict(be.last_timing)
 
 

@@ -143,17 +143,31 @@ class CpuBackend:
         return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
 
     def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None,
-            progress: Callable[[int, int], None] | None = None, steer: Steer | None = None) -> int:
+            progress: Callable[[int, int], None] | None = None, steer: Steer | None = None,
+            resumable: bool = True) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
         for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
         called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window;
         `steer(statuses)` between chunks of STEER_CHUNK, and the experiments (batch indices) it
-        returns that still run are cancelled (engine/race.py)."""
+        returns that still run are cancelled (engine/race.py). A run stopped early keeps its
+        packets in flight on the batch (`Batch.scratch`), so that running it again continues it;
+        `resumable=False` skips that copy (a benchmark that stops for good)."""
         if progress is not None:
             chunk_iters = min(chunk_iters, PROGRESS_CHUNK)
         if steer is not None:
             chunk_iters = min(chunk_iters, STEER_CHUNK)
-        scratch = self._scratch(batch)        # kept alive until the run ends
+        # a stopped run's packets, else this thread's reusable slots (kept alive until the run ends)
+        resumed = batch.scratch is not None
+        scratch = batch.scratch if resumed else self._scratch(batch)
+        iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
+        if resumable:
+            batch.keep_scratch(scratch, copy=not resumed)
+        else:
+            batch.scratch = None
+        return iters
+
+    def _run(self, batch: Batch, scratch: dict, chunk_iters: int, max_iters: int | None,
+             progress: Callable[[int, int], None] | None, steer: Steer | None) -> int:
         arrays = {**batch.cols, **scratch}
         for col in schema.COLUMNS:
             if not col.doc.startswith("scratch"):

@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine._cpu import build_ctx
-from mvopt.engine.batch import RESULT_COLUMNS, ST_CANCELLED, ST_RUN, Batch, Steer, scratch_arrays
+from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_arrays,
+                                 scratch_words)
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -210,7 +211,7 @@ class GpuBackend:
 
     def run(self, batch: Batch, *, chunk_iters: int = 256, max_iters: int | None = None,
             deadline_s: float | None = None, progress: Callable[[int, int], None] | None = None,
-            steer: Steer | None = None) -> int:
+            steer: Steer | None = None, resumable: bool = True) -> int:
         """Simulate the batch on the GPU; the batch's result columns receive the final state.
         Returns the most windows any experiment simulated. `max_iters` (windows per experiment)
         and `deadline_s` (wall seconds) stop early even if experiments are still running
@@ -218,14 +219,20 @@ class GpuBackend:
         download seconds. The first launch runs at most `chunk_iters` windows per experiment, the
         next ones as many as take a fraction of a second. `progress(done, windows)` is called
         between launches: experiments ended, furthest window; `steer(statuses)` too, and the
-        experiments (batch indices) it returns that still run are cancelled (engine/race.py)."""
+        experiments (batch indices) it returns that still run are cancelled (engine/race.py).
+        A run stopped early with experiments still running copies back its whole state and its
+        packets in flight (`Batch.scratch`), so that running the batch again, on either backend,
+        continues it; `resumable=False` skips that copy (a benchmark that stops for good)."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
             # all-zero columns are set on the device (a memset), not copied
             dev = {name: cp.zeros(max(a.size, 1), a.dtype) if name in batch.zero_columns or not a.size
                    else cp.asarray(a) for name, a in batch.cols.items()}
-            dev.update(scratch_arrays(batch, cp))     # built on the device, never copied
+            if batch.scratch is not None:             # a stopped run's packets in flight
+                dev.update({name: cp.asarray(a) for name, a in batch.scratch.items()})
+            else:
+                dev.update(scratch_arrays(batch, cp))  # built on the device, never copied
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
@@ -251,9 +258,13 @@ class GpuBackend:
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
-            for name in RESULT_COLUMNS:
+            stopped = resumable and bool((status == ST_RUN).any())
+            for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:
                 if batch.cols[name].size:
                     batch.cols[name][...] = dev[name].get()
+            if stopped:     # the state is no longer zero where it was built so
+                batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
+            batch.scratch = {name: dev[name].get() for name in scratch_words(batch.counts)} if stopped else None
             del dev, status, iters
             # back to the driver, not only to CuPy's pool: other processes (the other GPU workers,
             # another study's worker) may need it before this one runs again

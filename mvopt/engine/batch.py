@@ -18,7 +18,7 @@ from mvopt.engine.params import Experiment, ResolvedParams
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
-__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS",
+__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
            "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
@@ -64,6 +64,16 @@ class Batch:
     zero_columns: frozenset[str] = frozenset()
     # per experiment: whether it runs with compact packet slots (mvopt.engine.capacity)
     compact: tuple[bool, ...] = ()
+    # the scratch columns (packets in flight) of a run stopped early (max_iters, a deadline) with
+    # experiments still running: the next run of the batch, on either backend, continues from
+    # them (and from the state columns, which the backends leave in `cols`). None otherwise.
+    scratch: dict[str, np.ndarray] | None = None
+
+    def keep_scratch(self, scratch: dict, copy: bool) -> None:
+        """After a run: keep `scratch` (arrays the caller may reuse: `copy`) while experiments
+        still run, drop it once all ended."""
+        running = bool((self.cols["exp_status"] == ST_RUN).any())
+        self.scratch = ({k: (np.array(v) if copy else v) for k, v in scratch.items()} if running else None)
 
     @property
     def nbytes(self) -> int:
@@ -416,7 +426,10 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
     return 8 * sum(scratch_words(counts).values())
 
 
-# The state columns that extract_results reads: all a backend must copy back after a run.
+# Every column the kernels write (besides the scratch ones): what a run stopped early must leave
+# in the batch for the next run to continue it.
+STATE_COLUMNS = tuple(col.name for col in schema.COLUMNS if col.doc.startswith("state"))
+# The state columns that extract_results reads: all a backend must copy back after a run that ended.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
                   "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_tx",
                   "port_in", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")

@@ -1117,6 +1117,39 @@ def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
             assert a.same_as(b), a.name
 
 
+def _idle_gap_experiment() -> Experiment:
+    """A flow, 40 windows of delay tasks on one host with the network idle, a flow back."""
+    g = TaskGraphBuilder()
+    g.flow(0, 5, 3000)
+    prev = None
+    for _ in range(40):
+        prev = g.delay(0, D, after=[prev] if prev is not None else [])
+    g.flow(5, 0, 3000, after=[prev])
+    return sc.experiment(fat_tree(), g, cc="dcqcn")
+
+
+def test_a_stopped_run_continues_on_any_backend_after_other_runs(backend) -> None:
+    """A run stopped early (max_iters) keeps its state and its packets in flight on the batch:
+    running the batch again continues it, even after the same backend ran another batch (whose
+    packets reuse the backend's working memory) and on the other backend, and it ends as the
+    reference does."""
+    from mvopt.engine import build_batch, get_backend
+    from mvopt.engine.batch import extract_results
+
+    exps = [_idle_gap_experiment(), incast("dctcp", 200_000)]
+    continue_on = ["cpu", backend] if backend != "cpu" else ["cpu"]
+    for other in continue_on:
+        batch = build_batch(exps)
+        get_backend(backend).run(batch, max_iters=3)      # packets in flight in both
+        assert batch.scratch is not None and (batch.cols["exp_status"] == 0).all()
+        get_backend(other).run(build_batch([exps[1]]))    # another batch in the same memory
+        iters = 3 + get_backend(other).run(batch)
+        assert batch.scratch is None
+        for r, exp in zip(extract_results(batch, iters), exps):
+            assert r.status == "done"
+            assert_matches_reference(r, exp)
+
+
 def test_quiet_switches_skip_their_windows_and_change_nothing(backend) -> None:
     """A switch that processed no event in a window that left it nothing pending skips the next
     windows until a packet reaches one of its in-rings (kernels/mv_step.cuh, switch_quiet). Here
@@ -1125,18 +1158,11 @@ def test_quiet_switches_skip_their_windows_and_change_nothing(backend) -> None:
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import INF_PS, extract_results
 
-    topo = fat_tree()
-    g = TaskGraphBuilder()
-    g.flow(0, 5, 3000)
-    prev = None
-    for _ in range(40):
-        prev = g.delay(0, D, after=[prev] if prev is not None else [])
-    g.flow(5, 0, 3000, after=[prev])
-    exp = sc.experiment(topo, g, cc="dcqcn")
+    exp = _idle_gap_experiment()
     batch = build_batch([exp])
     be = get_backend(backend)
     be.run(batch, max_iters=25)
-    nh = int(topo.n_host)
+    nh = int(exp.topology.n_host)
     assert batch.cols["exp_status"][0] == 0 and batch.cols["node_quiet"][nh:].all()
     assert (batch.cols["node_next_ps"][nh:] >= INF_PS).all()
     iters = 25 + be.run(batch)
