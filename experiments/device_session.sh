@@ -49,12 +49,16 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,coop}
-run ncu 170 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
+# the kernel's source, kept in a fresh CuPy cache, is what ncu's per-line tables need (it compiles from a temporary file)
+ncu_src="CUPY_CACHE_DIR=$PWD/.ncu_cache CUPY_CACHE_SAVE_CUDA_SOURCE=1"
+run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
-  --section SourceCounters --section InstructionStats --import-source yes -k mv_phase_window --launch-skip 214 -c 1 -f \
+  --section SourceCounters --section InstructionStats --import-source yes --source-folders $PWD/.ncu_cache \
+  -k mv_phase_window --launch-skip 214 -c 1 -f \
   -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
-  && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
+  && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda --source-folders $PWD/.ncu_cache \
+      > $OUT/ncu/source_cuda.csv || true)"
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
 run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section WarpStateStats --section LaunchStats --section SourceCounters --section InstructionStats --import-source yes \
