@@ -57,7 +57,8 @@ run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUN
   -k mv_phase_window --launch-skip 214 -c 1 -f \
   -o $OUT/ncu/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch 4096 --iters 160 \
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
-  && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true)"
+  && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true) \
+  && python3 experiments/ncu_source_lines.py $OUT/ncu/prof.ncu-rep $OUT/ncu/lines.json"
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
 run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section WarpStateStats --section LaunchStats --section SourceCounters --section InstructionStats --import-source yes \

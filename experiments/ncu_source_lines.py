@@ -1,0 +1,80 @@
+"""Per-source-line figures of an Nsight Compute report, as JSON: for every instanced metric that
+ncu correlates with instruction addresses (warp-stall samples, instructions executed, L1/L2
+sectors ... of the SourceCounters section), its sum per line of CUDA source. `ncu --page source`
+prints the source without these columns, so this reads the report through ncu's own Python
+module (`extras/python/ncu_report.py` of the Nsight Compute install, on the device machine).
+
+    python3 experiments/ncu_source_lines.py REPORT.ncu-rep OUT.json
+
+The source itself is in the report (`--import-source yes`) and in the JSON (`source`): read it
+beside the figures with `python3 experiments/ncu_source_lines.py --top OUT.json [METRIC]`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import sys
+from collections import defaultdict
+
+
+def _ncu_report():
+    ncu = shutil.which("ncu")
+    roots = [os.path.join(os.path.dirname(os.path.realpath(ncu)), "extras", "python")] if ncu else []
+    roots += glob.glob("/usr/local/cuda*/nsight-compute*/extras/python") + glob.glob("/opt/nvidia/nsight-compute/*/extras/python")
+    for root in roots:
+        if os.path.exists(os.path.join(root, "ncu_report.py")):
+            sys.path.insert(0, root)
+            import ncu_report
+            return ncu_report
+    raise SystemExit(f"ncu_report.py not found (looked in {roots})")
+
+
+def per_line(report: str) -> dict:
+    """{"metrics": {name: {"file:line": sum}}, "source": {file: text}} of the report's first kernel."""
+    ncu_report = _ncu_report()
+    action = ncu_report.load_report(report).range_by_idx(0).action_by_idx(0)
+    where: dict[int, str] = {}
+    out: dict[str, dict[str, float]] = {}
+    for name in action.metric_names():
+        m = action.metric_by_name(name)
+        if not m.num_instances() or not m.has_correlation_ids():
+            continue
+        ids = m.correlation_ids()
+        sums: dict[str, float] = defaultdict(float)
+        for i in range(m.num_instances()):
+            pc = ids.as_uint64(i)
+            if pc not in where:
+                info = action.source_info(pc)
+                where[pc] = f"{os.path.basename(info.file_name())}:{info.line()}" if info else "?"
+            sums[where[pc]] += m.as_double(i)
+        if any(sums.values()):
+            out[name] = dict(sums)
+    try:
+        source = {os.path.basename(k): v for k, v in action.source_files().items()}
+    except Exception as err:  # older modules: no source access
+        source = {"error": repr(err)}
+    return {"metrics": out, "source": source}
+
+
+def top(path: str, metric: str | None, n: int = 40) -> None:
+    data = json.load(open(path))
+    lines = {f: text.splitlines() for f, text in data["source"].items() if isinstance(text, str)}
+    names = [metric] if metric else [k for k in data["metrics"] if "pcsamp_sample_count" in k or "sectors" in k]
+    for name in names:
+        sums = data["metrics"][name]
+        total = sum(sums.values()) or 1.0
+        print(f"== {name} (total {total:,.0f})")
+        for where, v in sorted(sums.items(), key=lambda kv: -kv[1])[:n]:
+            f, _, ln = where.rpartition(":")
+            text = lines.get(f, [])[int(ln) - 1].strip() if ln.isdigit() and f in lines and int(ln) <= len(lines[f]) else ""
+            print(f"{100 * v / total:5.1f}%  {where:>12}  {text[:110]}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--top":
+        top(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    else:
+        json.dump(per_line(sys.argv[1]), open(sys.argv[2], "w"))
