@@ -47,7 +47,7 @@ fi
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --durations=25 \
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
-run profile 190 python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
+run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,coop}
 # the kernel's source, kept in a fresh CuPy cache, is what ncu's per-line tables need (it compiles from a temporary file)
 ncu_src="CUPY_CACHE_DIR=$PWD/.ncu_cache CUPY_CACHE_SAVE_CUDA_SOURCE=1"

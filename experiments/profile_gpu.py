@@ -38,13 +38,21 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph": {"launch": "graph"},   # one launch per phase, replayed as a CUDA graph
             # the window kernel bounded for 3 blocks per SM, as before the read-only parameters (it
             # then may use more registers): side by side with graph, 4 blocks
-            "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3}}
+            "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+            # nodes by node_order(widest_first=True): the switches' blocks start first, the hosts' last
+            "graph-widest": {"launch": "graph", "order": "widest"},
+            # the window kernel's warps take rows from a counter on a resident grid (MV_WINDOW_STEAL)
+            "graph-steal": {"launch": "graph", "MV_WINDOW_STEAL": 1},
+            "graph-steal-widest": {"launch": "graph", "MV_WINDOW_STEAL": 1, "order": "widest"},
+            # blocks of 64 threads (8 per SM: the same registers), so an SM's slot frees sooner
+            "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
+            "graph-t64-widest": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8, "order": "widest"}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
-def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None):
+def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None, widest_first: bool = False):
     batch = build_batch(exps)
-    batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave)
+    batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave, widest_first=widest_first)
     iters = be.run(batch, max_iters=max_iters, resumable=False)
     return extract_results(batch, iters), dict(be.last_timing)
 
@@ -70,11 +78,12 @@ def main() -> None:
     for name in args.variants.split(","):
         t = time.perf_counter()
         spec = dict(VARIANTS[name])
+        widest = spec.pop("order", None) == "widest"
         be = GpuBackend(launch=spec.pop("launch", None), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (False,)):
-            res, tm = run_once(be, exps, interleave)
+            res, tm = run_once(be, exps, interleave, widest_first=widest)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
             ref = ref or res
@@ -87,11 +96,17 @@ def main() -> None:
                   f"{row['ghops_per_s']:.3f} G hops/s  upload {tm['upload_s']:.3f} s  download {tm['download_s']:.3f} s  "
                   f"blocks {tm['blocks']}  identical {same}", flush=True)
     idle = {}
-    for launch in LAUNCH_MODES:
-        be = GpuBackend(launch=launch)
-        for interleave in ((True, False) if launch == "async" else (False,)):
-            res, tm = run_once(be, idle_experiments(1000), interleave)
-            key = f"{launch} interleave={interleave}"
+    # the overhead floor under each launch mode, then under each variant asked for
+    idle_runs = [(launch, {"launch": launch}) for launch in LAUNCH_MODES]
+    idle_runs += [(name, VARIANTS[name]) for name in args.variants.split(",") if name not in LAUNCH_MODES]
+    for name, spec in idle_runs:
+        spec = dict(spec)
+        widest = spec.pop("order", None) == "widest"
+        launch = spec.pop("launch", None) or "graph"
+        be = GpuBackend(launch=launch, defines=spec)
+        for interleave in ((True, False) if name == "async" else (False,)):
+            res, tm = run_once(be, idle_experiments(1000), interleave, widest_first=widest)
+            key = f"{name} interleave={interleave}"
             idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
             print(f"idle 1000 exps {key}: {idle[key]['us_per_window']:.1f} us per window "
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)

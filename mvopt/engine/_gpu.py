@@ -26,12 +26,12 @@ from mvopt.errors import BackendUnavailable
 
 __all__ = ["GpuBackend", "gpu_available", "gpu_count"]
 
-THREADS = 128
+THREADS = 128    # threads per block (MV_THREADS; a variant may override it through `defines`)
 
 
-def _blocks(rows: int) -> int:
-    """Blocks of THREADS threads that cover `rows` rows (at least one)."""
-    return max(1, -(-int(rows) // THREADS))
+def _blocks(rows: int, threads: int = THREADS) -> int:
+    """Blocks of `threads` threads that cover `rows` rows (at least one)."""
+    return max(1, -(-int(rows) // threads))
 
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
 # windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
@@ -82,8 +82,12 @@ class GpuBackend:
         self.cp = cupy
         self.device = device
         with cupy.cuda.Device(device):
-            options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={THREADS}")
-            options += tuple(f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items()))
+            defines = dict(defines or {})
+            self.threads = int(defines.pop("MV_THREADS", THREADS))
+            # the window kernel takes rows warp by warp from a counter (MV_WINDOW_STEAL) on a resident grid
+            self.steal = bool(defines.get("MV_WINDOW_STEAL", 0))
+            options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={self.threads}")
+            options += tuple(f"-D{k}={int(v)}" for k, v in sorted(defines.items()))
             if os.environ.get("MVOPT_LINEINFO") == "1":     # source lines for profilers (ncu)
                 options += ("-lineinfo",)
             self.module = cupy.RawModule(code=kernel_source("cuda"), options=options,
@@ -103,10 +107,14 @@ class GpuBackend:
             self.max_blocks = {}      # blocks resident at once, per one-launch kernel
             for mode, kernel in (("coop", self.coop_kernel), ("async", self.async_kernel)):
                 try:
-                    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS, 0)
+                    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr,
+                                                                                        self.threads, 0)
                 except Exception:
                     per_sm = 1
                 self.max_blocks[mode] = max(1, self.sms * int(per_sm))
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.phases["window"].kernel.ptr,
+                                                                                self.threads, 0)
+            self.window_resident_blocks = max(1, self.sms * int(per_sm))
 
     @staticmethod
     def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None,
@@ -173,15 +181,20 @@ class GpuBackend:
         cp = self.cp
         cap = np.int64(cap_total)
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
-        launches = [(self.phases["window"], _blocks(n_node), (cap,)),
-                    (self.phases["advance"], _blocks(n_exp), (cap,))]
+        # the window kernel's row counter (MV_WINDOW_STEAL), reset by every advance
+        next_row = cp.zeros(1, dtype=np.uint64)
+        window_blocks = _blocks(n_node, self.threads)
+        if self.steal:
+            window_blocks = min(window_blocks, self.window_resident_blocks)
+        launches = [(self.phases["window"], window_blocks, (cap, next_row)),
+                    (self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
         def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
                 for kernel, grid, args in launches:
-                    kernel((grid,), (THREADS,), args)
+                    kernel((grid,), (self.threads,), args)
 
         with stream:
             try:
@@ -238,7 +251,7 @@ class GpuBackend:
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             mode = self.launch
             # one-launch modes: a resident grid; graph modes launch full grids (for the record)
-            blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])))
+            blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
             status, iters = dev["exp_status"], dev["exp_iter"]
             start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
@@ -250,11 +263,11 @@ class GpuBackend:
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
-                self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (THREADS,), (np.int64(cap), out)),
+                self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (self.threads,), (np.int64(cap), out)),
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             else:
                 budget = np.int64(ASYNC_LAUNCH_NS)
-                self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (THREADS,), (np.int64(cap), budget)),
+                self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (self.threads,), (np.int64(cap), budget)),
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
@@ -270,5 +283,5 @@ class GpuBackend:
             # another study's worker) may need it before this one runs again
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks, "threads_per_block": THREADS, "launch": mode}
+                                "blocks": blocks, "threads_per_block": self.threads, "launch": mode}
             return total

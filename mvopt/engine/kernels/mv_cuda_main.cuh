@@ -128,15 +128,40 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
-// The two phases as two launches ("graph"; the launch boundary is the barrier).
-MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap) {
-  Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  MV_FOR(i, c->n_node) {
-    int64_t v = c->node_order[i], e = c->node_exp[v];
-    if (exp_active(c, e, cap)) node_window_report(c, v, e);
-  }
+// MV_WINDOW_STEAL 1: the window kernel runs on a resident grid whose warps take the next 32 rows
+// of node_order from a counter (`next_row`, reset by the advance) until none is left, instead of
+// one row per thread of a full grid: a warp that finished early takes more rows, where blocks of
+// a full grid hold their SM until their slowest warp ends and the last partial wave runs alone.
+#ifndef MV_WINDOW_STEAL
+#define MV_WINDOW_STEAL 0
+#endif
+
+MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
+  int64_t v = c->node_order[i], e = c->node_exp[v];
+  if (exp_active(c, e, cap)) node_window_report(c, v, e);
 }
-MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap) {
+
+// The two phases as two launches ("graph"; the launch boundary is the barrier).
+MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap,
+                                                                                  unsigned long long* next_row) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
+#if MV_WINDOW_STEAL
+  const int lane = threadIdx.x & 31;
+  for (;;) {
+    unsigned long long base = 0;
+    if (lane == 0) base = atomicAdd(next_row, 32ull);
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (base >= (unsigned long long)c->n_node) return;
+    int64_t i = (int64_t)base + lane;
+    if (i < c->n_node) window_row(c, i, cap);
+  }
+#else
+  (void)next_row;
+  MV_FOR(i, c->n_node) window_row(c, i, cap);
+#endif
+}
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsigned long long* next_row) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *next_row = 0;   // the next window kernel starts from row 0
   MV_FOR(e, c->n_exp) if (exp_active(c, e, cap)) advance_reported(c, e);
 }
