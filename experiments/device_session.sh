@@ -77,7 +77,7 @@ run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.p
 run ablation 120 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 4 --k 0 \
   --repeats 3 && cp docs/performance.md $OUT/ablation/"
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
-  --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
+  --batches ${BENCH_BATCHES:-1024,4096} --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
   # stacks every 60 s in the log: where a generation spends its time if the step runs out
   run optimizer 400 python3 -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,20 +40,27 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # the window kernel bounded for 3 blocks per SM, as before the read-only parameters (it
             # then may use more registers): side by side with graph, 4 blocks
             "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            # nodes by node_order(widest_first=True): the switches' blocks start first, the hosts' last
-            "graph-widest": {"launch": "graph", "order": "widest"},
-            # the window kernel's warps take rows from a counter on a resident grid (MV_WINDOW_STEAL)
-            "graph-steal": {"launch": "graph", "MV_WINDOW_STEAL": 1},
-            "graph-steal-widest": {"launch": "graph", "MV_WINDOW_STEAL": 1, "order": "widest"},
-            # blocks of 64 threads (8 per SM: the same registers), so an SM's slot frees sooner
+            # graph with a full grid in the default order (before the default stole rows on a
+            # batch of several waves, widest first), then each half of that
+            "graph-fullgrid": {"launch": "graph", "steal": False, "order": "default"},
+            "graph-widest": {"launch": "graph", "steal": False, "order": "widest"},
+            "graph-steal": {"launch": "graph", "steal": True, "order": "default"},
+            # blocks of 64 threads (8 per SM: the same registers)
             "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
-            "graph-t64-widest": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8, "order": "widest"}}
+            # packets 16-byte aligned: vector copies, but spills in the window kernel
+            "graph-pkt16": {"launch": "graph", "MV_PKT_ALIGN": 16}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
-def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None, widest_first: bool = False):
+ORDERS = {"auto": "auto", "default": "default", "widest": "widest-first"}   # a variant's "order": $MVOPT_NODE_ORDER
+
+
+def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None, order: str = "auto"):
+    """`interleave` overrides the order with node_order(interleave=True) (and keeps it)."""
+    os.environ["MVOPT_NODE_ORDER"] = "default" if interleave else ORDERS[order]
     batch = build_batch(exps)
-    batch.cols["node_order"][:] = node_order(batch.cols, interleave=interleave, widest_first=widest_first)
+    if interleave:
+        batch.cols["node_order"][:] = node_order(batch.cols, interleave=True)
     iters = be.run(batch, max_iters=max_iters, resumable=False)
     return extract_results(batch, iters), dict(be.last_timing)
 
@@ -71,19 +79,20 @@ def main() -> None:
     exps = [exp] * args.batch
     if args.ncu_once:
         be = GpuBackend()
-        run_once(be, exps[:1], True, max_iters=10)            # warm-up launch (skip it: --launch-skip 1)
-        run_once(be, exps, True, max_iters=args.iters)
+        run_once(be, exps[:1], False, max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
+        # the order and grid a run gets (before 1cd2b51 this profiled the interleaved order)
+        run_once(be, exps, False, max_iters=args.iters)
         return
     rows, ref = [], None
     for name in args.variants.split(","):
         t = time.perf_counter()
         spec = dict(VARIANTS[name])
-        widest = spec.pop("order", None) == "widest"
-        be = GpuBackend(launch=spec.pop("launch", None), defines=spec)
+        order = spec.pop("order", "auto")
+        be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (False,)):
-            res, tm = run_once(be, exps, interleave, widest_first=widest)
+            res, tm = run_once(be, exps, interleave, order=order)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
             ref = ref or res
@@ -101,11 +110,11 @@ def main() -> None:
     idle_runs += [(name, VARIANTS[name]) for name in args.variants.split(",") if name not in LAUNCH_MODES]
     for name, spec in idle_runs:
         spec = dict(spec)
-        widest = spec.pop("order", None) == "widest"
+        order = spec.pop("order", "auto")
         launch = spec.pop("launch", None) or "graph"
-        be = GpuBackend(launch=launch, defines=spec)
+        be = GpuBackend(launch=launch, steal=spec.pop("steal", None), defines=spec)
         for interleave in ((True, False) if name == "async" else (False,)):
-            res, tm = run_once(be, idle_experiments(1000), interleave, widest_first=widest)
+            res, tm = run_once(be, idle_experiments(1000), interleave, order=order)
             key = f"{name} interleave={interleave}"
             idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
             print(f"idle 1000 exps {key}: {idle[key]['us_per_window']:.1f} us per window "

@@ -366,22 +366,24 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                          "split it (mvopt.engine.plan splits batches by memory)")
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
-    cols["node_order"][:] = node_order(cols, widest_first=_widest_first())
+    cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
 
 
-def _widest_first() -> bool:
-    """$MVOPT_NODE_ORDER: `widest-first` (see node_order) or `default`; for side-by-side GPU
-    measurements, like $MVOPT_GPU_LAUNCH. Results do not depend on it."""
+def node_order_setting() -> str:
+    """$MVOPT_NODE_ORDER: `auto` (the default: node_order's default order, widest first where
+    the GPU backend's window kernel takes rows from a counter: GpuBackend), `default` or
+    `widest-first` (see node_order) everywhere; for side-by-side GPU measurements, like
+    $MVOPT_GPU_LAUNCH. Results do not depend on it."""
     import os
-    value = os.environ.get("MVOPT_NODE_ORDER", "default")
-    if value not in ("default", "widest-first"):
+    value = os.environ.get("MVOPT_NODE_ORDER", "auto")
+    if value not in ("auto", "default", "widest-first"):
         from mvopt.errors import MvoptError
-        raise MvoptError(f"MVOPT_NODE_ORDER={value!r}: expected 'default' or 'widest-first'")
-    return value == "widest-first"
+        raise MvoptError(f"MVOPT_NODE_ORDER={value!r}: expected 'auto', 'default' or 'widest-first'")
+    return value
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False) -> np.ndarray:

@@ -109,6 +109,9 @@ def test_node_order_from_the_environment(monkeypatch) -> None:
     from mvopt.testing.scenarios import mixed_experiments
 
     exps = mixed_experiments(3)
+    monkeypatch.delenv("MVOPT_NODE_ORDER", raising=False)     # auto: the default order in the batch
+    batch = build_batch(exps)
+    assert np.array_equal(batch.cols["node_order"], node_order(batch.cols))
     monkeypatch.setenv("MVOPT_NODE_ORDER", "widest-first")
     batch = build_batch(exps)
     assert np.array_equal(batch.cols["node_order"], node_order(batch.cols, widest_first=True))

@@ -131,18 +131,22 @@ enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
 #define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
-MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s) {
-  c->pkt[s].next = -1;
+// Slot s holds a packet of `bytes` wire bytes whose `next` is already -1 (its writer stored it so).
+MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
   int32_t t = PORT_QT(c, p, q);
   if (t < 0) PORT_QH(c, p, q) = s; else c->pkt[t].next = s;
   PORT_QT(c, p, q) = s;
-  PORT_T(c, p, PT_QBYTES + q) += c->pkt[s].bytes;
-  if (q == Q_DATA && PORT_T(c, p, PT_QBYTES + q) > c->port_qmax[p]) c->port_qmax[p] = PORT_T(c, p, PT_QBYTES + q);
+  int64_t qb = PORT_T(c, p, PT_QBYTES + q) + bytes;
+  PORT_T(c, p, PT_QBYTES + q) = qb;
+  if (q == Q_DATA && qb > c->port_qmax[p]) c->port_qmax[p] = qb;
 }
+// Unlinks the head packet of queue q; returns its slot. (Loading the whole packet here, for the
+// caller, cost the window kernel 60 bytes of spills: nvcc 13, sm_90.)
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t s = PORT_QH(c, p, q);
-  PORT_QH(c, p, q) = c->pkt[s].next;
-  if (c->pkt[s].next < 0) PORT_QT(c, p, q) = -1;
+  int32_t next = c->pkt[s].next;
+  PORT_QH(c, p, q) = next;
+  if (next < 0) PORT_QT(c, p, q) = -1;
   PORT_T(c, p, PT_QBYTES + q) -= c->pkt[s].bytes;
   return s;
 }
@@ -176,9 +180,10 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   if (tail - head_seen >= cap) return -1;
   int64_t end = t + port_ser(c, p, pk->bytes);
   int64_t s = PORT_W(c, p, PW_RING_LO) + (tail & (cap - 1));
-  c->pkt[s] = *pk;
-  c->pkt[s].t = end + PORT_W(c, p, PW_DELAY);
-  c->pkt[s].next = -1;
+  Pkt out = *pk;
+  out.t = end + PORT_W(c, p, PW_DELAY);
+  out.next = -1;
+  c->pkt[s] = out;
   if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
   PORT_T(c, p, PT_TAIL + par) = tail + 1;
   PORT_T(c, p, PT_FREE) = end;

@@ -128,24 +128,24 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
-// MV_WINDOW_STEAL 1: the window kernel runs on a resident grid whose warps take the next 32 rows
-// of node_order from a counter (`next_row`, reset by the advance) until none is left, instead of
-// one row per thread of a full grid: a warp that finished early takes more rows, where blocks of
-// a full grid hold their SM until their slowest warp ends and the last partial wave runs alone.
-#ifndef MV_WINDOW_STEAL
-#define MV_WINDOW_STEAL 0
-#endif
-
 MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
   int64_t v = c->node_order[i], e = c->node_exp[v];
   if (exp_active(c, e, cap)) node_window_report(c, v, e);
 }
 
-// The two phases as two launches ("graph"; the launch boundary is the barrier).
+// The two phases as two launches ("graph"; the launch boundary is the barrier). `steal` (a batch
+// of several waves of blocks): the grid is resident and its warps take the next 32 rows of
+// node_order from a counter (`next_row`, reset by the advance) until none is left. A warp that
+// finished early takes more rows, where the blocks of a full grid hold their SM until their
+// slowest warp ends and the last partial wave runs alone (measured: docs/performance.md).
 MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap,
-                                                                                  unsigned long long* next_row) {
+                                                                                  unsigned long long* next_row,
+                                                                                  int steal) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-#if MV_WINDOW_STEAL
+  if (!steal) {
+    MV_FOR(i, c->n_node) window_row(c, i, cap);
+    return;
+  }
   const int lane = threadIdx.x & 31;
   for (;;) {
     unsigned long long base = 0;
@@ -155,10 +155,6 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_wind
     int64_t i = (int64_t)base + lane;
     if (i < c->n_node) window_row(c, i, cap);
   }
-#else
-  (void)next_row;
-  MV_FOR(i, c->n_node) window_row(c, i, cap);
-#endif
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsigned long long* next_row) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);

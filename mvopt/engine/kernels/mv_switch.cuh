@@ -100,16 +100,17 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     else ctr_add(c, v, C_CTL_DROP, 1);
     return -1;
   }
+  pk.t = t;
+  pk.next = -1;
+  pk.in_port = (int16_t)(i - c->node_port_lo[v]);
   c->pkt[s] = pk;
-  c->pkt[s].t = t;
-  c->pkt[s].in_port = (int16_t)(i - c->node_port_lo[v]);
   copy_int(c, s, slot, pk.nint);
   if (data) {
     mmu_enqueue(c, e, v, i, b);
-    q_push(c, out, Q_DATA, s);
+    q_push(c, out, Q_DATA, s, b);
     pfc_check(c, e, v, i, t, true);
   } else {
-    q_push(c, out, Q_CTL, s);
+    q_push(c, out, Q_CTL, s, b);
   }
   return out;
 }
@@ -146,7 +147,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     Pkt pk;
     pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int16_t)EI(c, e, EI_PFC_FRAME);
     pk.type = PORT_I(c, p, PI_IN_PAUSED) ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
-    pk.in_port = -1; pk.nint = 0; pk.sendno = 0;
+    pk.in_port = -1; pk.nint = 0; pk.sendno = 0; pk.pad = 0;
     PORT_I(c, p, PI_PFC_SENT) = PORT_I(c, p, PI_IN_PAUSED);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);

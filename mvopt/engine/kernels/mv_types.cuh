@@ -1,7 +1,13 @@
 // Records stored in the packet tables (layout mirrored by schema.PKT_DTYPE / INT_DTYPE).
 #pragma once
 
-struct Pkt {        // 32 bytes: one 32-byte sector of device memory (a GPU reads a packet in one)
+// 32 bytes: one 32-byte sector of device memory (a GPU reads a packet in one). Kernels assemble a
+// packet in registers and store it once. MV_PKT_ALIGN 16 (a variant) would let a GPU copy it with
+// two vector loads or stores, but costs the window kernel 68 bytes of spills (nvcc 13, sm_90).
+#ifndef MV_PKT_ALIGN
+#define MV_PKT_ALIGN 8
+#endif
+struct alignas(MV_PKT_ALIGN) Pkt {
   int64_t t;        // arrival time at the peer (ring) / enqueue time (queue)
   int32_t flow;     // the flow's row in the flow columns (global; -1 for PFC frames)
   int32_t seq;      // packet index (data), cumulative ack / expected (ACK, NACK)
