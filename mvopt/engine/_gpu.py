@@ -257,7 +257,8 @@ class GpuBackend:
                    else cp.asarray(a) for name, a in batch.cols.items()}
             if self.launch == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
-                dev["node_order"] = cp.asarray(node_order(batch.cols, widest_first=True))
+                order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)
+                dev["node_order"] = cp.asarray(order)
             if batch.scratch is not None:             # a stopped run's packets in flight
                 dev.update({name: cp.asarray(a) for name, a in batch.scratch.items()})
             else:

@@ -51,3 +51,21 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
     batch = build_batch(exps)
     res = extract_results(batch, GpuBackend(defines={"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}).run(batch))
     assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
+@pytest.mark.parametrize("steal", [True, False])
+def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, monkeypatch) -> None:
+    """The graph mode's window kernel on a resident grid whose warps take rows from a counter
+    (the default when a batch needs several waves of blocks, then with the widest nodes first:
+    forced here on a small batch), and on a full grid, give the CPU's results."""
+    from mvopt.engine._gpu import GpuBackend
+
+    monkeypatch.delenv("MVOPT_NODE_ORDER", raising=False)
+    exps = mixed_experiments(9)
+    cpu = simulate(exps, backend="cpu")
+    be = GpuBackend(launch="graph", steal=steal)
+    for blocks in (1, 1000):     # a grid of one block: each warp takes many rows
+        be.window_resident_blocks = blocks
+        batch = build_batch(exps)
+        res = extract_results(batch, be.run(batch))
+        assert all(a.same_as(b) for a, b in zip(cpu, res)), (steal, blocks)
