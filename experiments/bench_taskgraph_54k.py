@@ -380,6 +380,20 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
     return "\n".join(text) + "\n"
 
 
+def merge_rows(rows: list[dict], path: str, cmd: str) -> str:
+    """Add the rows of the run saved at `path` whose cases `rows` lacks (each keeps its machine
+    and says where it came from, `merged_from`: its command and provenance); the command with
+    `--merge path`."""
+    other = json.loads(Path(path).read_text())
+    rows[:] = [r for r in rows if r["case"] not in {o["case"] for o in other["rows"]} or "merged_from" not in r]
+    have = {r["case"] for r in rows}
+    for r in other["rows"]:
+        if r["case"] not in have:
+            r["merged_from"] = other.get("provenance", other["command"])
+            rows.append(r)
+    return cmd + f" --merge {Path(path).relative_to(ROOT) if Path(path).is_absolute() else path}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true")
@@ -397,6 +411,9 @@ def main() -> None:
         return
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
+        if args.merge:      # e.g. rail_run measured on a GPU machine, into the saved run of the other cases
+            saved["command"] = merge_rows(saved["rows"], args.merge, saved["command"].split(" --merge ")[0])
+            Path(args.from_json).write_text(json.dumps(saved, indent=1, default=int) + "\n")
         text = markdown(saved["rows"], saved["command"], saved["provenance"], saved["engine_bytes_per_task"],
                         saved["machine"])
         print(text)
@@ -415,13 +432,7 @@ def main() -> None:
     saved = {"command": cmd, "provenance": provenance(cmd), "machine": machine_description(),
              "engine_bytes_per_task": engine_bytes_per_task(), "rows": rows}
     if args.merge:
-        other = json.loads(Path(args.merge).read_text())
-        have = {r["case"] for r in rows}
-        for r in other["rows"]:
-            if r["case"] not in have:
-                r["merged_from"] = other["command"]
-                rows.append(r)
-        cmd += f" --merge {Path(args.merge).relative_to(ROOT) if Path(args.merge).is_absolute() else args.merge}"
+        cmd = merge_rows(rows, args.merge, cmd)
     saved["command"], saved["rows"], saved["provenance"] = cmd, rows, provenance(cmd)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,9 +30,11 @@ def load(name: str) -> dict:
 
 def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str, str]] = ()) -> list[str]:
     cores = d.get("cores", 32)
+    gpu_batches = sorted({r["batch"] for r in d["rows"] if r["backend"] == "gpu"})
     out = [f"### Workload (a): k=4 fat-tree ring all-reduce, {d['rows'][0]['mib']:g} MiB, 1500-byte packets\n",
            f"Commit `{commit}`, {machine}. Command: `python experiments/bench_gpu.py --out OUT --sections "
-           "identity,idle,a,b,c --batches 1024,4096 --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 "
+           f"identity,idle,a,b,c --batches {','.join(str(b) for b in gpu_batches)} --cpu-batches 256 --cc none --mib 64 "
+           "--b-mib 0.25 --b-max 1200 "
            f"--budget-s 250`. CPU = all {cores} cores of the same machine in the same run (OpenMP, experiment-major). "
            "Run = upload + kernel + download of the result columns. Launch = the GPU launch mode that ran.\n",
            "| backend | cc | batch | launch | run (s) | kernel (s) | build (s) | G packet-hops/s | windows/s | experiments/hour | MiB per experiment |",
@@ -71,7 +73,8 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
            "cooperative launch, grid-wide barriers between the two phases; `async` = one launch without grid-wide "
            "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
            "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
-           "resident blocks of the one-launch kernels. Measured and removed: `graph-split` (the window phase as two "
+           "resident blocks of the one-launch kernels; for graph, a full grid's blocks (the rows at `1cd2b51` and "
+           "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM). Measured and removed: `graph-split` (the window phase as two "
            "kernels, hosts then switches, so that the switch kernel needs 96 registers: 5 blocks per SM instead of "
            "3) and `graph, advance inside` (one launch per window, the last node of each experiment to finish "
            "advancing it, no advance launch).\n",
@@ -95,7 +98,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11` and `6697865`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865` and `7e0e891`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -188,8 +191,9 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, middle, previous, latest = "e446fa3", "5c3c2fa", "1ad0f11", "6697865"
-    bench, mid, prev, now = (load(f"bench_gpu_{c}") for c in (commit, middle, previous, latest))
+    commit, middle, previous, sixth, seventh, latest = "e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2", "7e0e891"
+    bench, mid, prev, six, seven, now = (load(f"bench_gpu_{c}")
+                                         for c in (commit, middle, previous, sixth, seventh, latest))
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
@@ -197,20 +201,33 @@ def render() -> str:
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
     lines += workload_a(now, latest, one, before=[
+        (seven, seventh, "read-only parameter columns and quiet switches, before row stealing, `nvidia-h200`"),
+        (six, sixth, "before the read-only parameter columns and the quiet switches, `nvidia-h200`"),
         (prev, previous, "before the 64-byte port records `port_tx` / `port_in` and the ECMP mask, `nvidia-h200`"),
         (mid, middle, "before the persisted switch caches, the port records and the 256-port cache limit, `nvidia-h200`"),
         (bench, commit, "40-byte packet records, 64-bit indices, on an `nvidia-h200-x2`")])
     lines += launch_modes([("profile_b1024_e446fa3", "e446fa3", {}), ("profile_b4096_07518f9", "07518f9", {}),
                            ("profile_b4096_d547d4d", "d547d4d", {}),
                            ("profile_b4096_d32a7c7", "d32a7c7", {"graph": "graph, advance inside",
-                                                                 "graph-2phase": "graph"})])
+                                                                 "graph-2phase": "graph"}),
+                           ("profile_b4096_3e3ffc2", "3e3ffc2", {"graph": "graph, window kernel in 128 registers (4 blocks/SM)",
+                                                                 "graph-window3": "graph, window kernel bounded for 3 blocks/SM"}),
+                           ("profile_b4096_variants_1cd2b51", "1cd2b51", {
+                               "graph": "graph, full grid, default order", "graph-widest": "graph, full grid, widest first",
+                               "graph-steal": "graph, row stealing", "graph-steal-widest": "graph, row stealing, widest first",
+                               "graph-t64": "graph, blocks of 64, default order",
+                               "graph-t64-widest": "graph, blocks of 64, widest first"}),
+                           ("profile_b4096_7e0e891", "7e0e891", {
+                               "graph": "graph (the default: row stealing and widest first on a batch of several waves)",
+                               "graph-fullgrid": "graph, full grid, default order",
+                               "graph-pkt16": "graph, 16-byte aligned packets (MV_PKT_ALIGN=16)"})])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
     lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (prev, previous, one),
-                         (now, latest, one)])
+                         (six, sixth, one), (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)

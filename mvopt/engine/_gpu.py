@@ -187,9 +187,10 @@ class GpuBackend:
 
     def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
                    deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None,
-                   steer: Steer | None = None) -> None:
+                   steer: Steer | None = None) -> int:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
-        until every experiment ended (iterations past an experiment's end do nothing to it)."""
+        until every experiment ended (iterations past an experiment's end do nothing to it).
+        Returns the window kernel's blocks."""
         cp = self.cp
         cap = np.int64(cap_total)
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
@@ -224,7 +225,8 @@ class GpuBackend:
                 graph.launch() if graph is not None else iterations()
             stream.synchronize()
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
-                return
+                break
+        return window_blocks
 
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
@@ -275,8 +277,8 @@ class GpuBackend:
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
-            if mode == "graph":
-                self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress, steer)
+            if mode == "graph":     # (blocks: the window kernel's grid)
+                blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively

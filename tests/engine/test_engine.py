@@ -1077,7 +1077,7 @@ def test_switch_event_selection_paths_agree() -> None:
     the second and its 6-port leaves down the third; the default build scans for all of them."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import INF_PS, extract_results
+    from mvopt.engine.batch import extract_results
 
     exps = sc.mixed_experiments(12)
     default = simulate(exps, backend="cpu")
@@ -1096,7 +1096,7 @@ def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
     results, bit for bit, also with several threads sharing one experiment's nodes."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import INF_PS, extract_results
+    from mvopt.engine.batch import extract_results
 
     locked = CpuBackend(threads=2, defines={"MV_PUSH_LOCK": lock})
     if not locked.openmp:
