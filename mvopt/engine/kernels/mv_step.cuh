@@ -226,17 +226,18 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     now = ta <= td ? ta : td;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
     c->node_event_ps[v] = now;
-    int64_t a = -1, b = -1;   // ports whose cached transmission times the event changed
+    int64_t a = -1, b = -1;   // ports whose cached transmission times the event may have changed
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
-      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta);
+      bool ia_changed;
+      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, &ia_changed);
       if (b == SW_OUT_OF_SLOTS) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
         return;
       }
       c->port_head[q * 2 + par] = head + 1;
-      a = ia;
+      if (ia_changed) a = ia;   // else only its in-ring (below) and the egress queue b changed
       if (cached) {
         ta_p[ia - lo] = ring_head_t(c, q, par);
         if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
@@ -252,10 +253,12 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     }
     if (cached) {
       int what;
-      td_p[a - lo] = switch_port_next(c, a, &what);
-      what_p[a - lo] = what;
-      if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(a - lo));
-      if (b >= 0) {
+      if (a >= 0) {
+        td_p[a - lo] = switch_port_next(c, a, &what);
+        what_p[a - lo] = what;
+        if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(a - lo));
+      }
+      if (b >= 0 && b != a) {
         td_p[b - lo] = switch_port_next(c, b, &what);
         what_p[b - lo] = what;
         if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(b - lo));

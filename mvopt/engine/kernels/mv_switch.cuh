@@ -39,18 +39,19 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   c->node_data_bytes[v] -= b;
 }
 // PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
-// Pause is considered after an enqueue (after_enqueue), resume after a dequeue.
-MV_DEV void pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool after_enqueue) {
-  if (!EI(c, e, EI_PFC)) return;
+// Pause is considered after an enqueue (after_enqueue), resume after a dequeue. Returns whether
+// it changed port i's PFC state (and so possibly what port i sends next).
+MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool after_enqueue) {
+  if (!EI(c, e, EI_PFC)) return false;
   int64_t shared = mmu_shared_of(c, e, i);
   int64_t th = mmu_threshold(c, v, i);
   int8_t want = PORT_I(c, i, PI_IN_PAUSED);
   if (after_enqueue && !want && (PORT_I(c, i, PI_IN_HDRM) > 0 || shared >= th)) want = 1;
   else if (!after_enqueue && want && PORT_I(c, i, PI_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
-  if (want != PORT_I(c, i, PI_IN_PAUSED)) {
-    PORT_I(c, i, PI_IN_PAUSED) = want;
-    if (want != PORT_I(c, i, PI_PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
-  }
+  if (want == PORT_I(c, i, PI_IN_PAUSED)) return false;
+  PORT_I(c, i, PI_IN_PAUSED) = want;
+  if (want != PORT_I(c, i, PI_PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
+  return true;
 }
 
 // Next-hop port towards local destination host `dst` for a packet of flow f.
@@ -74,12 +75,16 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
 
 // Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i;
 // SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again with full capacities).
+// *i_changed: whether what port i itself sends next may have changed (a PFC frame received, or
+// its PFC state changed); the switch then recomputes that port's next transmission.
 #define SW_OUT_OF_SLOTS (-2)
-MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t) {
+MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, bool* i_changed) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = c->pkt[slot];
+  *i_changed = false;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
     PORT_I(c, i, PI_PAUSED) = pk.type == PK_PAUSE;
+    *i_changed = true;
     return -1;
   }
   bool data = pk.type == PK_DATA;
@@ -108,7 +113,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   if (data) {
     mmu_enqueue(c, e, v, i, b);
     q_push(c, out, Q_DATA, s, b);
-    pfc_check(c, e, v, i, t, true);
+    *i_changed = pfc_check(c, e, v, i, t, true);
   } else {
     q_push(c, out, Q_CTL, s, b);
   }
@@ -140,7 +145,7 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 }
 
 // Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
-// state the dequeue may have changed (-1 if none).
+// state the dequeue changed (-1 if none).
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched) {
   *touched = -1;
   if (what == 2) {
@@ -157,9 +162,8 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   Pkt* pk = &c->pkt[s];
   if (what == Q_DATA) {
     int64_t i = c->node_port_lo[v] + pk->in_port;
-    *touched = i;
     mmu_dequeue(c, e, v, i, pk->bytes);
-    pfc_check(c, e, v, i, t, false);
+    if (pfc_check(c, e, v, i, t, false)) *touched = i;
     int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
     if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
       bool mark = false;

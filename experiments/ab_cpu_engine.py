@@ -1,0 +1,39 @@
+"""One timing of workload (a) on one CPU core, for side-by-side comparisons of two checkouts:
+the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch.
+
+    git worktree add /tmp/ab_old REV
+    for i in 1 2 3; do
+      (cd /tmp/ab_old && OMP_NUM_THREADS=1 PYTHONPATH=. python experiments/ab_cpu_engine.py none)
+      OMP_NUM_THREADS=1 PYTHONPATH=. python experiments/ab_cpu_engine.py none
+    done
+
+Alternate the two (this machine is shared and noisy) and compare medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from mvopt.bench import allreduce_config
+from mvopt.engine import build_batch
+from mvopt.engine._cpu import CpuBackend
+from mvopt.experiment import build_experiment
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cc", nargs="?", default="none", help="congestion control (none, dcqcn, hpcc, dctcp)")
+    ap.add_argument("--n", type=int, default=8, help="experiments in the batch")
+    ap.add_argument("--mib", type=float, default=16.0, help="all-reduce size per host (MiB)")
+    args = ap.parse_args()
+    exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
+    batch = build_batch([exp] * args.n)
+    be = CpuBackend(threads=1)
+    t = time.perf_counter()
+    be.run(batch)
+    print(f"{time.perf_counter() - t:.3f}")
+
+
+if __name__ == "__main__":
+    main()
