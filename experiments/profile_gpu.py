@@ -48,7 +48,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # blocks of 64 threads (8 per SM: the same registers)
             "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
             # packets 16-byte aligned: vector copies, but spills in the window kernel
-            "graph-pkt16": {"launch": "graph", "MV_PKT_ALIGN": 16}}
+            "graph-pkt16": {"launch": "graph", "MV_PKT_ALIGN": 16},
+            # (to measure) the window kernel bounded for 3 blocks per SM, now with row stealing;
+            # and 4-port switches on the persisted caches and trees (MV_TREE_PORTS 2)
+            "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -119,6 +123,11 @@ def main() -> None:
             idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
             print(f"idle 1000 exps {key}: {idle[key]['us_per_window']:.1f} us per window "
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
+    # the floor without throughput: one idle experiment (one block: the two launches per window,
+    # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
+    res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
+    idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
+    print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
                                                                   "batch": args.batch, "cc": args.cc}, indent=1))
