@@ -1,5 +1,6 @@
 """One timing of workload (a) on one CPU core, for side-by-side comparisons of two checkouts:
-the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch.
+the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch (`--incast`: N
+15-to-1 incasts of MIB MiB per sender in the same fat-tree instead: deep queues).
 
     git worktree add /tmp/ab_old REV
     for i in 1 2 3; do
@@ -19,6 +20,7 @@ from mvopt.bench import allreduce_config
 from mvopt.engine import build_batch
 from mvopt.engine._cpu import CpuBackend
 from mvopt.experiment import build_experiment
+from mvopt.testing.scenarios import fat_tree_flows
 
 
 def main() -> None:
@@ -26,8 +28,12 @@ def main() -> None:
     ap.add_argument("cc", nargs="?", default="none", help="congestion control (none, dcqcn, hpcc, dctcp)")
     ap.add_argument("--n", type=int, default=8, help="experiments in the batch")
     ap.add_argument("--mib", type=float, default=16.0, help="all-reduce size per host (MiB)")
+    ap.add_argument("--incast", action="store_true", help="15-to-1 incasts instead")
     args = ap.parse_args()
-    exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
+    if args.incast:
+        exp = fat_tree_flows([(s, 0) for s in range(1, 16)], int(args.mib * 2**20), cc=args.cc)
+    else:
+        exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
     batch = build_batch([exp] * args.n)
     be = CpuBackend(threads=1)
     t = time.perf_counter()

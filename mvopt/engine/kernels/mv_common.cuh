@@ -132,13 +132,15 @@ enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 // Slot s holds a packet of `bytes` wire bytes whose `next` is already -1 (its writer stored it so).
-MV_DEV void q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
+// Returns whether the packet is the queue's new head (the queue was empty).
+MV_DEV bool q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
   int32_t t = PORT_QT(c, p, q);
   if (t < 0) PORT_QH(c, p, q) = s; else c->pkt[t].next = s;
   PORT_QT(c, p, q) = s;
   int64_t qb = PORT_T(c, p, PT_QBYTES + q) + bytes;
   PORT_T(c, p, PT_QBYTES + q) = qb;
   if (q == Q_DATA && qb > c->port_qmax[p]) c->port_qmax[p] = qb;
+  return t < 0;
 }
 // Unlinks the head packet of queue q; returns its slot. (Loading the whole packet here, for the
 // caller, cost the window kernel 60 bytes of spills: nvcc 13, sm_90.)

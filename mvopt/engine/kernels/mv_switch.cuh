@@ -73,10 +73,13 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return c->route_nh[a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un)];
 }
 
-// Returns the egress port whose queue received the packet (-1: none; a PFC frame changes only port i;
-// SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again with full capacities).
-// *i_changed: whether what port i itself sends next may have changed (a PFC frame received, or
-// its PFC state changed); the switch then recomputes that port's next transmission.
+// Returns the egress port whose next transmission the packet may have changed: the one whose
+// queue it became the head of (-1: none, also when it joined a queue behind others; a PFC frame
+// changes only port i; SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again
+// with full capacities). *i_changed: whether what port i itself sends next may have changed (a
+// PFC frame received, or its PFC state changed). The switch recomputes those ports' next
+// transmissions: what a port sends next depends on its queues' heads, its PFC state and its
+// free time alone.
 #define SW_OUT_OF_SLOTS (-2)
 MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, bool* i_changed) {
   // i: our port on the link the packet came over; slot: its ring slot
@@ -110,14 +113,15 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   pk.in_port = (int16_t)(i - c->node_port_lo[v]);
   c->pkt[s] = pk;
   copy_int(c, s, slot, pk.nint);
+  bool head;
   if (data) {
     mmu_enqueue(c, e, v, i, b);
-    q_push(c, out, Q_DATA, s, b);
+    head = q_push(c, out, Q_DATA, s, b);
     *i_changed = pfc_check(c, e, v, i, t, true);
   } else {
-    q_push(c, out, Q_CTL, s, b);
+    head = q_push(c, out, Q_CTL, s, b);
   }
-  return out;
+  return head ? out : -1;
 }
 
 // What port p sends if it starts at t: the highest-priority class available by then (a PFC
