@@ -5,6 +5,9 @@ and engine batch bytes; does it fit one H200?
     python experiments/bench_taskgraph_54k.py --no-write
     python experiments/bench_taskgraph_54k.py --no-write --cases rail_run     # on a GPU machine (> 64 GB
                                    # of host memory): build it and simulate it, $MVOPT_54K_BUDGET_S seconds at most
+    MVOPT_54K_BACKEND=cpu python experiments/bench_taskgraph_54k.py --no-write --cases scaled_run
+                                   # DP 140 (17,920 GPUs, ~16 GB) simulated on one CPU core for
+                                   # $MVOPT_54K_CPU_WINDOWS windows: the same kind of experiment, a third the size
     python experiments/bench_taskgraph_54k.py --no-write --cases rail_graph   # on a machine with > 32 GB:
                                    # build the rail-sampled 53,760-GPU graph itself; its JSON row can then
                                    # be merged into a run here: --merge experiments/results/taskgraph_54k_graph.json
@@ -73,6 +76,7 @@ CASES = {   # name: (label, size, rail_sample, parallelism overrides, collective
     # simulate it (on a GPU machine; MVOPT_54K_BACKEND, MVOPT_54K_BUDGET_S; not in the default cases)
     "rail_run": ("rail-sampled, simulated", FULL, True, {}, {}, "run"),
     "tiny_run": ("rail-sampled, DP 4 (512 GPUs), simulated (smoke test)", TINY, True, {}, {}, "run"),
+    "scaled_run": ("rail-sampled, DP 140 (17,920 GPUs), simulated", SCALED, True, {}, {}, "run"),
     "whatif_bucket": ("what-if: 640 MB buckets (4x fewer DP collectives)", FULL, True, {"bucket_mb": 640.0}, {},
                       "count"),
     "whatif_tree": ("what-if: all-reduce, NCCL tree (no distributed optimizer)", FULL, True,
