@@ -326,14 +326,17 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
                      "`--cases rail_graph` measures the graph on a larger machine.\n"]
     runs = [r for r in ok if r["mode"] == "run"]
     if runs:
-        text += ["Simulated (`--cases rail_run` on a GPU machine; the smoke test on the CPU stops after its "
-                 "first windows):\n",
+        text += ["Simulated (`--cases rail_run` on a GPU machine, for $MVOPT_54K_BUDGET_S seconds; on the CPU "
+                 "backend, e.g. `scaled_run`, a third the size, for $MVOPT_54K_CPU_WINDOWS windows on the one core "
+                 "the case is pinned to). Run = upload + kernel + download on the GPU; per second of run:\n",
                  "| case | backend | status | windows | simulated (ms) | iteration time (s) | run (s) | "
-                 "packet-hops | machine |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+                 "packet-hops | M packet-hops/s | windows/s | machine |",
+                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for r in runs:
             it = f"{r['iteration_time_s']:.3f}" if "iteration_time_s" in r else "–"
             text.append(f"| {r['label']} | {r['run_backend']} | {r['run_status']} | {r['run_windows']:,} | "
                         f"{r['run_simulated_ms']:.3f} | {it} | {r['run_s']:.1f} | {r['run_packet_hops']:,} | "
+                        f"{r['run_packet_hops'] / r['run_s'] / 1e6:.1f} | {r['run_windows'] / r['run_s']:.0f} | "
                         f"{'this one' if r.get('machine') == here else r.get('machine', '?')} |")
         text.append("")
     text += ["Engine bytes per task (`mvopt/engine/schema.py`; plus 4 B per dependency and per remote "
@@ -395,7 +398,8 @@ def merge_rows(rows: list[dict], path: str, cmd: str) -> str:
         if r["case"] not in have:
             r["merged_from"] = other.get("provenance", other["command"])
             rows.append(r)
-    return cmd + f" --merge {Path(path).relative_to(ROOT) if Path(path).is_absolute() else path}"
+    flag = f" --merge {Path(path).relative_to(ROOT) if Path(path).is_absolute() else path}"
+    return cmd if flag in cmd else cmd + flag
 
 
 def main() -> None:
@@ -416,7 +420,7 @@ def main() -> None:
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         if args.merge:      # e.g. rail_run measured on a GPU machine, into the saved run of the other cases
-            saved["command"] = merge_rows(saved["rows"], args.merge, saved["command"].split(" --merge ")[0])
+            saved["command"] = merge_rows(saved["rows"], args.merge, saved["command"])
             Path(args.from_json).write_text(json.dumps(saved, indent=1, default=int) + "\n")
         text = markdown(saved["rows"], saved["command"], saved["provenance"], saved["engine_bytes_per_task"],
                         saved["machine"])
