@@ -160,10 +160,11 @@ class CpuBackend:
         resumed = batch.scratch is not None
         scratch = batch.scratch if resumed else self._scratch(batch)
         iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
-        if resumable:
-            batch.keep_scratch(scratch, copy=not resumed)
-        else:
-            batch.scratch = None
+        running = bool((batch.cols["exp_status"] == ST_RUN).any())
+        if resumable and running and not resumed:
+            # the batch takes this thread's slots with it (no copy); the thread's next run allocates anew
+            self._local.scratch = None
+        batch.scratch = scratch if resumable and running else None
         return iters
 
     def _run(self, batch: Batch, scratch: dict, chunk_iters: int, max_iters: int | None,

@@ -69,12 +69,6 @@ class Batch:
     # them (and from the state columns, which the backends leave in `cols`). None otherwise.
     scratch: dict[str, np.ndarray] | None = None
 
-    def keep_scratch(self, scratch: dict, copy: bool) -> None:
-        """After a run: keep `scratch` (arrays the caller may reuse: `copy`) while experiments
-        still run, drop it once all ended."""
-        running = bool((self.cols["exp_status"] == ST_RUN).any())
-        self.scratch = ({k: (np.array(v) if copy else v) for k, v in scratch.items()} if running else None)
-
     @property
     def nbytes(self) -> int:
         """Bytes the kernels work on: the columns plus the scratch packet slots."""
