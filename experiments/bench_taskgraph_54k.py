@@ -188,8 +188,9 @@ def measure(name: str) -> dict:
 
 def simulate_case(exp, plan) -> dict:
     """Run the experiment on $MVOPT_54K_BACKEND (default gpu) for at most $MVOPT_54K_BUDGET_S wall
-    seconds (default 300; the CPU backend stops after $MVOPT_54K_CPU_WINDOWS windows instead):
-    how far the iteration got, or its time when it ended."""
+    seconds (default 300; the CPU backend stops after $MVOPT_54K_CPU_WINDOWS windows instead;
+    $MVOPT_54K_WINDOWS stops either after that many windows, for side-by-side runs): how far
+    the iteration got, or its time when it ended."""
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import extract_results
     from mvopt.experiment import training_report
@@ -200,7 +201,9 @@ def simulate_case(exp, plan) -> dict:
     batch = build_batch([exp])
     out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
-    if backend == "cpu":
+    if os.environ.get("MVOPT_54K_WINDOWS"):
+        iters = be.run(batch, max_iters=int(os.environ["MVOPT_54K_WINDOWS"]), resumable=False)
+    elif backend == "cpu":
         iters = be.run(batch, max_iters=int(os.environ.get("MVOPT_54K_CPU_WINDOWS", "2000")), resumable=False)
     else:
         iters = be.run(batch, deadline_s=float(os.environ.get("MVOPT_54K_BUDGET_S", "300")), resumable=False)
@@ -215,9 +218,13 @@ def simulate_case(exp, plan) -> dict:
 
 
 def child(name: str) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    """Measure case `name` in a process of its own, pinned to one core, or on
+    $MVOPT_54K_CPU_THREADS threads (the CPU backend's simulation on many cores)."""
+    threads = os.environ.get("MVOPT_54K_CPU_THREADS", "")
+    env = dict(os.environ, OMP_NUM_THREADS=threads or "1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=str(ROOT))
     cmd = [sys.executable, __file__, "--child", name]
-    if hasattr(os, "sched_setaffinity"):
+    if hasattr(os, "sched_setaffinity") and not threads:
         cmd = ["taskset", "-c", "0"] + cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:

@@ -18,7 +18,8 @@
 # 16, a window in its steady state), concurrency (Fig. 13 --run: that many 128-GPU training
 # iterations in one batch, compact slots by default, for CONC_BUDGET_S seconds; docs/performance.md
 # comes back in $OUT/concurrency), train54k (build the rail-sampled 53,760-GPU training experiment,
-# ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own).
+# ~3 min of CPU, and simulate it for $TRAIN54K_BUDGET_S seconds: a call of its own), scaled54k (its
+# DP 140 version for $SCALED54K_WINDOWS windows on the GPU, then on every CPU core: side by side).
 # MVOPT_NODE_ORDER=widest-first (or default) picks the GPU's node order for every step (results do
 # not depend on it): run a step under both to compare.
 # Set MVOPT_COMMIT to the commit you run (the device copy of the checkout keeps an older .git),
@@ -70,6 +71,10 @@ run concurrency 300 bash -c "python3 experiments/paper_concurrency.py --run --ru
   && cp docs/performance.md $OUT/concurrency/"
 run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experiments/bench_taskgraph_54k.py --no-write \
   --cases rail_run --out "$OUT/train54k/taskgraph_54k_run.json"
+# the DP 140 training experiment (17,920 GPUs, ~16 GB) for the same windows on the GPU and on all CPU cores
+run scaled54k 400 bash -c "for be in gpu cpu; do MVOPT_54K_BACKEND=\$be MVOPT_54K_CPU_THREADS=\$(nproc) \
+  MVOPT_54K_WINDOWS=${SCALED54K_WINDOWS:-6000} python3 experiments/bench_taskgraph_54k.py --no-write --cases scaled_run \
+  --out $OUT/scaled54k/taskgraph_54k_scaled_run_\$be.json | grep -A3 '^| case | backend'; done"
 run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
   --jobs 16 && cp docs/performance.md $OUT/spme/"
 # (b), one large experiment, is left out (--k 0): alone on the GPU it is paced by its slowest node thread,
