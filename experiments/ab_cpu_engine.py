@@ -29,13 +29,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8, help="experiments in the batch")
     ap.add_argument("--mib", type=float, default=16.0, help="all-reduce size per host (MiB)")
     ap.add_argument("--incast", action="store_true", help="15-to-1 incasts instead")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="a kernel tuning macro (e.g. MV_RING_PREFETCH=8), for variants of one checkout")
     args = ap.parse_args()
     if args.incast:
         exp = fat_tree_flows([(s, 0) for s in range(1, 16)], int(args.mib * 2**20), cc=args.cc)
     else:
         exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
     batch = build_batch([exp] * args.n)
-    be = CpuBackend(threads=1)
+    be = CpuBackend(threads=1, defines={k: int(v) for k, v in (d.split("=", 1) for d in args.define)})
     t = time.perf_counter()
     be.run(batch)
     print(f"{time.perf_counter() - t:.3f}")

@@ -52,7 +52,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (to measure) the window kernel bounded for 3 blocks per SM, now with row stealing;
             # and 4-port switches on the persisted caches and trees (MV_TREE_PORTS 2)
             "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2}}
+            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
+            # (to measure) a node prefetches its in-rings' first 4 / 8 packets into the L2 at its
+            # window's start (packet slots: 33 % of the stall samples, mostly DRAM misses)
+            "graph-prefetch4": {"launch": "graph", "MV_RING_PREFETCH": 4},
+            "graph-prefetch8": {"launch": "graph", "MV_RING_PREFETCH": 8}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
