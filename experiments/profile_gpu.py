@@ -56,7 +56,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (to measure) a node prefetches its in-rings' first 4 / 8 packets into the L2 at its
             # window's start (packet slots: 33 % of the stall samples, mostly DRAM misses)
             "graph-prefetch4": {"launch": "graph", "MV_RING_PREFETCH": 4},
-            "graph-prefetch8": {"launch": "graph", "MV_RING_PREFETCH": 8}}
+            "graph-prefetch8": {"launch": "graph", "MV_RING_PREFETCH": 8},
+            "graph-prefetch8-ports": {"launch": "graph", "MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

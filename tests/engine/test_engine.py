@@ -1091,8 +1091,8 @@ def test_switch_event_selection_paths_agree() -> None:
 
 
 def test_ring_prefetch_changes_nothing() -> None:
-    """MV_RING_PREFETCH (a node asks for its in-rings' first packets at the start of its window)
-    is a hint: the results are the default build's."""
+    """MV_RING_PREFETCH and MV_PORT_PREFETCH (a node asks for its in-rings' first packets and its
+    ports' records at the start of its window) are hints: the results are the default build's."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
@@ -1100,7 +1100,7 @@ def test_ring_prefetch_changes_nothing() -> None:
     exps = sc.mixed_experiments(9)
     default = simulate(exps, backend="cpu")
     batch = build_batch(exps)
-    res = extract_results(batch, CpuBackend(defines={"MV_RING_PREFETCH": 8}).run(batch))
+    res = extract_results(batch, CpuBackend(defines={"MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}).run(batch))
     for a, b in zip(default, res):
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
 

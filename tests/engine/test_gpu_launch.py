@@ -54,14 +54,15 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
 
 
 def test_ring_prefetch_matches_the_cpu() -> None:
-    """MV_RING_PREFETCH (prefetch.global.L2 of the in-rings' first packets at a window's start)
-    is a hint: the GPU's results with it are the CPU's."""
+    """MV_RING_PREFETCH and MV_PORT_PREFETCH (prefetch.global.L2 of the in-rings' first packets
+    and the ports' records at a window's start) are hints: the GPU's results with them are the
+    CPU's."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
     batch = build_batch(exps)
-    res = extract_results(batch, GpuBackend(defines={"MV_RING_PREFETCH": 8}).run(batch))
+    res = extract_results(batch, GpuBackend(defines={"MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}).run(batch))
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
