@@ -1152,10 +1152,10 @@ def test_a_stopped_run_continues_on_any_backend_after_other_runs(backend) -> Non
     from mvopt.engine.batch import extract_results
 
     exps = [_idle_gap_experiment(), incast("dctcp", 200_000)]
-    continue_on = ["cpu", backend] if backend != "cpu" else ["cpu"]
-    for other in continue_on:
+    # (stop on, continue on): this backend alone, and across backends both ways
+    for first, other in dict.fromkeys([(backend, backend), (backend, "cpu"), ("cpu", backend)]):
         batch = build_batch(exps)
-        get_backend(backend).run(batch, max_iters=3)      # packets in flight in both
+        get_backend(first).run(batch, max_iters=3)        # packets in flight in both
         assert batch.scratch is not None and (batch.cols["exp_status"] == 0).all()
         get_backend(other).run(build_batch([exps[1]]))    # another batch in the same memory
         iters = 3 + get_backend(other).run(batch)
