@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine import schema
-from mvopt.engine.batch import ST_CANCELLED, ST_RUN, Batch, Steer, scratch_words
+from mvopt.engine.batch import ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_words
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
 
@@ -160,6 +160,8 @@ class CpuBackend:
         resumed = batch.scratch is not None
         scratch = batch.scratch if resumed else self._scratch(batch)
         iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
+        # the state columns changed in place: a later upload (the GPU's) must copy them, not zero them
+        batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
         running = bool((batch.cols["exp_status"] == ST_RUN).any())
         if resumable and running and not resumed:
             # the batch takes this thread's slots with it (no copy); the thread's next run allocates anew
