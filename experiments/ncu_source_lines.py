@@ -7,7 +7,9 @@ module (`extras/python/ncu_report.py` of the Nsight Compute install, on the devi
     python3 experiments/ncu_source_lines.py REPORT.ncu-rep OUT.json
 
 The source itself is in the report (`--import-source yes`) and in the JSON (`source`): read it
-beside the figures with `python3 experiments/ncu_source_lines.py --top OUT.json [METRIC]`.
+beside the figures with `python3 experiments/ncu_source_lines.py --top OUT.json [METRIC]`, or
+summed by the data structure each line touches (packet slots, port records, flows ...) with
+`--by-structure OUT.json`.
 """
 
 from __future__ import annotations
@@ -73,8 +75,39 @@ def top(path: str, metric: str | None, n: int = 40) -> None:
             print(f"{100 * v / total:5.1f}%  {where:>12}  {text[:110]}")
 
 
+# What a line of the kernels touches, by the first pattern it matches (the generated source's names)
+STRUCTURES = (("packet slots (pkt)", r"pkt\[|c->pkt|\bpk->|\bpk\.|Pkt "), ("port transmit record (PORT_T)", r"PORT_T\("),
+              ("port queues (PORT_QH/QT)", r"PORT_Q[HT]\("), ("port ingress/PFC record (PORT_I)", r"PORT_I\("),
+              ("port wire record (PORT_W)", r"PORT_W\("), ("ring heads (port_head)", r"port_head"),
+              ("parameter loads (MvRo)", r"__ldg"), ("flows (f_*)", r"\bf_[a-z_]+\["),
+              ("counters (ctr_add)", r"ctr_add|node_ctr"), ("routing", r"route_"), ("node rows (node_*)", r"node_[a-z_]+\["),
+              ("switch port-time caches", r"ta_p|td_p|what_p|\bt2\b"), ("experiment rows (exp_*, EI)", r"exp_[a-zA-Z_]+\[|EI\("),
+              ("heap and tasks", r"heap_|task_"))
+
+
+def by_structure(path: str) -> None:
+    """Each metric's share by the data structure its source lines touch (STRUCTURES; 'other' for
+    the rest), for the sectors requested and the stall samples."""
+    import re
+    data = json.load(open(path))
+    name = next(f for f in data["source"] if f.endswith(".cu"))
+    lines = data["source"][name].splitlines()
+    for metric in ("memory_l2_theoretical_sectors_global", "smsp__pcsamp_sample_count"):
+        sums: dict[str, float] = defaultdict(float)
+        for where, v in data["metrics"][metric].items():
+            f, _, ln = where.rpartition(":")
+            text = lines[int(ln) - 1] if f == name and ln.isdigit() and int(ln) <= len(lines) else ""
+            sums[next((s for s, rx in STRUCTURES if re.search(rx, text)), "other")] += v
+        total = sum(sums.values()) or 1.0
+        print(f"== {metric}")
+        for s, v in sorted(sums.items(), key=lambda kv: -kv[1]):
+            print(f"{100 * v / total:5.1f}%  {s}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--top":
         top(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif sys.argv[1] == "--by-structure":
+        by_structure(sys.argv[2])
     else:
         json.dump(per_line(sys.argv[1]), open(sys.argv[2], "w"))
