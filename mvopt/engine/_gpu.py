@@ -39,6 +39,7 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # per-experiment windows inside one launch, no grid-wide barrier (async).
 LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
+GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
 
 
 def gpu_count() -> int:
@@ -220,12 +221,18 @@ class GpuBackend:
                     stream.end_capture()
                 graph = None
         self.graph_used = graph is not None
+        # replays between two polls of the host: doubled while the run goes on, so that a long run
+        # pays one poll (two copies to the host and a synchronisation) per GRAPH_REPLAYS_MAX graphs,
+        # and a short one wastes few empty windows after its end
+        replays = 1
         while self._poll(status, iters, cap_total, progress, steer):
             with stream:
-                graph.launch() if graph is not None else iterations()
+                for _ in range(replays):
+                    graph.launch() if graph is not None else iterations()
             stream.synchronize()
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 break
+            replays = min(2 * replays, GRAPH_REPLAYS_MAX)
         return window_blocks
 
     def batch_memory_limit(self) -> int:
