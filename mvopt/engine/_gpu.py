@@ -221,18 +221,21 @@ class GpuBackend:
                     stream.end_capture()
                 graph = None
         self.graph_used = graph is not None
-        # replays between two polls of the host: doubled while the run goes on, so that a long run
-        # pays one poll (two copies to the host and a synchronisation) per GRAPH_REPLAYS_MAX graphs,
-        # and a short one wastes few empty windows after its end
+        # replays between two polls of the host: doubled while they take little time, so that a
+        # run of cheap windows pays one poll (two copies to the host and a synchronisation) per
+        # GRAPH_REPLAYS_MAX graphs, a short run wastes few empty windows after its end, and the
+        # host regains control within about a second however long the windows are
         replays = 1
         while self._poll(status, iters, cap_total, progress, steer):
+            t = time.perf_counter()
             with stream:
                 for _ in range(replays):
                     graph.launch() if graph is not None else iterations()
             stream.synchronize()
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 break
-            replays = min(2 * replays, GRAPH_REPLAYS_MAX)
+            dt = time.perf_counter() - t
+            replays = min(2 * replays, GRAPH_REPLAYS_MAX) if dt < 0.1 else max(1, replays // 2) if dt > 0.5 else replays
         return window_blocks
 
     def batch_memory_limit(self) -> int:
@@ -285,7 +288,8 @@ class GpuBackend:
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             if mode == "graph":     # (blocks: the window kernel's grid)
-                blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress, steer)
+                blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
+                                         steer)
             elif mode == "coop":
                 out = cp.zeros(2, dtype=np.int64)
                 # kernels of a module built with enable_cooperative_groups launch cooperatively
