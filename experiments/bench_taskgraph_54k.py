@@ -399,7 +399,8 @@ def merge_rows(rows: list[dict], path: str, cmd: str) -> str:
     and says where it came from, `merged_from`: its command and provenance); the command with
     `--merge path`."""
     other = json.loads(Path(path).read_text())
-    rows[:] = [r for r in rows if r["case"] not in {o["case"] for o in other["rows"]} or "merged_from" not in r]
+    theirs = {o["case"] for o in other["rows"]}
+    rows[:] = [r for r in rows if r["case"] not in theirs or "merged_from" not in r]   # a merge again replaces
     have = {r["case"] for r in rows}
     for r in other["rows"]:
         if r["case"] not in have:

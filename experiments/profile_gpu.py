@@ -47,8 +47,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-steal": {"launch": "graph", "steal": True, "order": "default"},
             # blocks of 64 threads (8 per SM: the same registers)
             "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
-            # packets 16-byte aligned: vector copies, but spills in the window kernel
-            "graph-pkt16": {"launch": "graph", "MV_PKT_ALIGN": 16},
             # (to measure) the window kernel bounded for 3 blocks per SM, now with row stealing;
             # and 4-port switches on the persisted caches and trees (MV_TREE_PORTS 2)
             "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},

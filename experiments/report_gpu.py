@@ -220,7 +220,7 @@ def render() -> str:
                            ("profile_b4096_7e0e891", "7e0e891", {
                                "graph": "graph (the default: row stealing and widest first on a batch of several waves)",
                                "graph-fullgrid": "graph, full grid, default order",
-                               "graph-pkt16": "graph, 16-byte aligned packets (MV_PKT_ALIGN=16)"})])
+                               "graph-pkt16": "graph, 16-byte aligned packets (a variant removed since)"})])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "

@@ -149,9 +149,10 @@ class CpuBackend:
         for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
         called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window;
         `steer(statuses)` between chunks of STEER_CHUNK, and the experiments (batch indices) it
-        returns that still run are cancelled (engine/race.py). A run stopped early keeps its
-        packets in flight on the batch (`Batch.scratch`), so that running it again continues it;
-        `resumable=False` skips that copy (a benchmark that stops for good)."""
+        returns that still run are cancelled (engine/race.py). A run stopped early leaves its
+        packets in flight on the batch (`Batch.scratch`: this thread's slots, handed over), so that
+        running it again continues it; `resumable=False` keeps the slots for the thread's next run
+        instead (a benchmark that stops for good)."""
         if progress is not None:
             chunk_iters = min(chunk_iters, PROGRESS_CHUNK)
         if steer is not None:

@@ -235,7 +235,10 @@ class GpuBackend:
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 break
             dt = time.perf_counter() - t
-            replays = min(2 * replays, GRAPH_REPLAYS_MAX) if dt < 0.1 else max(1, replays // 2) if dt > 0.5 else replays
+            if dt < 0.1:
+                replays = min(2 * replays, GRAPH_REPLAYS_MAX)
+            elif dt > 0.5:
+                replays = max(1, replays // 2)
         return window_blocks
 
     def batch_memory_limit(self) -> int:
@@ -301,7 +304,8 @@ class GpuBackend:
                                    status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
-            stopped = resumable and bool((status == ST_RUN).any())
+            # on the host: a CuPy comparison would compile an element-wise kernel at its first use
+            stopped = resumable and bool((status.get() == ST_RUN).any())
             for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:
                 if batch.cols[name].size:
                     batch.cols[name][...] = dev[name].get()

@@ -2,12 +2,10 @@
 #pragma once
 
 // 32 bytes: one 32-byte sector of device memory (a GPU reads a packet in one). Kernels assemble a
-// packet in registers and store it once. MV_PKT_ALIGN 16 (a variant) would let a GPU copy it with
-// two vector loads or stores, but costs the window kernel 68 bytes of spills (nvcc 13, sm_90).
-#ifndef MV_PKT_ALIGN
-#define MV_PKT_ALIGN 8
-#endif
-struct alignas(MV_PKT_ALIGN) Pkt {
+// packet in registers and store it once. (Aligned to 16 bytes, so that a GPU could copy it with two
+// vector accesses, it cost the window kernel 68 bytes of spills and gained nothing: measured at
+// 7e0e891, docs/performance.md.)
+struct Pkt {
   int64_t t;        // arrival time at the peer (ring) / enqueue time (queue)
   int32_t flow;     // the flow's row in the flow columns (global; -1 for PFC frames)
   int32_t seq;      // packet index (data), cumulative ack / expected (ACK, NACK)
