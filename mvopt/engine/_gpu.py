@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine._cpu import build_ctx
-from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, node_order,
-                                 node_order_setting, scratch_arrays, scratch_words)
+from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
+                                 node_order, node_order_setting, scratch_arrays, scratch_words)
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -267,9 +267,12 @@ class GpuBackend:
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
+            # a stopped run (maybe stopped on the CPU) continues from the reports its state implies
+            derived = gpu_report_columns(batch.cols) if batch.scratch is not None else {}
+            cols = {**batch.cols, **derived}
             # all-zero columns are set on the device (a memset), not copied
-            dev = {name: cp.zeros(max(a.size, 1), a.dtype) if name in batch.zero_columns or not a.size
-                   else cp.asarray(a) for name, a in batch.cols.items()}
+            dev = {name: cp.zeros(max(a.size, 1), a.dtype) if (name in batch.zero_columns and name not in derived)
+                   or not a.size else cp.asarray(a) for name, a in cols.items()}
             if self.launch == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)

@@ -18,7 +18,7 @@ from mvopt.engine.params import Experiment, ResolvedParams
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
-__all__ = ["Batch", "build_batch", "extract_results", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
+__all__ = ["Batch", "build_batch", "extract_results", "gpu_report_columns", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
            "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
@@ -415,6 +415,26 @@ def scratch_arrays(batch: Batch, xp=np) -> dict:
     also reuse old memory (the CPU backend does). Raw words: the kernels see them through `struct Pkt` /
     `struct IntHop`."""
     return {name: xp.zeros(n, dtype=xp.int64) for name, n in scratch_words(batch.counts).items()}
+
+
+def gpu_report_columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The GPU's report columns (schema: "state [GPU nodes]", node_iter), derived from the state
+    every backend keeps: the tasks and flows each node finished, the experiments' window counts.
+    The CPU reduces over an experiment's nodes in each window instead and leaves these columns as
+    built, so a run stopped on the CPU continues on the GPU only from these (between windows the
+    GPU's own values equal them too)."""
+    lo, hi = cols["exp_node_lo"], cols["exp_node_hi"]
+
+    def per_experiment(node_values: np.ndarray) -> np.ndarray:
+        total = np.concatenate(([0], np.cumsum(node_values, dtype=np.int64)))
+        return total[hi] - total[lo]
+
+    return {"exp_done": per_experiment(cols["node_tasks_done"]),
+            "exp_acked": per_experiment(cols["node_flows_acked"]),
+            "exp_acc_next": np.full_like(cols["exp_acc_next"], INF_PS),
+            "exp_acc_prog": np.full_like(cols["exp_acc_prog"], INF_PS),
+            "exp_arrive": np.zeros_like(cols["exp_arrive"]),
+            "node_iter": cols["exp_iter"][cols["node_exp"]].astype(cols["node_iter"].dtype)}
 
 
 def scratch_nbytes(counts: dict[str, int]) -> int:

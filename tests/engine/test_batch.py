@@ -9,7 +9,7 @@ import pytest
 from mvopt.cluster import build_topology
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder, build_batch, get_backend
-from mvopt.engine.batch import RESULT_COLUMNS, extract_results, ps_per_byte, scratch_nbytes
+from mvopt.engine.batch import INF_PS, RESULT_COLUMNS, extract_results, gpu_report_columns, ps_per_byte, scratch_nbytes
 from mvopt.engine.params import Experiment, ser_ps
 from mvopt.engine import schema
 
@@ -56,6 +56,29 @@ def test_results_read_only_the_result_columns() -> None:
     after = extract_results(batch, iters)
     assert [r.status for r in before] == ["done", "done", "timeout"]
     assert all(a.same_as(b) and a.diagnostic == b.diagnostic for a, b in zip(before, after))
+
+
+def test_gpu_reports_follow_from_the_state_of_a_run_stopped_on_the_cpu() -> None:
+    """The GPU's report columns, which the CPU does not keep, derived from a batch: as built
+    before any window, and after a CPU run stopped midway the finished tasks and acknowledged
+    flows of each experiment (counted from the task and flow columns) and its window count, so
+    that the GPU continues where the CPU stopped (the GPU half: test_engine's stopped-run test)."""
+    exps = [_exp("dcqcn", n=2, size=5_000), _exp("none", n=6, size=100_000)]
+    built = build_batch(exps)
+    for name, values in gpu_report_columns(built.cols).items():
+        assert np.array_equal(values, built.cols[name]), name
+    batch = build_batch(exps)
+    get_backend("cpu").run(batch, max_iters=24)
+    cols, derived = batch.cols, gpu_report_columns(batch.cols)
+    status = [r.status for r in extract_results(batch, 24)]
+    assert status[0] == "done" and status[1] != "done"       # one finished, one stopped midway
+    task_exp = np.repeat(np.arange(2), [len(e.tasks.kind) for e in exps])
+    finished = np.bincount(task_exp[cols["task_finish_ps"] < INF_PS], minlength=2)
+    acked = np.bincount(task_exp[cols["f_task"]][cols["f_done_ps"] >= 0], minlength=2)
+    assert 0 < finished[1] < len(exps[1].tasks.kind)
+    assert derived["exp_done"].tolist() == finished.tolist()
+    assert derived["exp_acked"].tolist() == acked.tolist()
+    assert derived["node_iter"].tolist() == cols["exp_iter"][cols["node_exp"]].tolist()
 
 
 def test_zero_columns_are_zero_in_every_row() -> None:

@@ -1161,7 +1161,7 @@ def test_a_stopped_run_continues_on_any_backend_after_other_runs(backend) -> Non
         iters = 3 + get_backend(other).run(batch)
         assert batch.scratch is None
         for r, exp in zip(extract_results(batch, iters), exps):
-            assert r.status == "done"
+            assert r.status == "done", f"stopped on {first}, continued on {other}: {r.status}"
             assert_matches_reference(r, exp)
 
 
