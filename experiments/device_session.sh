@@ -9,7 +9,7 @@
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
 # Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
-# the GPU), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
+# the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
 # pull vs locks on the GPU; docs/performance.md comes back in $OUT/ablation), multi (issue 8:
@@ -85,9 +85,10 @@ run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections ide
   --batches ${BENCH_BATCHES:-1024,4096} --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
   # stacks every 60 s in the log: where a generation spends its time if the step runs out
-  run optimizer 400 python3 -c "import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)
-sys.argv = ['bench_optimizer.py', '--backend', '${OPT_BACKEND:-gpu:0}', '--generation', '1000', '--generations', '2', '--small',
+  # OPT_BACKENDS (space-separated) run one after another, side by side; OPT_GENERATIONS each
+  run optimizer ${OPT_LIMIT:-400} bash -c "for be in ${OPT_BACKENDS:-gpu:0}; do python3 -c \"import faulthandler, runpy, sys; faulthandler.dump_traceback_later(60, repeat=True)
+sys.argv = ['bench_optimizer.py', '--backend', '\$be', '--generation', '1000', '--generations', '${OPT_GENERATIONS:-2}', '--small',
             '--small-bytes', '${OPT_SMALL_BYTES:-2097152}', '--out', '$OUT/optimizer']
-runpy.run_path('experiments/bench_optimizer.py', run_name='__main__')"
+runpy.run_path('experiments/bench_optimizer.py', run_name='__main__')\"; done; cp docs/performance.md $OUT/optimizer/"
 fi
 echo "done $(date -u +%H:%M:%S)"
