@@ -480,7 +480,8 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             start = np.where(start >= int(c["exp_T_ps"][i]) + int(c["exp_window_ps"][i]), -1, start)
         diag = ""
         if status != "done":
-            diag = _diagnostic(batch, i, status)
+            # a cancelled experiment's result is dropped (another backend has it): no diagnostic
+            diag = _diagnostic(batch, i, status) if status != "cancelled" else ""
             finish = np.where(finished, finish, -1)
         out.append(ExperimentResult(
             name=exp.name, status=status, end_ps=end, makespan_ps=makespan,
@@ -533,15 +534,17 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     flows = np.nonzero(g.kind == FLOW)[0]
     una = c["f_snd_una"][sp.flow_lo:sp.flow_hi]
     npkt = c["f_npkt"][sp.flow_lo:sp.flow_hi]
-    unfinished = [(int(f), j) for j, f in enumerate(flows) if una[j] < npkt[j]]
-    if unfinished:
-        shown = ", ".join(f"task {f} ({int(g.src[f])}->{int(g.dst[f])}, {int(una[j])}/{int(npkt[j])} pkts acked)"
-                          for f, j in unfinished[:10])
-        more = f" and {len(unfinished) - 10} more" if len(unfinished) > 10 else ""
-        lines.append(f"{len(unfinished)} unfinished flows: {shown}{more}")
-    pending = [int(t) for t in range(g.n) if c["task_finish_ps"][t0 + t] >= INF_PS and g.kind[t] == DELAY]
-    if pending:
-        lines.append(f"{len(pending)} delay tasks not run (waiting for predecessors): {pending[:10]}")
+    # (vectorised: a training experiment has millions of tasks, and the optimizer reads
+    # diagnostics of every unfinished experiment of a generation)
+    unfinished = np.nonzero(una < npkt)[0]
+    if unfinished.size:
+        shown = ", ".join(f"task {int(flows[j])} ({int(g.src[flows[j]])}->{int(g.dst[flows[j]])}, "
+                          f"{int(una[j])}/{int(npkt[j])} pkts acked)" for j in unfinished[:10])
+        more = f" and {unfinished.size - 10} more" if unfinished.size > 10 else ""
+        lines.append(f"{unfinished.size} unfinished flows: {shown}{more}")
+    pending = np.nonzero((c["task_finish_ps"][t0:t0 + g.n] >= INF_PS) & (g.kind == DELAY))[0]
+    if pending.size:
+        lines.append(f"{pending.size} delay tasks not run (waiting for predecessors): {pending[:10].tolist()}")
     paused = np.nonzero(port_record(c, "port_in", "paused")[p0:p1])[0]
     if paused.size:
         topo = batch.experiments[i].topology

@@ -837,12 +837,14 @@ def test_pfc_deadlock_is_reported_stuck(backend) -> None:
 
 def test_time_limit_reports_timeout(backend) -> None:
     g = TaskGraphBuilder()
-    g.flow(0, 1, 100_000)
+    f = g.flow(0, 1, 100_000)
     g.delay(1, 2 * D)
+    g.delay(1, D, after=[f])                               # waits for the flow: never runs
     r = run1(backend, sc.experiment(compiled(sc.line(1)), g, cc="none", time_limit_ps=5 * D))
     assert r.status == "timeout"
-    assert r.task_finish_ps.tolist() == [-1, 2 * D] and r.flow_fct_ps.tolist() == [-1]
-    assert "timeout" in r.diagnostic and "task 0 (0->1" in r.diagnostic
+    assert r.task_finish_ps.tolist() == [-1, 2 * D, -1] and r.flow_fct_ps.tolist() == [-1]
+    assert "timeout" in r.diagnostic and "1 unfinished flows: task 0 (0->1" in r.diagnostic
+    assert "1 delay tasks not run (waiting for predecessors): [2]" in r.diagnostic
     assert r.windows <= 6
 
 
