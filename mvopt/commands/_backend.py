@@ -10,12 +10,14 @@ __all__ = ["add_backend_options", "backend_spec"]
 
 def add_backend_options(parser: argparse.ArgumentParser, default: str = "cpu") -> None:
     parser.add_argument("--backend", default=default, choices=["cpu", "gpu", "auto"],
-                        help=f"engine backend; auto: the GPUs when CuPy sees one, else the CPU (default: {default})")
+                        help=f"engine backend; auto: the GPUs when CuPy sees one (one GPU: raced by the CPU's cores on "
+                             f"its slowest experiments), else the CPU; gpu: the GPUs alone (default: {default})")
     parser.add_argument("--gpus", default=None, metavar="LIST",
                         help="GPU devices to spread experiments over, e.g. 0,1 (default: every visible GPU)")
     parser.add_argument("--race-cpu", action="store_true",
                         help="while one GPU runs the batch, the CPU's cores run its slowest experiments too; "
-                             "whichever finishes first gives the result (identical either way)")
+                             "whichever finishes first gives the result (identical either way; "
+                             "--backend auto does this on a one-GPU machine)")
 
 
 def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:

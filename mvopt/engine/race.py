@@ -31,7 +31,7 @@ from mvopt.engine.batch import ST_CANCELLED, ST_CAPACITY, ST_RUN, build_batch, e
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 
-__all__ = ["serial_cost", "CpuRacer"]
+__all__ = ["serial_cost", "CpuRacer", "host_memory_available"]
 
 
 def serial_cost(exp: Experiment) -> float:
@@ -43,6 +43,22 @@ def serial_cost(exp: Experiment) -> float:
     ports = np.diff(np.asarray(topo.node_port_offset, np.int64))[nh:]
     share = float(ports.max()) / float(ports.sum()) if ports.size and ports.sum() else 1.0
     return experiment_cost(exp) * share
+
+
+def host_memory_available() -> int:
+    """Bytes of host memory available now (Linux: MemAvailable; elsewhere the free pages)."""
+    import os
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62      # unknown: no limit
 
 
 _BACKEND_LOCK = threading.Lock()
@@ -59,15 +75,22 @@ class CpuRacer:
 
     Each experiment runs alone on its thread with compact packet slots (host memory: (cores - 1)
     rail-optimised experiments would be ~5 GB at full slots); one that runs out is taken again
-    later with full ones."""
+    later with full ones. An experiment whose batch would need more than `memory_bytes` (default:
+    half the host memory available now, shared by the threads) is left to the share's own
+    backend: the CPU must not run the host out of memory racing a very large experiment."""
 
-    def __init__(self, exps: Sequence[Experiment], threads: int | None = None) -> None:
+    def __init__(self, exps: Sequence[Experiment], threads: int | None = None,
+                 memory_bytes: int | None = None) -> None:
         import os
+
+        from mvopt.engine.plan import batch_bytes, experiment_counts
 
         self.exps = list(exps)
         # one core is left to the thread that drives the GPU
         self.threads = threads or max(1, (os.cpu_count() or 2) - 1)
-        self.order = sorted(range(len(self.exps)), key=lambda i: (-serial_cost(self.exps[i]), i))
+        budget = memory_bytes if memory_bytes is not None else host_memory_available() // (2 * self.threads)
+        fits = [i for i, e in enumerate(self.exps) if batch_bytes(experiment_counts(e, compact=True)) <= budget]
+        self.order = sorted(fits, key=lambda i: (-serial_cost(self.exps[i]), i))
         self.lock = threading.Lock()
         self.results: dict[int, ExperimentResult] = {}   # index in the share -> the CPU's result
         self.ended_elsewhere: set[int] = set()           # ended on the share's own backend

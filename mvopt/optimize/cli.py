@@ -55,7 +55,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="sampler seed")
     p.add_argument("--backend", default="cpu", metavar="NAME",
                    help=f"simulation backend: {', '.join(evaluator_names())}, an engine spec (gpu:0,1, cpu:N, auto, "
-                        "gpu:0+cpu: the CPU races the GPU on its slowest experiments) "
+                        "gpu:0+cpu: the CPU races the GPU on its slowest experiments, as auto does on a one-GPU machine) "
                         "or module:factory (default cpu)")
     p.add_argument("--artifacts", default=None, metavar="DIR",
                    help="directory for per-trial plots (Optuna artifacts; default mvopt-artifacts beside the database)")

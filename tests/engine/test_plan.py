@@ -240,3 +240,35 @@ def test_only_cpu_may_race_and_it_races_one_worker() -> None:
         simulate(EXPS, backend="cpu+gpu")
     with pytest.raises(MvoptError, match="races one worker"):
         simulate(EXPS, backend="cpu:2+cpu")
+
+
+def test_auto_races_one_gpu_with_the_cpu(monkeypatch) -> None:
+    """``auto`` on a machine with one GPU: that GPU, raced by the CPU's cores; with two GPUs, both,
+    not raced (the CPU races one worker); ``gpu`` alone never races; without a GPU, the CPU."""
+    from mvopt.engine import _gpu
+    from mvopt.engine.plan import describe_backend, races
+
+    monkeypatch.setattr(_gpu, "gpu_count", lambda: 1)
+    monkeypatch.setattr(_gpu, "gpu_available", lambda: True)
+    assert races("auto") and races("auto:0") and races("gpu:0+cpu")
+    assert not races("gpu") and not races("gpu:0") and not races("cpu")
+    assert describe_backend("auto") == "auto -> gpu (1 GPU: 0), raced by the CPU's cores on its slowest experiments"
+    monkeypatch.setattr(_gpu, "gpu_count", lambda: 2)
+    assert not races("auto") and describe_backend("auto") == "auto -> gpu (2 GPUs: 0,1)"
+    monkeypatch.setattr(_gpu, "gpu_count", lambda: 0)
+    monkeypatch.setattr(_gpu, "gpu_available", lambda: False)
+    assert not races("auto") and describe_backend("auto") == "auto -> cpu"
+
+
+def test_racer_leaves_experiments_too_large_for_host_memory_to_the_worker() -> None:
+    """An experiment whose batch needs more than the racer's memory budget per thread is never
+    taken by the CPU (the worker alone runs it); the others are, heaviest serial load first."""
+    from mvopt.engine.race import CpuRacer, host_memory_available
+
+    sizes = [batch_bytes(experiment_counts(e, compact=True)) for e in EXPS[:4]]
+    budget = sorted(sizes)[1]                 # the two smallest fit (ties: maybe more)
+    racer = CpuRacer(EXPS[:4], threads=1, memory_bytes=budget)
+    assert sorted(racer.order) == [i for i, b in enumerate(sizes) if b <= budget] and len(racer.order) < 4
+    jobs = [racer._next() for _ in range(5)]
+    assert jobs[-1] is None and sorted(job[0] for job in jobs if job is not None) == sorted(racer.order)
+    assert 0 < host_memory_available()
