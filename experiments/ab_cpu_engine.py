@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--mib", type=float, default=16.0, help="all-reduce size per host (MiB)")
     ap.add_argument("--incast", action="store_true", help="15-to-1 incasts instead")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                    help="a kernel tuning macro (e.g. MV_RING_PREFETCH=8), for variants of one checkout")
+                    help="a kernel tuning macro (e.g. MV_TREE_PORTS=2), for variants of one checkout")
     args = ap.parse_args()
     if args.incast:
         exp = fat_tree_flows([(s, 0) for s in range(1, 16)], int(args.mib * 2**20), cc=args.cc)

@@ -200,6 +200,8 @@ def simulate_case(exp, plan) -> dict:
     t0 = time.perf_counter()
     batch = build_batch([exp])
     out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0}
+    if backend == "cpu":
+        out["run_threads"] = int(os.environ.get("OMP_NUM_THREADS", "1"))
     t0 = time.perf_counter()
     if os.environ.get("MVOPT_54K_WINDOWS"):
         iters = be.run(batch, max_iters=int(os.environ["MVOPT_54K_WINDOWS"]), resumable=False)
@@ -335,13 +337,16 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
     if runs:
         text += ["Simulated (`--cases rail_run` on a GPU machine, for $MVOPT_54K_BUDGET_S seconds; on the CPU "
                  "backend, e.g. `scaled_run`, a third the size, for $MVOPT_54K_CPU_WINDOWS windows on the one core "
-                 "the case is pinned to). Run = upload + kernel + download on the GPU; per second of run:\n",
+                 "the case is pinned to, or on $MVOPT_54K_CPU_THREADS threads; `bash experiments/device_session.sh "
+                 "scaled54k` runs it for the same windows on the GPU and on every core of the GPU's machine, 16, one "
+                 "after the other). Run = upload + kernel + download on the GPU; per second of run:\n",
                  "| case | backend | status | windows | simulated (ms) | iteration time (s) | run (s) | "
                  "packet-hops | M packet-hops/s | windows/s | machine |",
                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for r in runs:
             it = f"{r['iteration_time_s']:.3f}" if "iteration_time_s" in r else "–"
-            text.append(f"| {r['label']} | {r['run_backend']} | {r['run_status']} | {r['run_windows']:,} | "
+            backend = f"{r['run_backend']} ({r['run_threads']} threads)" if "run_threads" in r else r["run_backend"]
+            text.append(f"| {r['label']} | {backend} | {r['run_status']} | {r['run_windows']:,} | "
                         f"{r['run_simulated_ms']:.3f} | {it} | {r['run_s']:.1f} | {r['run_packet_hops']:,} | "
                         f"{r['run_packet_hops'] / r['run_s'] / 1e6:.1f} | {r['run_windows'] / r['run_s']:.0f} | "
                         f"{'this one' if r.get('machine') == here else r.get('machine', '?')} |")
@@ -395,15 +400,19 @@ def markdown(rows: list[dict], command: str, prov: str, per: dict[str, int], her
 
 
 def merge_rows(rows: list[dict], path: str, cmd: str) -> str:
-    """Add the rows of the run saved at `path` whose cases `rows` lacks (each keeps its machine
+    """Add the rows of the run saved at `path` whose (case, backend, machine) `rows` lacks (each keeps its machine
     and says where it came from, `merged_from`: its command and provenance); the command with
     `--merge path`."""
     other = json.loads(Path(path).read_text())
-    theirs = {o["case"] for o in other["rows"]}
-    rows[:] = [r for r in rows if r["case"] not in theirs or "merged_from" not in r]   # a merge again replaces
-    have = {r["case"] for r in rows}
+
+    def key(r: dict) -> tuple:     # a case may be run on several backends and machines
+        return r["case"], r.get("run_backend"), r.get("machine")
+
+    theirs = {key(o) for o in other["rows"]}
+    rows[:] = [r for r in rows if key(r) not in theirs or "merged_from" not in r]   # a merge again replaces
+    have = {key(r) for r in rows}
     for r in other["rows"]:
-        if r["case"] not in have:
+        if key(r) not in have:
             r["merged_from"] = other.get("provenance", other["command"])
             rows.append(r)
     flag = f" --merge {Path(path).relative_to(ROOT) if Path(path).is_absolute() else path}"

@@ -47,15 +47,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-steal": {"launch": "graph", "steal": True, "order": "default"},
             # blocks of 64 threads (8 per SM: the same registers)
             "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
-            # (to measure) the window kernel bounded for 3 blocks per SM, now with row stealing;
-            # and 4-port switches on the persisted caches and trees (MV_TREE_PORTS 2)
+            # the window kernel bounded for 3 blocks per SM, now with row stealing; 4-port switches
+            # on the persisted caches and trees (MV_TREE_PORTS 2). Both measured at 8b3a370 (no
+            # gain), like the ring prefetch variants (MV_RING_PREFETCH, MV_PORT_PREFETCH), removed since
             "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
-            # (to measure) a node prefetches its in-rings' first 4 / 8 packets into the L2 at its
-            # window's start (packet slots: 33 % of the stall samples, mostly DRAM misses)
-            "graph-prefetch4": {"launch": "graph", "MV_RING_PREFETCH": 4},
-            "graph-prefetch8": {"launch": "graph", "MV_RING_PREFETCH": 8},
-            "graph-prefetch8-ports": {"launch": "graph", "MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}}
+            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

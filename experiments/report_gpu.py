@@ -74,7 +74,8 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
            "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
            "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
            "resident blocks of the one-launch kernels; for graph, a full grid's blocks (the rows at `1cd2b51` and "
-           "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM). Measured and removed: `graph-split` (the window phase as two "
+           "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM; from `8b3a370` on the rows show the grid "
+           "that ran, 528 resident blocks when stealing). Measured and removed: `graph-split` (the window phase as two "
            "kernels, hosts then switches, so that the switch kernel needs 96 registers: 5 blocks per SM instead of "
            "3) and `graph, advance inside` (one launch per window, the last node of each experiment to finish "
            "advancing it, no advance launch).\n",
@@ -89,8 +90,12 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
                        f"{r['ghops_per_s']:.3f} | {r['blocks']} | {r['identical']} |")
     name, commit, renames = named[-1]
     d = load(name)
+    def label(key: str) -> str:     # "VARIANT interleave=False", or "graph, 1 experiment" (no batch)
+        name = key.split(" interleave=")[0]
+        return "graph, one experiment alone" if name == "graph, 1 experiment" else renames.get(name, name)
+
     out.append("\nIdle windows (1,000 experiments, kernel time per window, `" + commit + "`): " + ", ".join(
-        f"{renames.get(k.split()[0], k.split()[0])} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items()
+        f"{label(k)} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items()
         if "False" in k or "experiment" in k) + ".\n")
     return out
 
@@ -98,7 +103,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865` and `7e0e891`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865`, `7e0e891` and `84b9fed`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -191,9 +196,10 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, middle, previous, sixth, seventh, latest = "e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2", "7e0e891"
-    bench, mid, prev, six, seven, now = (load(f"bench_gpu_{c}")
-                                         for c in (commit, middle, previous, sixth, seventh, latest))
+    commit, middle, previous, sixth, seventh, stealing, latest = ("e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2",
+                                                                 "7e0e891", "84b9fed")
+    bench, mid, prev, six, seven, steal, now = (load(f"bench_gpu_{c}")
+                                                for c in (commit, middle, previous, sixth, seventh, stealing, latest))
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
@@ -201,6 +207,8 @@ def render() -> str:
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
     lines += workload_a(now, latest, one, before=[
+        (steal, stealing, "row stealing, before the switch skips (an arrival recomputes its ingress port only if its "
+                          "PFC state changed, its egress port only if the packet became a queue head), `nvidia-h200`"),
         (seven, seventh, "read-only parameter columns and quiet switches, before row stealing, `nvidia-h200`"),
         (six, sixth, "before the read-only parameter columns and the quiet switches, `nvidia-h200`"),
         (prev, previous, "before the 64-byte port records `port_tx` / `port_in` and the ECMP mask, `nvidia-h200`"),
@@ -220,14 +228,21 @@ def render() -> str:
                            ("profile_b4096_7e0e891", "7e0e891", {
                                "graph": "graph (the default: row stealing and widest first on a batch of several waves)",
                                "graph-fullgrid": "graph, full grid, default order",
-                               "graph-pkt16": "graph, 16-byte aligned packets (a variant removed since)"})])
+                               "graph-pkt16": "graph, 16-byte aligned packets (a variant removed since)"}),
+                           ("profile_b4096_8b3a370", "8b3a370", {
+                               "graph": "graph (the default), with the switch skips",
+                               "graph-window3-steal": "graph, window kernel bounded for 3 blocks/SM",
+                               "graph-tree2": "graph, tournament trees from 3 ports (MV_TREE_PORTS=2)",
+                               "graph-prefetch4": "graph, ring prefetch 4 (MV_RING_PREFETCH=4, removed since)",
+                               "graph-prefetch8": "graph, ring prefetch 8 (removed since)",
+                               "graph-prefetch8-ports": "graph, ring prefetch 8 and port records (MV_PORT_PREFETCH=1, removed since)"})])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
     lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (prev, previous, one),
-                         (six, sixth, one), (now, latest, one)])
+                         (six, sixth, one), (steal, stealing, one), (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)

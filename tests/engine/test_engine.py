@@ -1092,21 +1092,6 @@ def test_switch_event_selection_paths_agree() -> None:
     assert degrees == {3, 4, 5, 6}      # every path taken (the limits above are 3 and 5)
 
 
-def test_ring_prefetch_changes_nothing() -> None:
-    """MV_RING_PREFETCH and MV_PORT_PREFETCH (a node asks for its in-rings' first packets and its
-    ports' records at the start of its window) are hints: the results are the default build's."""
-    from mvopt.engine import build_batch
-    from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import extract_results
-
-    exps = sc.mixed_experiments(9)
-    default = simulate(exps, backend="cpu")
-    batch = build_batch(exps)
-    res = extract_results(batch, CpuBackend(defines={"MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}).run(batch))
-    for a, b in zip(default, res):
-        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
-
-
 @pytest.mark.parametrize("lock", [1, 2], ids=["receiver-lock", "global-lock"])
 def test_push_lock_ablation_changes_nothing_but_time(lock: int) -> None:
     """The pull-vs-locks ablation's builds (every packet written under a lock) give the model's

@@ -53,19 +53,6 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-def test_ring_prefetch_matches_the_cpu() -> None:
-    """MV_RING_PREFETCH and MV_PORT_PREFETCH (prefetch.global.L2 of the in-rings' first packets
-    and the ports' records at a window's start) are hints: the GPU's results with them are the
-    CPU's."""
-    from mvopt.engine._gpu import GpuBackend
-
-    exps = mixed_experiments(9)
-    cpu = simulate(exps, backend="cpu")
-    batch = build_batch(exps)
-    res = extract_results(batch, GpuBackend(defines={"MV_RING_PREFETCH": 8, "MV_PORT_PREFETCH": 1}).run(batch))
-    assert all(a.same_as(b) for a, b in zip(cpu, res))
-
-
 @pytest.mark.parametrize("steal", [True, False])
 def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, monkeypatch) -> None:
     """The graph mode's window kernel on a resident grid whose warps take rows from a counter

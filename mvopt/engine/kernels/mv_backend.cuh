@@ -26,8 +26,6 @@
   // A spin lock (the push-with-locks ablation only, MV_PUSH_LOCK; the model itself takes none)
   __device__ inline void mv_lock(int* l) { while (atomicCAS(l, 0, 1) != 0) {} __threadfence(); }
   __device__ inline void mv_unlock(int* l) { __threadfence(); atomicExch(l, 0); }
-  // A hint: bring the line holding *p into the L2 (no register waits for it)
-  #define MV_PREFETCH(p) asm volatile("prefetch.global.L2 [%0];" :: "l"(p))
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -48,7 +46,6 @@
     for (;;) { int32_t z = 0; if (__atomic_compare_exchange_n(l, &z, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return; }
   }
   static inline void mv_unlock(int32_t* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
-  #define MV_PREFETCH(p) __builtin_prefetch(p)
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif

@@ -21,36 +21,12 @@ MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
   return c->pkt[ring_slot(c, q, head)].t;
 }
 
-// MV_RING_PREFETCH k > 0 (a variant): at the start of its window a node asks for the first k
-// packets waiting on each of its in-rings at once, instead of waiting for each one's load at its
-// event (the packets its peer wrote in the last window are rarely still in a cache: measured,
-// docs/performance.md). A hint: results do not depend on it.
-#ifndef MV_RING_PREFETCH
-#define MV_RING_PREFETCH 0
-#endif
-// MV_PORT_PREFETCH 1 (a variant): likewise each port's records (transmit, ingress, queues, wire),
-// which the window's first event on that port would otherwise wait for one after another.
-#ifndef MV_PORT_PREFETCH
-#define MV_PORT_PREFETCH 0
-#endif
-
 MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
     int64_t q = c->port_peer[p];
     int64_t head = c->port_head[q * 2 + (par ^ 1)];
     c->port_head[q * 2 + par] = head;
     PORT_T(c, p, PT_TAIL + par) = PORT_T(c, p, PT_TAIL + (par ^ 1));
-#if MV_RING_PREFETCH > 0
-    int64_t n = mv_min(PORT_T(c, q, PT_TAIL + (par ^ 1)) - head, (int64_t)MV_RING_PREFETCH);
-    for (int64_t k = 0; k < n; ++k) MV_PREFETCH(&c->pkt[ring_slot(c, q, head + k)]);
-#endif
-#if MV_PORT_PREFETCH
-    MV_PREFETCH(&c->port_tx[p * PT_COUNT + PT_COUNT / 2]);   // its first half was just written
-    MV_PREFETCH(&c->port_in[p * PI_COUNT]);
-    MV_PREFETCH(&c->port_in[p * PI_COUNT + PI_COUNT / 2]);
-    MV_PREFETCH(&c->port_q[p * 4]);
-    MV_PREFETCH(c->port_wire.p + p * 4);   // a parameter record (MvRo): its pointer
-#endif
   }
 }
 
