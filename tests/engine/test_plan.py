@@ -268,7 +268,20 @@ def test_racer_leaves_experiments_too_large_for_host_memory_to_the_worker() -> N
     sizes = [batch_bytes(experiment_counts(e, compact=True)) for e in EXPS[:4]]
     budget = sorted(sizes)[1]                 # the two smallest fit (ties: maybe more)
     racer = CpuRacer(EXPS[:4], threads=1, memory_bytes=budget)
-    assert sorted(racer.order) == [i for i, b in enumerate(sizes) if b <= budget] and len(racer.order) < 4
     jobs = [racer._next() for _ in range(5)]
-    assert jobs[-1] is None and sorted(job[0] for job in jobs if job is not None) == sorted(racer.order)
+    fit = [i for i, b in enumerate(sizes) if b <= budget]
+    assert jobs[-1] is None and sorted(job[0] for job in jobs if job is not None) == fit and len(fit) < 4
+    assert racer.stats["cpu_left_to_worker"] == 4 - len(fit)
     assert 0 < host_memory_available()
+
+
+def test_racer_gives_few_experiments_several_cores_each() -> None:
+    """A share of fewer experiments than the racer's cores: one thread per experiment, the cores
+    divided among them (one experiment alone gets them all), with the plain run's results."""
+    from mvopt.engine.race import CpuRacer
+
+    assert CpuRacer(EXPS[:1], threads=4).n_workers == 1 and len(CpuRacer(EXPS[:1], threads=4).workers) == 1
+    assert CpuRacer(EXPS[:2], threads=5).n_workers == 2 and CpuRacer(EXPS[:8], threads=4).n_workers == 4
+    plain = simulate(EXPS[:1], backend="cpu", capacities="full")
+    raced, stats = run_share(Worker("cpu", 0, 1), EXPS[:1], race_cpu=True, race_threads=2)
+    assert raced[0].same_as(plain[0]) and stats["cpu_ready_s"] > 0
