@@ -30,16 +30,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
-from mvopt.engine import build_batch, get_backend, schema  # noqa: E402
-from mvopt.engine.batch import extract_results, node_order  # noqa: E402
-from mvopt.engine.results import COUNTERS  # noqa: E402
+from mvopt.engine import build_batch, get_backend  # noqa: E402
+from mvopt.engine.batch import extract_results, node_order, node_packets_sent  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
 # diag_generation's configuration #11 (seed 0): the slowest of its 40 on one CPU core
 PARAMS = {"cluster.topology": "rail_optimized", "cluster.oversubscription": 2.0, "cluster.servers_per_group": 4,
           "network.lb": "ecmp", "network.ecn.kmin_kb": 1360.0, "ecn_span": 2.17, "network.buffer_mb": 25.9}
-C_HOPS = COUNTERS.index("packet_hops")   # node_ctr column: packets the node put on a wire
 
 
 def experiment(nbytes: int):
@@ -75,7 +73,7 @@ def main() -> None:
             res = extract_results(batch, iters)
             topo = exp.topology
             nn = int(topo.n_node)
-            sent = batch.cols["node_ctr"].reshape(-1, schema.NCTR)[:nn, C_HOPS]
+            sent = node_packets_sent(batch.cols)[:nn]
             # a switch's events: each packet it sends arrived first (lossless; its own PFC frames
             # aside), so arrivals + transmissions = 2 x sends
             busiest = int(np.argmax(np.where(np.arange(nn) >= int(topo.n_host), sent, -1)))

@@ -51,7 +51,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # on the persisted caches and trees (MV_TREE_PORTS 2). Both measured at 8b3a370 (no
             # gain), like the ring prefetch variants (MV_RING_PREFETCH, MV_PORT_PREFETCH), removed since
             "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2}}
+            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
+            # (to measure) the per-hop node_ctr update the kernels no longer make (the host sums
+            # the ports' ring tails instead): what it cost
+            "graph-hopcounter": {"launch": "graph", "MV_HOP_COUNTER": 1}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

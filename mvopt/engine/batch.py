@@ -18,7 +18,7 @@ from mvopt.engine.params import Experiment, ResolvedParams
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
-__all__ = ["Batch", "build_batch", "extract_results", "gpu_report_columns", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
+__all__ = ["Batch", "build_batch", "extract_results", "gpu_report_columns", "node_packets_sent", "port_packets_sent", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
            "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
@@ -469,6 +469,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
         makespan = int(finish[finished].max()) if finished.any() else 0
         ctr = c["node_ctr"].reshape(-1, schema.NCTR)[n0:n1].sum(axis=0)
         counters = {name: int(ctr[k]) for k, name in enumerate(COUNTERS)}
+        counters["packet_hops"] = int(port_packets_sent(c)[p0:p1].sum())
         end = int(max(makespan, int(c["node_last_ps"][n0:n1].max(initial=0))))
         if status == "timeout":
             end = int(exp.time_limit_ps)
@@ -512,6 +513,19 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
     final_q = port_record(c, "port_tx", "qbytes", 1)[p0:p1]            # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
                           table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "port_tx", "wire_bytes")[p0:p1])
+
+
+def port_packets_sent(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Packets (data and control) every port has put on its wire: its ring's tail, which only
+    grows (the later of its two parity copies). The kernels keep no hop counter: this is the
+    `packet_hops` counter, per port (one fewer memory update per packet-hop)."""
+    return np.maximum(port_record(cols, "port_tx", "tail", 0), port_record(cols, "port_tx", "tail", 1))
+
+
+def node_packets_sent(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """port_packets_sent summed over each node's ports."""
+    total = np.concatenate(([0], np.cumsum(port_packets_sent(cols), dtype=np.int64)))
+    return total[cols["node_port_hi"]] - total[cols["node_port_lo"]]
 
 
 _RECORDS = {"port_tx": (schema.NPT, schema.PT), "port_in": (schema.NPI, schema.PI)}

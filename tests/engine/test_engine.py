@@ -1171,3 +1171,22 @@ def test_quiet_switches_skip_their_windows_and_change_nothing(backend) -> None:
     (r,) = extract_results(batch, iters)
     assert r.status == "done" and r.windows > 40
     assert_matches_reference(r, exp)
+
+
+def test_packet_hops_are_the_ports_ring_tails() -> None:
+    """The kernels keep no hop counter: packet_hops is the sum of the experiment's ports' ring
+    tails (batch.port_packets_sent). The MV_HOP_COUNTER=1 build still counts every hop in
+    node_ctr, and its counts per node are the tails summed per node."""
+    from mvopt.engine import build_batch, schema
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results, node_packets_sent
+    from mvopt.engine.results import COUNTERS
+
+    exps = sc.mixed_experiments(6)
+    default = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    res = extract_results(batch, CpuBackend(defines={"MV_HOP_COUNTER": 1}).run(batch))
+    counted = batch.cols["node_ctr"].reshape(-1, schema.NCTR)[:, COUNTERS.index("packet_hops")]
+    assert (counted == node_packets_sent(batch.cols)).all() and counted.sum() > 0
+    for a, b in zip(default, res):
+        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))

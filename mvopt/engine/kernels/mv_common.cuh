@@ -33,7 +33,8 @@ enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_D
 // Counters (node_ctr[v * NCTR + k]), same order as mvopt.engine.results.COUNTERS.
 enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
        C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,
-       C_RESUMES, C_HOPS, C_TIMEOUTS, C_COUNT };
+       C_RESUMES, C_HOPS /* not counted here: the sum of the ports' ring tails, on the host */, C_TIMEOUTS,
+       C_COUNT };
 // Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k]; HPCC's last INT
 // per hop in f_hop[f * NHOPI + k] (rows only in batches with HPCC experiments).
 enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, CD_COUNT };
@@ -173,6 +174,10 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
 #define MV_PUSH_LOCK 0
 #endif
 
+#ifndef MV_HOP_COUNTER
+#define MV_HOP_COUNTER 0
+#endif
+
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
 // port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
 MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
@@ -190,7 +195,12 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   PORT_T(c, p, PT_TAIL + par) = tail + 1;
   PORT_T(c, p, PT_FREE) = end;
   PORT_T(c, p, PT_WIRE_BYTES) += pk->bytes;
+  // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS).
+  // MV_HOP_COUNTER=1 (a variant, to measure what the per-hop update of node_ctr cost on the GPU)
+  // counts them here too, into a slot the host overwrites: results do not depend on it.
+#if MV_HOP_COUNTER
   ctr_add(c, v, C_HOPS, 1);
+#endif
   return end;
 }
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
