@@ -54,7 +54,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
             # (to measure) the per-hop node_ctr update the kernels no longer make (the host sums
             # the ports' ring tails instead): what it cost
-            "graph-hopcounter": {"launch": "graph", "MV_HOP_COUNTER": 1}}
+            "graph-hopcounter": {"launch": "graph", "MV_HOP_COUNTER": 1},
+            # (to measure) the L2's maximum fetch granularity set to 32 / 64 bytes during the run
+            # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
+            "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
+            "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -94,7 +98,8 @@ def main() -> None:
         t = time.perf_counter()
         spec = dict(VARIANTS[name])
         order = spec.pop("order", "auto")
-        be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None), defines=spec)
+        be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None),
+                        l2_fetch_bytes=spec.pop("l2_fetch", None), defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (False,)):
@@ -118,7 +123,8 @@ def main() -> None:
         spec = dict(spec)
         order = spec.pop("order", "auto")
         launch = spec.pop("launch", None) or "graph"
-        be = GpuBackend(launch=launch, steal=spec.pop("steal", None), defines=spec)
+        be = GpuBackend(launch=launch, steal=spec.pop("steal", None), l2_fetch_bytes=spec.pop("l2_fetch", None),
+                        defines=spec)
         for interleave in ((True, False) if name == "async" else (False,)):
             res, tm = run_once(be, idle_experiments(1000), interleave, order=order)
             key = f"{name} interleave={interleave}"
@@ -130,9 +136,13 @@ def main() -> None:
     res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
+    import cupy
+    from mvopt.engine._gpu import L2_FETCH_LIMIT
+    print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT)} B")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
-                                                                  "batch": args.batch, "cc": args.cc}, indent=1))
+                                                                  "batch": args.batch, "cc": args.cc,
+                                                                  "l2_fetch_default": int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT))}, indent=1))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # per-experiment windows inside one launch, no grid-wide barrier (async).
 LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
+L2_FETCH_LIMIT = 5               # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
 
 
@@ -62,7 +63,7 @@ class GpuBackend:
     name = "gpu"
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
-                 steal: bool | None = None) -> None:
+                 steal: bool | None = None, l2_fetch_bytes: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
@@ -71,9 +72,15 @@ class GpuBackend:
         nodes finished the last one); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
         mode's window kernel runs on a resident grid whose warps take rows from a counter
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
-        go widest first, unless $MVOPT_NODE_ORDER says otherwise). Results depend on none of these."""
+        go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
+        maximum L2 fetch granularity during a run (a hint to the driver, 0-128; default: left as
+        it is, or $MVOPT_L2_FETCH_BYTES), restored afterwards: the kernels read scattered 4- and
+        8-byte words, so a smaller fetch may move fewer DRAM bytes per packet-hop (a variant to
+        measure). Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
+        env_fetch = os.environ.get("MVOPT_L2_FETCH_BYTES", "")
+        self.l2_fetch_bytes = l2_fetch_bytes if l2_fetch_bytes is not None else (int(env_fetch) if env_fetch else None)
         if self.launch not in LAUNCH_MODES:
             raise BackendUnavailable(f"GPU launch mode (MVOPT_GPU_LAUNCH) must be one of "
                                      f"{', '.join(LAUNCH_MODES)}, got {self.launch!r}")
@@ -241,6 +248,15 @@ class GpuBackend:
                 replays = max(1, replays // 2)
         return window_blocks
 
+    def _set_l2_fetch(self, value: int | None) -> int | None:
+        """Set the device's maximum L2 fetch granularity (None: leave it); returns the previous one."""
+        if value is None:
+            return None
+        rt = self.cp.cuda.runtime
+        before = int(rt.deviceGetLimit(L2_FETCH_LIMIT))
+        rt.deviceSetLimit(L2_FETCH_LIMIT, int(value))
+        return before
+
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
         CuPy's cached blocks)."""
@@ -292,21 +308,25 @@ class GpuBackend:
             start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
-            t1 = time.perf_counter()
-            if mode == "graph":     # (blocks: the window kernel's grid)
-                blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
-                                         steer)
-            elif mode == "coop":
-                out = cp.zeros(2, dtype=np.int64)
-                # kernels of a module built with enable_cooperative_groups launch cooperatively
-                self._run_launches(mode, lambda cap: self.coop_kernel((blocks,), (self.threads,), (np.int64(cap), out)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
-            else:
-                budget = np.int64(ASYNC_LAUNCH_NS)
-                self._run_launches(mode, lambda cap: self.async_kernel((blocks,), (self.threads,), (np.int64(cap), budget)),
-                                   status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
-            total = int(iters.get().max()) - start
-            t2 = time.perf_counter()
+            fetch_before = self._set_l2_fetch(self.l2_fetch_bytes)
+            try:
+                t1 = time.perf_counter()
+                if mode == "graph":     # (blocks: the window kernel's grid)
+                    blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
+                                             steer)
+                else:
+                    if mode == "coop":
+                        out = cp.zeros(2, dtype=np.int64)
+                        # kernels of a module built with enable_cooperative_groups launch cooperatively
+                        kernel, extra = self.coop_kernel, out
+                    else:
+                        kernel, extra = self.async_kernel, np.int64(ASYNC_LAUNCH_NS)
+                    self._run_launches(mode, lambda cap: kernel((blocks,), (self.threads,), (np.int64(cap), extra)),
+                                       status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
+                total = int(iters.get().max()) - start
+                t2 = time.perf_counter()
+            finally:
+                self._set_l2_fetch(fetch_before)
             # on the host: a CuPy comparison would compile an element-wise kernel at its first use
             stopped = resumable and bool((status.get() == ST_RUN).any())
             for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:

@@ -53,6 +53,22 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
+def test_l2_fetch_granularity_is_a_hint_set_for_the_run_only() -> None:
+    """`l2_fetch_bytes` (a device limit) changes no result and is restored after the run."""
+    import cupy
+
+    from mvopt.engine._gpu import L2_FETCH_LIMIT, GpuBackend
+
+    before = cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT)
+    exps = mixed_experiments(9)
+    cpu = simulate(exps, backend="cpu")
+    for fetch in (32, 128):
+        batch = build_batch(exps)
+        res = extract_results(batch, GpuBackend(l2_fetch_bytes=fetch).run(batch))
+        assert all(a.same_as(b) for a, b in zip(cpu, res)), fetch
+        assert cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT) == before
+
+
 @pytest.mark.parametrize("steal", [True, False])
 def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, monkeypatch) -> None:
     """The graph mode's window kernel on a resident grid whose warps take rows from a counter
