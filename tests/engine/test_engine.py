@@ -1175,18 +1175,22 @@ def test_quiet_switches_skip_their_windows_and_change_nothing(backend) -> None:
 
 def test_packet_hops_are_the_ports_ring_tails() -> None:
     """The kernels keep no hop counter: packet_hops is the sum of the experiment's ports' ring
-    tails (batch.port_packets_sent). The MV_HOP_COUNTER=1 build still counts every hop in
-    node_ctr, and its counts per node are the tails summed per node."""
+    tails (batch.port_packets_sent); and a node's last event time is written when its window
+    ends. The MV_PER_EVENT_WRITES=1 build still makes both writes at every event: its hop counts
+    per node are the tails summed per node, and every result is the default build's."""
     from mvopt.engine import build_batch, schema
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results, node_packets_sent
     from mvopt.engine.results import COUNTERS
 
-    exps = sc.mixed_experiments(6)
-    default = simulate(exps, backend="cpu")
+    exps = [*sc.mixed_experiments(6), ring_deadlock()]          # the last ends stuck: its end is an event time
+    default_batch = build_batch(exps)
+    default = extract_results(default_batch, CpuBackend().run(default_batch))
     batch = build_batch(exps)
-    res = extract_results(batch, CpuBackend(defines={"MV_HOP_COUNTER": 1}).run(batch))
+    res = extract_results(batch, CpuBackend(defines={"MV_PER_EVENT_WRITES": 1}).run(batch))
     counted = batch.cols["node_ctr"].reshape(-1, schema.NCTR)[:, COUNTERS.index("packet_hops")]
     assert (counted == node_packets_sent(batch.cols)).all() and counted.sum() > 0
+    assert (batch.cols["node_event_ps"] == default_batch.cols["node_event_ps"]).all()
+    assert default[-1].status == "stuck" and default[-1].end_ps > 0
     for a, b in zip(default, res):
-        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
+        assert a.same_as(b) and a.end_ps == b.end_ps, f"{a.name}: " + "; ".join(differences(a, b))

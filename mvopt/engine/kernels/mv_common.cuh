@@ -174,9 +174,20 @@ MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
 #define MV_PUSH_LOCK 0
 #endif
 
-#ifndef MV_HOP_COUNTER
-#define MV_HOP_COUNTER 0
+// MV_PER_EVENT_WRITES=1 (a variant, to measure what they cost on the GPU): the bookkeeping
+// writes the kernels no longer make at every event, a node's hop counter (C_HOPS: the host sums
+// the ports' ring tails instead) and its last event time (node_event_ps: now written once, at the
+// window's end). Results do not depend on it.
+#ifndef MV_PER_EVENT_WRITES
+#define MV_PER_EVENT_WRITES 0
 #endif
+// A node's last event time: at every event (the variant), or once when its window ends.
+MV_DEV void note_event(Ctx* c, int64_t v, int64_t t) {
+  if (MV_PER_EVENT_WRITES) c->node_event_ps[v] = t;
+}
+MV_DEV void note_window_end(Ctx* c, int64_t v, bool busy, int64_t last_t) {
+  if (!MV_PER_EVENT_WRITES && busy) c->node_event_ps[v] = last_t;
+}
 
 // Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
 // port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
@@ -195,12 +206,9 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   PORT_T(c, p, PT_TAIL + par) = tail + 1;
   PORT_T(c, p, PT_FREE) = end;
   PORT_T(c, p, PT_WIRE_BYTES) += pk->bytes;
-  // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS).
-  // MV_HOP_COUNTER=1 (a variant, to measure what the per-hop update of node_ctr cost on the GPU)
-  // counts them here too, into a slot the host overwrites: results do not depend on it.
-#if MV_HOP_COUNTER
-  ctr_add(c, v, C_HOPS, 1);
-#endif
+  // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS;
+  // MV_PER_EVENT_WRITES counts them here too, into a slot the host overwrites)
+  if (MV_PER_EVENT_WRITES) ctr_add(c, v, C_HOPS, 1);
   return end;
 }
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {

@@ -221,12 +221,13 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       // read only after a window that left nothing pending, so written only then (a busy
       // switch pays no store)
       if (next >= MV_INF) c->node_quiet[v] = !busy;
+      note_window_end(c, v, busy, now);
       return;
     }
     busy = true;
     now = ta <= td ? ta : td;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
-    c->node_event_ps[v] = now;
+    note_event(c, v, now);
     int64_t a = -1, b = -1;   // ports whose cached transmission times the event may have changed
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
@@ -235,6 +236,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, &ia_changed);
       if (b == SW_OUT_OF_SLOTS) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+        note_window_end(c, v, busy, now);
         return;
       }
       c->port_head[q * 2 + par] = head + 1;
@@ -249,6 +251,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       what_d = switch_port_class(c, id, td);
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;   // ring full: compact capacities ran out
+        note_window_end(c, v, busy, now);
         return;
       }
     }
@@ -274,6 +277,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t notify = MV_INF;
   int64_t now = c->exp_T_ps[e];
   int64_t ms = mon_next(c, e);   // next monitor sample
+  bool busy = false;             // processed an event in this window
   for (;;) {
     int64_t ta = ring_head_t(c, q, par);
     int64_t tt = heap_top_t(c, v);
@@ -287,12 +291,14 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       int64_t prog = mv_min(mv_min(mv_min(ta, tt), mv_min(rto, tx)), mv_min(notify, node_sent_min(c, v, par)));
       c->node_prog_ps[v] = prog;
       c->node_next_ps[v] = mv_min(prog, tm);
+      note_window_end(c, v, busy, now);
       return;
     }
     int64_t nt = MV_INF;
     if (ms <= t) ms = mon_record(c, e, v, ms, t);
     now = t;
-    c->node_event_ps[v] = t;
+    busy = true;
+    note_event(c, v, t);
     if (ta == t) {
       int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
@@ -303,6 +309,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       host_fire_timers(c, e, v, t);
     } else if (!host_transmit(c, e, v, p, t, par)) {
       c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+      note_window_end(c, v, busy, now);
       return;
     }
     notify = mv_min(notify, nt);
