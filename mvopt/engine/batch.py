@@ -152,11 +152,40 @@ def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndar
     return off, values[order]
 
 
-def _as_column(values, dt: np.dtype) -> np.ndarray:
-    """`values` as a part of a column of type `dt` (structured columns keep theirs: they are
-    made whole below). It may be `values` itself (see `borrowed` in build_batch)."""
-    arr = np.asarray(values)
-    return arr if dt.fields is not None else arr.astype(dt, copy=False)
+class _ColumnWriter:
+    """The batch's columns, written part by part in experiment order. Each column is allocated
+    once, at its final size (`rows`: the experiments' exact counts), and each part is copied into
+    it as it is made, so that the host holds the batch plus one part (before, every part was kept
+    until the end and then concatenated: twice the memory traffic and page faults). A batch of one
+    experiment (`rows` None) adopts its parts as its columns instead, copying only a part that is
+    the caller's own array (a graph or parameter column), since the columns are the kernels' state."""
+
+    def __init__(self, rows: dict[str, int] | None) -> None:
+        self.rows = rows
+        self.cols: dict[str, np.ndarray] = {}
+        self.filled: dict[str, int] = {}
+
+    def put(self, name: str, values) -> None:
+        arr = np.asarray(values)
+        dt = _DTYPES[name]
+        if self.rows is None:
+            part = arr.astype(dt, copy=False).ravel()
+            if part is arr or np.may_share_memory(part, arr):
+                part = part.copy()
+            if name in self.cols:        # a second part of the one experiment (port_wire is one part)
+                part = np.concatenate([self.cols[name], part])
+            self.cols[name], self.filled[name] = part, part.size
+            return
+        col = self.cols.get(name)
+        if col is None:
+            col = self.cols[name] = np.empty(self.rows[name], dt)
+            self.filled[name] = 0
+        at = self.filled[name]
+        col[at:at + arr.size] = arr.ravel()
+        self.filled[name] = at + arr.size
+
+
+_DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
 
 
 def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False) -> Batch:
@@ -166,12 +195,17 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    parts: dict[str, list[np.ndarray]] = {c.name: [] for c in schema.COLUMNS}
-    dtypes = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
-    # columns with a part that is the caller's own array (a graph or parameter column, or one
-    # array given to two columns): copied if it becomes the whole column, since the batch's
-    # columns are the kernels' state (several parts are copied by their concatenation anyway)
-    borrowed: set[str] = set()
+    if len(experiments) == 1:
+        out = _ColumnWriter(None)
+    else:
+        from mvopt.engine.plan import experiment_counts
+        totals: dict[str, int] = {}
+        for exp, small in zip(experiments, flags):
+            for k, v in experiment_counts(exp, small).items():
+                totals[k] = totals.get(k, 0) + int(v)
+        out = _ColumnWriter({c.name: totals[c.length] * c.mult for c in schema.COLUMNS
+                             if not c.doc.startswith("scratch") and c.length in totals})
+    add = out.put
     spans = []
     node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
     pred_base = succ_base = monq_base = monw_base = 0
@@ -194,14 +228,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         poff = np.asarray(topo.node_port_offset, np.int64)
         npt = int(poff[-1])
         nt = g.n
-        # ---- experiment row
-        # each part in its column's type at once: a paper-scale experiment's int64 intermediates
-        # would otherwise be held until the end, twice the int32 columns they become
-        def add(name: str, arr) -> None:
-            part = _as_column(arr, dtypes[name])
-            if part is arr:
-                borrowed.add(name)
-            parts[name].append(part)
+        # ---- experiment row (each part goes into its column, in its type, as soon as it is made)
         add("exp_node_lo", [node_base]); add("exp_node_hi", [node_base + nn])
         add("exp_port_lo", [port_base])
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
@@ -318,8 +345,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
               "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
-    parts["port_wire"] = [np.stack([lo, cap, delay, ppb], axis=1).ravel()
-                          for lo, (cap, delay, ppb) in zip(ring_lo, wire_parts)]
+    for lo, (cap, delay, ppb) in zip(ring_lo, wire_parts):
+        add("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
     pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
@@ -334,19 +361,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
             continue
         n = counts[col.length] * col.mult
         dt = schema.numpy_dtype(col)
-        pieces = parts.pop(col.name)   # dropped as the column is made: the host holds one copy
-        if pieces:
-            if dt.fields is not None:
-                arr = np.zeros(n, dt)
-            elif len(pieces) == 1:     # one experiment: its part is the column, not copied again
-                arr = pieces[0].ravel()
-                if col.name in borrowed:
-                    arr = arr.copy()
-            else:
-                arr = np.concatenate([a.ravel() for a in pieces])
-            del pieces
-            if arr.size != n:
-                raise AssertionError(f"column {col.name}: {arr.size} values for {n} rows")
+        if col.name in out.cols:
+            arr = out.cols.pop(col.name)
+            if out.filled[col.name] != n or arr.size != n:
+                raise AssertionError(f"column {col.name}: {out.filled[col.name]} values for {n} rows")
         else:
             arr = np.zeros(n, dt)
             zero.add(col.name)
