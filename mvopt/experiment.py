@@ -422,12 +422,22 @@ def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
     from concurrent.futures.process import BrokenProcessPool
 
     from mvopt.procpool import drop_pool, get_pool
+    from mvopt.shmtransfer import sweep_stale, unpack
     size = _build_pool_size() or os.cpu_count() or 1     # one pool for every generation, whatever its size
+    sweep_stale()
     try:
-        return list(get_pool("build", size).map(_build_outcome, configs, chunksize=max(1, len(configs) // (4 * n))))
+        # the experiments come back through shared memory (mvopt/shmtransfer.py), not the pipe
+        return [unpack(p) for p in get_pool("build", size).map(_build_outcome_packed, configs,
+                                                                 chunksize=max(1, len(configs) // (4 * n)))]
     except BrokenProcessPool:
         drop_pool("build", size)   # a worker died (killed, out of memory): the next call starts fresh ones
         raise
+
+
+def _build_outcome_packed(cfg: ExperimentConfig):
+    """:func:`_build_outcome` in a worker process, packed for the main one."""
+    from mvopt.shmtransfer import pack
+    return pack(_build_outcome(cfg))
 
 
 def _violation(cfg: ExperimentConfig, err: Exception) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -144,13 +146,23 @@ def test_evaluate_builds_in_worker_processes_with_the_same_outcomes(tmp_path, mo
                load_config({"cluster": {"topology": "file", "topology_file": str(tmp_path / "missing.txt")},
                             "workload": {"kind": "collective"}}),
                load_config(_collective(op="all_to_all"))]
+    from mvopt import shmtransfer
+    from mvopt.procpool import drop_pool
+
     outcomes = {}
-    for workers in ("1", "2"):
+    for workers, shm_min in (("1", None), ("2", None), ("2", "0")):
         monkeypatch.setenv("MVOPT_BUILD_WORKERS", workers)
-        outcomes[workers] = [(e.status, e.feasible, e.reason, e.iteration_time_s, e.sim_stats.get("windows"))
-                             for e in evaluate(configs)]
-    assert outcomes["1"] == outcomes["2"]
-    assert [o[0] for o in outcomes["2"]] == ["ok", "infeasible", "infeasible", "ok"]
+        if shm_min is not None:     # every result through shared memory: fresh workers see the setting
+            monkeypatch.setenv("MVOPT_SHM_MIN_BYTES", shm_min)
+            drop_pool("build", 2)
+        before = dict(shmtransfer.RECEIVED)
+        outcomes[workers, shm_min] = [(e.status, e.feasible, e.reason, e.iteration_time_s, e.sim_stats.get("windows"))
+                                      for e in evaluate(configs)]
+        if shm_min is not None and os.path.isdir(shmtransfer.SHM_DIR):
+            assert shmtransfer.RECEIVED["shared"] - before["shared"] == 2      # the two built experiments
+    drop_pool("build", 2)           # no worker left with the test's setting
+    assert outcomes["1", None] == outcomes["2", None] == outcomes["2", "0"]
+    assert [o[0] for o in outcomes["2", None]] == ["ok", "infeasible", "infeasible", "ok"]
 
 
 def test_build_workers_setting(monkeypatch):
