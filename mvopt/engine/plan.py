@@ -346,6 +346,13 @@ def _share_outcome(worker: Worker, exps: list, memory_bytes: int | None, capacit
             return False, MvoptError(f"{type(exc).__name__}: {exc}")
 
 
+def _share_outcome_packed(worker: Worker, exps: list, memory_bytes: int | None, capacities: str = "auto"):
+    """_share_outcome in a worker process, its results sent back through shared memory
+    (mvopt/shmtransfer.py: a training experiment's result holds every task's times)."""
+    from mvopt.shmtransfer import pack
+    return pack(_share_outcome(worker, exps, memory_bytes, capacities))
+
+
 def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", memory_bytes: int | None = None,
                     report: dict | None = None, processes: bool | None = None,
                     progress: ProgressFn | None = None, capacities: str = "auto") -> list[ExperimentResult]:
@@ -378,11 +385,14 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     outcomes: list = [None] * len(workers)
     if use_processes:
         from concurrent.futures.process import BrokenProcessPool
+
+        from mvopt.shmtransfer import sweep_stale, unpack
+        sweep_stale()
         pool = get_pool("engine-workers", len(workers))
         try:
-            futures = [pool.submit(_share_outcome, workers[w], [exps[i] for i in shares[w]], memory_bytes, capacities)
-                       for w in range(len(workers))]
-            outcomes = [f.result() for f in futures]
+            futures = [pool.submit(_share_outcome_packed, workers[w], [exps[i] for i in shares[w]], memory_bytes,
+                                   capacities) for w in range(len(workers))]
+            outcomes = [unpack(f.result()) for f in futures]
         except BrokenProcessPool:
             drop_pool("engine-workers", len(workers))      # a worker process died: the next call starts fresh ones
             raise

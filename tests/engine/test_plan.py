@@ -98,6 +98,27 @@ def test_a_share_cut_into_sub_batches_reports_each_one_in_order() -> None:
     assert abs(sum(b["build_s"] for b in line) - stats["build_s"]) < 1e-6
 
 
+def test_worker_processes_send_their_results_through_shared_memory(monkeypatch) -> None:
+    """Workers in processes (the GPUs' way) return their results through shared memory
+    (mvopt/shmtransfer.py): the same results as one worker in this process."""
+    import os
+
+    from mvopt import shmtransfer
+    from mvopt.procpool import drop_pool
+
+    plain = simulate(EXPS, backend="cpu")
+    monkeypatch.setenv("MVOPT_SHM_MIN_BYTES", "0")
+    drop_pool("engine-workers", 2)          # fresh workers, which see the setting
+    before = shmtransfer.RECEIVED["shared"]
+    try:
+        pooled = run_experiments(EXPS, "cpu:2", processes=True)
+    finally:
+        drop_pool("engine-workers", 2)
+    assert all(a.same_as(b) for a, b in zip(plain, pooled))
+    if os.path.isdir(shmtransfer.SHM_DIR):
+        assert shmtransfer.RECEIVED["shared"] - before == 2
+
+
 def test_a_worker_process_error_reaches_the_caller_with_its_message() -> None:
     with pytest.raises(MvoptError, match="alone needs"):
         run_experiments(EXPS, "cpu:2", processes=True, memory_bytes=1000)
