@@ -188,10 +188,13 @@ class _ColumnWriter:
 _DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
 
 
-def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False) -> Batch:
+def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False,
+                exp_counts: list[dict[str, int]] | None = None) -> Batch:
     """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed).
     `compact` (one flag, or one per experiment): give them compact packet slots, a first try
-    that may end with status ``capacity`` (:mod:`mvopt.engine.capacity`)."""
+    that may end with status ``capacity`` (:mod:`mvopt.engine.capacity`). `exp_counts`: each
+    experiment's :func:`~mvopt.engine.plan.experiment_counts` with its `compact`, when the
+    caller has them (the planner does), else computed here."""
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
@@ -199,9 +202,11 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         out = _ColumnWriter(None)
     else:
         from mvopt.engine.plan import experiment_counts
+        if exp_counts is None:
+            exp_counts = [experiment_counts(exp, small) for exp, small in zip(experiments, flags)]
         totals: dict[str, int] = {}
-        for exp, small in zip(experiments, flags):
-            for k, v in experiment_counts(exp, small).items():
+        for c in exp_counts:
+            for k, v in c.items():
                 totals[k] = totals.get(k, 0) + int(v)
         out = _ColumnWriter({c.name: totals[c.length] * c.mult for c in schema.COLUMNS
                              if not c.doc.startswith("scratch") and c.length in totals})

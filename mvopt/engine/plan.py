@@ -250,8 +250,9 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     groups = split_by_memory(full_counts, cap, names)
     if capacities == "auto" and len(groups) > 1:
         compact = True
+    compact_counts = [{**c, **slot_counts(e, True)} for c, e in zip(full_counts, exps)] if compact else None
     if compact:
-        groups = split_by_memory([{**c, **slot_counts(e, True)} for c, e in zip(full_counts, exps)], cap, names)
+        groups = split_by_memory(compact_counts, cap, names)
     reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
@@ -270,7 +271,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
                 if not g:
                     continue
             t = time.perf_counter()
-            batch = build_batch([exps[k] for k in g], compact=small)
+            sized = compact_counts if small else full_counts     # the planner's counts: not computed again
+            batch = build_batch([exps[k] for k in g], compact=small, exp_counts=[sized[k] for k in g])
             built = time.perf_counter() - t
             stats["build_s"] += built
             t = time.perf_counter()
