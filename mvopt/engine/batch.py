@@ -478,6 +478,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
     """Per-experiment results from the final batch state (copied, so the batch can be reused)."""
     c = batch.cols
     out = []
+    hops = port_packets_sent(c)          # once for the batch (a per-experiment call would be quadratic)
     for i, (exp, (n0, n1, p0, p1, t0, t1, f0, f1)) in enumerate(zip(batch.experiments, batch.spans)):
         g = exp.tasks
         status = STATUS[int(c["exp_status"][i])]
@@ -492,7 +493,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
         makespan = int(finish[finished].max()) if finished.any() else 0
         ctr = c["node_ctr"].reshape(-1, schema.NCTR)[n0:n1].sum(axis=0)
         counters = {name: int(ctr[k]) for k, name in enumerate(COUNTERS)}
-        counters["packet_hops"] = int(port_packets_sent(c)[p0:p1].sum())
+        counters["packet_hops"] = int(hops[p0:p1].sum())
         end = int(max(makespan, int(c["node_last_ps"][n0:n1].max(initial=0))))
         if status == "timeout":
             end = int(exp.time_limit_ps)
