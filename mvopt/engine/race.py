@@ -106,6 +106,7 @@ class CpuRacer:
         self.stats = {"cpu_won": 0, "cpu_runs": 0, "cpu_abandoned": 0, "cpu_ready_s": 0.0, "cpu_busy_s": 0.0,
                       "cpu_left_to_worker": 0}
         self._t0 = 0.0
+        self._ready: set[str] = set()                     # threads that have their backend
         self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
                         for k in range(self.n_workers)]
 
@@ -134,10 +135,14 @@ class CpuRacer:
     def finish(self, timeout_s: float | None = None) -> BaseException | None:
         """Stop the CPU (what its threads run is abandoned), wait for them, and return the first
         error, if any (the caller decides whether it matters: not when the other backend has
-        every result)."""
+        every result). A thread still getting its backend (a cold start compiles the CPU engine,
+        ~a minute) is not waited for: it holds no result, and it stops once the engine is built
+        (the compiled engine is cached for the next run)."""
         self.stop.set()
         for t in self.workers:
-            if t.ident is not None:   # never started: nothing to join
+            with self.lock:
+                ready = t.name in self._ready
+            if t.ident is not None and ready:   # never started, or not ready: nothing to wait for
                 t.join(timeout_s)
         return self.errors[0] if self.errors else None
 
@@ -167,6 +172,7 @@ class CpuRacer:
                 backend = CpuBackend(threads=max(1, self.threads // self.n_workers))
             with self.lock:
                 self.stats["cpu_ready_s"] = max(self.stats["cpu_ready_s"], time.perf_counter() - self._t0)
+                self._ready.add(threading.current_thread().name)
             while not self.stop.is_set():
                 job = self._next()
                 if job is None:
