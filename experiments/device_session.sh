@@ -84,8 +84,11 @@ run train54k 560 env MVOPT_54K_BUDGET_S=${TRAIN54K_BUDGET_S:-200} python3 experi
 run scaled54k 400 bash -c "for be in gpu cpu; do MVOPT_54K_BACKEND=\$be MVOPT_54K_CPU_THREADS=\$(nproc) \
   MVOPT_54K_WINDOWS=${SCALED54K_WINDOWS:-6000} python3 experiments/bench_taskgraph_54k.py --no-write --cases scaled_run \
   --out $OUT/scaled54k/taskgraph_54k_scaled_run_\$be.json | grep -A3 '^| case | backend'; done"
+# SPME_MODES runs some modes only (saved to $OUT/spme/modes.json); SPME_MERGE names a modes.json of an earlier call
+# (copied into the checkout) to merge with: for sizes whose modes do not fit one call (128 x 32 MiB)
 run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.py --backend gpu --n ${SPME_N:-128} --mib ${SPME_MIB:-4} \
-  --jobs 16 && cp docs/performance.md $OUT/spme/"
+  --jobs 16 ${SPME_MODES:+--modes $SPME_MODES} --save $OUT/spme/modes.json ${SPME_MERGE:+--merge $SPME_MERGE} \
+  && cp docs/performance.md $OUT/spme/"
 # (b), one large experiment, is left out (--k 0): alone on the GPU it is paced by its slowest node thread,
 # and k=16 did not finish its three variants in 130 s (59d8db8)
 run ablation 120 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 4 --k 0 \

@@ -3,6 +3,9 @@
     python experiments/paper_spme_vs_process.py              # CPU, 48 experiments of 4 and of 32 MiB; writes docs/performance.md
     python experiments/paper_spme_vs_process.py --n 8 --mib 1 --no-write           # quick
     python experiments/paper_spme_vs_process.py --backend gpu --n 1024 --mib 4,32 --jobs 16   # on a GPU machine
+    # modes too long for one call: run some, save them, then the others and merge (same --n/--mib/--cc)
+    python experiments/paper_spme_vs_process.py --backend gpu --n 128 --mib 32 --modes batch,split,sequential --save A.json
+    python experiments/paper_spme_vs_process.py --backend gpu --n 128 --mib 32 --modes processes --merge A.json
 
 N experiments, each a ring all-reduce over the 16 hosts of a k=4 fat-tree (1500-byte packets),
 congestion control cycling through ``--cc`` and a different seed each (so ECMP paths differ),
@@ -184,7 +187,8 @@ def run_size(args, mib: float) -> tuple[dict[str, dict], list[str]]:
     return modes, compare(modes)
 
 
-def report(args, runs: list[tuple[float, dict[str, dict], list[str]]], cmd: str) -> str:
+def report(args, runs: list[tuple[float, dict[str, dict], list[str]]], cmd: str, merged: list[str] = ()) -> str:
+    """The section's text; `merged`: where the modes merged from saved runs were measured."""
     cores = os.cpu_count() or 1
     lines = ["| size | mode | processes | wall (s) | engine (s) | outside the engine (s) | experiments/hour | "
              "wall vs SPME | results |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -210,7 +214,7 @@ def report(args, runs: list[tuple[float, dict[str, dict], list[str]]], cmd: str)
     s0 = runs[0][1]["batch"]["summaries"][0]
     text = f"""## SPME batch vs one process per experiment, {args.backend.upper()} backend (paper Fig. 3 / Fig. 10)
 
-{provenance(cmd)}
+{provenance(cmd)}{"".join(chr(10) + "Merged: " + m for m in merged)}
 
 {args.n} experiments per size: ring all-reduce over the 16 hosts of a k=4 fat-tree, 1500-byte
 packets, congestion control cycling through {', '.join(args.cc.split(','))}, seeds 1..{args.n}; backend
@@ -241,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="mode (ii): processes at a time (default: cores)")
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of the single-process modes (default: unset, every core)")
-    ap.add_argument("--modes", default="batch,split,processes,sequential", help=argparse.SUPPRESS)
+    ap.add_argument("--modes", default="batch,split,processes,sequential",
+                    help="modes to run (default all: batch,split,processes,sequential)")
+    ap.add_argument("--save", metavar="JSON", help="also write this run's modes (times, results) to JSON, for --merge")
+    ap.add_argument("--merge", metavar="JSON", nargs="*", default=[],
+                    help="modes saved (--save) by runs of the same experiments, e.g. on separate device calls")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--worker", choices=("sequential", "split"), help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
@@ -250,17 +258,34 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.worker, args.paths, args.backend)
         return 0
     args.jobs = args.jobs or (os.cpu_count() or 1)
-    runs = []
+    sized: dict[float, dict[str, dict]] = {}
     for mib in (float(x) for x in args.mib.split(",")):
-        modes, diffs = run_size(args, mib)
-        runs.append((mib, modes, diffs))
+        sized[mib], _ = run_size(args, mib)
+    same = {"n": args.n, "cc": args.cc, "backend": args.backend}
+    if args.save:
+        Path(args.save).write_text(json.dumps({**same, "jobs": args.jobs, "threads": args.threads,
+                                               "provenance": provenance("").splitlines()[0],
+                                               "modes": args.modes, "sizes": list(sized.items())}))
+    for path in args.merge:
+        other = json.loads(Path(path).read_text())
+        if {k: other[k] for k in same} != same:
+            raise SystemExit(f"{path}: other experiments ({ {k: other[k] for k in same} }), not {same}")
+        for mib, modes in other["sizes"]:
+            sized.setdefault(float(mib), {}).update({k: v for k, v in modes.items() if k not in sized[float(mib)]})
+    # mode (i) first: the reference of the comparison
+    runs = [(mib, {k: modes[k] for k in LABELS if k in modes}) for mib, modes in sized.items()]
+    runs = [(mib, modes, compare(modes)) for mib, modes in runs]
     all_diffs = [d for _, _, ds in runs for d in ds]
-    if set(args.modes.split(",")) != set(LABELS):
+    if any(set(modes) != set(LABELS) for _, modes, _ in runs):
         print("\n".join(all_diffs) or "results identical")
         return 1 if all_diffs else 0
     cmd = (f"python experiments/paper_spme_vs_process.py --n {args.n} --mib {args.mib} --cc {args.cc} "
-           f"--backend {args.backend} --jobs {args.jobs}" + (f" --threads {args.threads}" if args.threads else ""))
-    text = report(args, runs, cmd)
+           f"--backend {args.backend} --jobs {args.jobs}" + (f" --threads {args.threads}" if args.threads else "")
+           + (f" --modes {args.modes}" if args.merge else "")
+           + "".join(f" --merge {Path(p).name}" for p in args.merge))
+    merged = [f"modes {o['modes']} from `{Path(p).name}`: {o['provenance']}"
+              for p, o in ((p, json.loads(Path(p).read_text())) for p in args.merge)]
+    text = report(args, runs, cmd, merged)
     print(text)
     if not args.no_write:
         section = "spme_vs_process" if args.backend == "cpu" else f"spme_vs_process_{args.backend}"
