@@ -60,15 +60,8 @@ run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUN
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
   && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true) \
   && python3 experiments/ncu_source_lines.py $OUT/ncu/prof.ncu-rep $OUT/ncu/lines.json"
-# the idle window (1,000 idle experiments of bench_gpu's idle section): each kernel's duration, then the window
-# kernel's source lines (what its ~14 us wait on)
-run ncu_idle ${NCU_IDLE_LIMIT:-200} bash -c "rm -rf .ncu_cache; ncu --clock-control none --metrics gpu__time_duration.sum \
-  -k regex:mv_phase_ --launch-skip 600 -c 8 --csv python3 experiments/bench_gpu.py --out /tmp/idle1 --sections idle \
-  > $OUT/ncu_idle/durations.csv; $ncu_src MVOPT_LINEINFO=1 ncu --clock-control none --section SpeedOfLight \
-  --section WarpStateStats --section LaunchStats --section SourceCounters --import-source yes --source-folders $PWD/.ncu_cache \
-  -k mv_phase_window --launch-skip 600 -c 1 -f -o $OUT/ncu_idle/prof python3 experiments/bench_gpu.py --out /tmp/idle2 \
-  --sections idle && ncu --import $OUT/ncu_idle/prof.ncu-rep --page details > $OUT/ncu_idle/details.txt \
-  && python3 experiments/ncu_source_lines.py $OUT/ncu_idle/prof.ncu-rep $OUT/ncu_idle/lines.json"
+# idle windows per launch mode, then the graph mode's window and advance kernels timed apart (CUDA events)
+run launch 150 python3 experiments/diag_launch.py
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
 run ncu_wide 200 bash -c "MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
   --section WarpStateStats --section LaunchStats --section SourceCounters --section InstructionStats --import-source yes \

@@ -63,7 +63,7 @@ class GpuBackend:
     name = "gpu"
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
-                 steal: bool | None = None, l2_fetch_bytes: int | None = None) -> None:
+                 steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
@@ -76,9 +76,13 @@ class GpuBackend:
         maximum L2 fetch granularity during a run (a hint to the driver, 0-128; default: left as
         it is, or $MVOPT_L2_FETCH_BYTES), restored afterwards: the kernels read scattered 4- and
         8-byte words, so a smaller fetch may move fewer DRAM bytes per packet-hop (a variant to
-        measure). Results depend on none of these."""
+        measure). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
+        two CUDA events instead of replaying graphs, and report the window and advance kernels'
+        GPU seconds in last_timing["phase_s"]. Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
+        self.time_phases = time_phases
+        self.phase_s: dict[str, float] | None = None
         env_fetch = os.environ.get("MVOPT_L2_FETCH_BYTES", "")
         self.l2_fetch_bytes = l2_fetch_bytes if l2_fetch_bytes is not None else (int(env_fetch) if env_fetch else None)
         if self.launch not in LAUNCH_MODES:
@@ -213,16 +217,30 @@ class GpuBackend:
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
+        # time_phases (a diagnosis): direct launches, each between two events, so that the
+        # window and advance kernels' GPU times come apart (last_timing["phase_s"])
+        timed: list[tuple[str, object, object]] = []
+        phase_s = {"window": 0.0, "advance": 0.0}
+
         def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
-                for kernel, grid, args in launches:
-                    kernel((grid,), (self.threads,), args)
+                for (kernel, grid, args), name in zip(launches, ("window", "advance")):
+                    if self.time_phases:
+                        start, end = cp.cuda.Event(), cp.cuda.Event()
+                        start.record()
+                        kernel((grid,), (self.threads,), args)
+                        end.record()
+                        timed.append((name, start, end))
+                    else:
+                        kernel((grid,), (self.threads,), args)
 
+        graph = None
         with stream:
             try:
-                stream.begin_capture()
-                iterations()
-                graph = stream.end_capture()
+                if not self.time_phases:
+                    stream.begin_capture()
+                    iterations()
+                    graph = stream.end_capture()
             except (AttributeError, RuntimeError):   # no graph capture in this CuPy: launch directly
                 if stream.is_capturing():
                     stream.end_capture()
@@ -239,6 +257,9 @@ class GpuBackend:
                 for _ in range(replays):
                     graph.launch() if graph is not None else iterations()
             stream.synchronize()
+            for name, start, end in timed:
+                phase_s[name] += cp.cuda.get_elapsed_time(start, end) / 1e3
+            timed.clear()
             if deadline_s is not None and time.perf_counter() - t_start > deadline_s:
                 break
             dt = time.perf_counter() - t
@@ -246,6 +267,7 @@ class GpuBackend:
                 replays = min(2 * replays, GRAPH_REPLAYS_MAX)
             elif dt > 0.5:
                 replays = max(1, replays // 2)
+        self.phase_s = phase_s if self.time_phases else None
         return window_blocks
 
     def _set_l2_fetch(self, value: int | None) -> int | None:
@@ -341,4 +363,6 @@ class GpuBackend:
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
                                 "blocks": blocks, "threads_per_block": self.threads, "launch": mode}
+            if mode == "graph" and self.phase_s is not None:
+                self.last_timing["phase_s"] = dict(self.phase_s)
             return total

@@ -69,6 +69,20 @@ def test_l2_fetch_granularity_is_a_hint_set_for_the_run_only() -> None:
         assert cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT) == before
 
 
+def test_timing_the_phases_apart_changes_no_result() -> None:
+    """time_phases launches each kernel directly between two events: the CPU's results, and
+    GPU seconds for both kernels."""
+    from mvopt.engine._gpu import GpuBackend
+
+    exps = mixed_experiments(6)
+    cpu = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    be = GpuBackend(launch="graph", time_phases=True)
+    res = extract_results(batch, be.run(batch))
+    assert all(a.same_as(b) for a, b in zip(cpu, res)) and not be.graph_used
+    assert be.last_timing["phase_s"]["window"] > 0 and be.last_timing["phase_s"]["advance"] > 0
+
+
 @pytest.mark.parametrize("steal", [True, False])
 def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, monkeypatch) -> None:
     """The graph mode's window kernel on a resident grid whose warps take rows from a counter
