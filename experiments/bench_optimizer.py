@@ -127,7 +127,8 @@ def describe_engine(st: dict) -> str:
     the CPU racer's, where it raced."""
     subs = "; ".join(f"{b['experiments']} {'compact' if b['compact'] else 'full'} at {b['start_s']:.1f} s: "
                      f"build {b['build_s']:.1f} s, run {b['run_s']:.1f} s" for b in st.get("timeline", []))
-    text = f"sub-batches [{subs}], busy {st.get('busy_s', 0.0):.1f} s"
+    text = (f"planning {st.get('plan_s', 0.0):.1f} s, sub-batches [{subs}], results {st.get('extract_s', 0.0):.1f} s, "
+            f"busy {st.get('busy_s', 0.0):.1f} s")
     if "cpu_runs" in st:
         text += (f"; CPU racer ready after {st['cpu_ready_s']:.1f} s, {st['cpu_runs']} runs "
                  f"({st['cpu_busy_s']:.1f} s), won {st['cpu_won']}, abandoned {st['cpu_abandoned']}")

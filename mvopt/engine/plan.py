@@ -242,6 +242,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     import time
     if capacities not in CAPACITY_MODES:
         raise MvoptError(f"capacities {capacities!r}: expected one of {', '.join(CAPACITY_MODES)}")
+    t_call = time.perf_counter()
     be = _backend_for(worker)
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
     names = [e.name for e in exps]
@@ -257,7 +258,10 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
     # timeline: each sub-batch's size, slots, start (s after the call began), build and run seconds
-    stats = {"build_s": 0.0, "run_s": 0.0, "sub_batches": 0, "rerun_full": 0, "timeline": []}
+    # plan_s: the backend, the memory planning and the counts, before the first sub-batch;
+    # extract_s: reading the results out of the batches
+    stats = {"build_s": 0.0, "run_s": 0.0, "extract_s": 0.0, "sub_batches": 0, "rerun_full": 0, "timeline": [],
+             "plan_s": t0 - t_call}
     # started when the first sub-batch is built, just before it runs: the racer's threads build
     # their experiments' batches in Python, and while the worker builds its own they would only
     # compete with it for the interpreter lock (the race matters while the worker simulates)
@@ -287,7 +291,10 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             stats["sub_batches"] += 1
             stats["timeline"].append({"experiments": len(g), "compact": small, "start_s": t - built - t0,
                                       "build_s": built, "run_s": ran})
-            for k, r in zip(g, extract_results(batch, iters)):
+            t = time.perf_counter()
+            extracted = extract_results(batch, iters)
+            stats["extract_s"] += time.perf_counter() - t
+            for k, r in zip(g, extracted):
                 results[k] = r if r.status != "cancelled" else None   # the CPU's, below
             done_before += len(g)
             del batch
