@@ -265,7 +265,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     # started when the first sub-batch is built, just before it runs: the racer's threads build
     # their experiments' batches in Python, and while the worker builds its own they would only
     # compete with it for the interpreter lock (the race matters while the worker simulates)
-    racer = CpuRacer(exps, race_threads) if race_cpu else None
+    racer = CpuRacer(exps, race_threads, counts=full_counts) if race_cpu else None
 
     def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
         for g in todo:

@@ -85,7 +85,9 @@ class CpuRacer:
     of memory racing a very large experiment."""
 
     def __init__(self, exps: Sequence[Experiment], threads: int | None = None,
-                 memory_bytes: int | None = None) -> None:
+                 memory_bytes: int | None = None, counts: Sequence[dict[str, int]] | None = None) -> None:
+        """`counts`: the experiments' plan.experiment_counts (full slots), when the caller has
+        them (run_share does): not computed again."""
         import os
 
         self.exps = list(exps)
@@ -93,8 +95,10 @@ class CpuRacer:
         self.threads = threads or max(1, (os.cpu_count() or 2) - 1)
         self.n_workers = max(1, min(self.threads, len(self.exps)))
         self.memory_bytes = memory_bytes
+        self.counts = list(counts) if counts is not None else None
         self.order: list[int] | None = None              # planned at the first _next
         self.lock = threading.Lock()
+        self._plan_lock = threading.Lock()
         self.results: dict[int, ExperimentResult] = {}   # index in the share -> the CPU's result
         self.ended_elsewhere: set[int] = set()           # ended on the share's own backend
         self.taken: set[int] = set()
@@ -110,17 +114,29 @@ class CpuRacer:
         self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
                         for k in range(self.n_workers)]
 
-    def _plan(self) -> list[int]:
+    def _plan(self) -> None:
         """The experiments the CPU may take, heaviest serial load first (those within the memory
-        budget; the caller holds the lock)."""
-        from mvopt.engine.plan import batch_bytes, experiment_counts
+        budget), planned once by the first thread that asks. Not under `lock`: the worker's
+        steer takes it at every poll, and sizing a generation's experiments takes seconds."""
+        from mvopt.engine.plan import batch_bytes, experiment_counts, slot_counts
 
-        budget = self.memory_bytes
-        if budget is None:
-            budget = host_memory_available() // (2 * self.n_workers)
-        fits = [i for i, e in enumerate(self.exps) if batch_bytes(experiment_counts(e, compact=True)) <= budget]
-        self.stats["cpu_left_to_worker"] = len(self.exps) - len(fits)
-        return sorted(fits, key=lambda i: (-serial_cost(self.exps[i]), i))
+        with self._plan_lock:
+            if self.order is not None:
+                return
+            budget = self.memory_bytes
+            if budget is None:
+                budget = host_memory_available() // (2 * self.n_workers)
+
+            def compact_bytes(i: int) -> int:       # the racer runs experiments with compact slots
+                e = self.exps[i]
+                full = self.counts[i] if self.counts is not None else experiment_counts(e)
+                return batch_bytes({**full, **slot_counts(e, True)})
+
+            fits = [i for i in range(len(self.exps)) if compact_bytes(i) <= budget]
+            order = sorted(fits, key=lambda i: (-serial_cost(self.exps[i]), i))
+            with self.lock:
+                self.stats["cpu_left_to_worker"] = len(self.exps) - len(fits)
+                self.order = order
 
     @property
     def started(self) -> bool:
@@ -148,9 +164,9 @@ class CpuRacer:
 
     def _next(self) -> tuple[int, bool] | None:
         """The next experiment to run and whether it gets compact slots (None: nothing left)."""
+        if self.order is None:
+            self._plan()
         with self.lock:
-            if self.order is None:
-                self.order = self._plan()
             free = lambda i: i not in self.ended_elsewhere and i not in self.results  # noqa: E731
             while self.full_slots:
                 i = self.full_slots.pop(0)
