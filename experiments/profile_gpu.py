@@ -137,12 +137,12 @@ def main() -> None:
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
     import cupy
-    from mvopt.engine._gpu import L2_FETCH_LIMIT
-    print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT)} B")
+    from mvopt.engine._gpu import L2_FETCH_LIMIT_ID
+    print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID)} B")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
                                                                   "batch": args.batch, "cc": args.cc,
-                                                                  "l2_fetch_default": int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT))}, indent=1))
+                                                                  "l2_fetch_default": int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID))}, indent=1))
 
 
 if __name__ == "__main__":

@@ -422,13 +422,13 @@ def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
     from concurrent.futures.process import BrokenProcessPool
 
     from mvopt.procpool import drop_pool, get_pool
-    from mvopt.shmtransfer import sweep_stale, unpack
+    from mvopt.shmtransfer import sweep_stale, unpack_all
     size = _build_pool_size() or os.cpu_count() or 1     # one pool for every generation, whatever its size
     sweep_stale()
     try:
         # the experiments come back through shared memory (mvopt/shmtransfer.py), not the pipe
-        return [unpack(p) for p in get_pool("build", size).map(_build_outcome_packed, configs,
-                                                                 chunksize=max(1, len(configs) // (4 * n)))]
+        return unpack_all(get_pool("build", size).map(_build_outcome_packed, configs,
+                                                      chunksize=max(1, len(configs) // (4 * n))))
     except BrokenProcessPool:
         drop_pool("build", size)   # a worker died (killed, out of memory): the next call starts fresh ones
         raise

@@ -16,9 +16,9 @@ import mmap
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["Packed", "pack", "unpack", "sweep_stale", "SHM_DIR", "MIN_SHARED_BYTES", "RECEIVED"]
+__all__ = ["Packed", "pack", "unpack", "unpack_all", "sweep_stale", "SHM_DIR", "MIN_SHARED_BYTES", "RECEIVED"]
 
 SHM_DIR = "/dev/shm"
 MIN_SHARED_BYTES = 1 << 20       # smaller results travel pickled (a file costs more than it saves;
@@ -98,11 +98,35 @@ def sweep_stale() -> int:
     for name in names:
         if not name.startswith(_PREFIX):
             continue
+        path = os.path.join(SHM_DIR, name)
         pid = name[len(_PREFIX):].partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            _remove(os.path.join(SHM_DIR, name))
+        try:
+            mine = os.stat(path).st_uid == os.getuid()     # another user's files are theirs to sweep
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            _remove(path)
             removed += 1
     return removed
+
+
+def unpack_all(packed: Iterable[Packed]) -> list:
+    """:func:`unpack` of each, in order; if one fails, the files of the rest are removed
+    (the workers keep running, so nothing else would) before the error propagates."""
+    it = iter(packed)
+    out = []
+    try:
+        for p in it:
+            out.append(unpack(p))
+    except BaseException:
+        try:
+            for p in it:
+                if p.path is not None:
+                    _remove(p.path)
+        except BaseException:      # the rest may not arrive at all (a broken pool)
+            pass
+        raise
+    return out
 
 
 def _alive(pid: int) -> bool:
@@ -127,5 +151,5 @@ def _room(nbytes: int) -> bool:
 def _remove(path: str) -> None:
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except OSError:        # gone already, or not ours to remove
         pass

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mvopt import shmtransfer
-from mvopt.shmtransfer import pack, sweep_stale, unpack
+from mvopt.shmtransfer import Packed, pack, sweep_stale, unpack, unpack_all
 
 needs_shm = pytest.mark.skipif(not os.path.isdir(shmtransfer.SHM_DIR), reason="no /dev/shm")
 
@@ -53,3 +53,21 @@ def test_files_of_dead_processes_are_swept(monkeypatch, tmp_path) -> None:
     (tmp_path / "other-file").write_bytes(b"x")
     assert sweep_stale() == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"mvopt-transfer-{os.getpid()}-1", "other-file"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_the_sweep_leaves_other_users_files_alone(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(shmtransfer, "SHM_DIR", str(tmp_path))
+    theirs = tmp_path / "mvopt-transfer-999999-1"      # a dead pid, another user's file
+    theirs.write_bytes(b"x")
+    os.chown(theirs, 65534, 65534)
+    assert sweep_stale() == 0 and theirs.exists()
+
+
+@needs_shm
+def test_a_failed_unpack_removes_the_files_of_the_results_after_it() -> None:
+    first, second, third = pack(_payload()), pack(_payload()), pack(_payload())
+    broken = Packed(b"not a pickle", second.path, second.spans)
+    with pytest.raises(Exception):
+        unpack_all([first, broken, third])
+    assert not any(os.path.exists(p.path) for p in (first, second, third))

@@ -163,6 +163,7 @@ class CpuBackend:
         iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
         # the state columns changed in place: a later upload (the GPU's) must copy them, not zero them
         batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
+        batch.gpu_reports_stale = True
         running = bool((batch.cols["exp_status"] == ST_RUN).any())
         if resumable and running and not resumed:
             # the batch takes this thread's slots with it (no copy); the thread's next run allocates anew

@@ -11,6 +11,7 @@ bit-identical to the CPU backend.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import time
@@ -39,7 +40,7 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # per-experiment windows inside one launch, no grid-wide barrier (async).
 LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
-L2_FETCH_LIMIT = 5               # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
+L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
 
 
@@ -212,8 +213,8 @@ class GpuBackend:
         window_blocks = _blocks(n_node, self.threads)
         if steal:
             window_blocks = min(window_blocks, self.window_resident_blocks)
-        launches = [(self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
-                    (self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
+        launches = [("window", self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
+                    ("advance", self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
         per_graph = max(1, min(64, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
@@ -224,7 +225,7 @@ class GpuBackend:
 
         def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
-                for (kernel, grid, args), name in zip(launches, ("window", "advance")):
+                for name, kernel, grid, args in launches:
                     if self.time_phases:
                         start, end = cp.cuda.Event(), cp.cuda.Event()
                         start.record()
@@ -275,8 +276,8 @@ class GpuBackend:
         if value is None:
             return None
         rt = self.cp.cuda.runtime
-        before = int(rt.deviceGetLimit(L2_FETCH_LIMIT))
-        rt.deviceSetLimit(L2_FETCH_LIMIT, int(value))
+        before = int(rt.deviceGetLimit(L2_FETCH_LIMIT_ID))
+        rt.deviceSetLimit(L2_FETCH_LIMIT_ID, int(value))
         return before
 
     def batch_memory_limit(self) -> int:
@@ -305,8 +306,9 @@ class GpuBackend:
         cp = self.cp
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
-            # a stopped run (maybe stopped on the CPU) continues from the reports its state implies
-            derived = gpu_report_columns(batch.cols) if batch.scratch is not None else {}
+            # a run stopped on the CPU continues from the reports its state implies (a run the GPU
+            # stopped has its own, which may be mid-window in the async mode: kept)
+            derived = gpu_report_columns(batch.cols) if batch.gpu_reports_stale else {}
             cols = {**batch.cols, **derived}
             # all-zero columns are set on the device (a memset), not copied
             dev = {name: cp.zeros(max(a.size, 1), a.dtype) if (name in batch.zero_columns and name not in derived)
@@ -330,6 +332,7 @@ class GpuBackend:
             start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
+            self.phase_s = None
             fetch_before = self._set_l2_fetch(self.l2_fetch_bytes)
             try:
                 t1 = time.perf_counter()
@@ -347,8 +350,11 @@ class GpuBackend:
                                        status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
                 total = int(iters.get().max()) - start
                 t2 = time.perf_counter()
-            finally:
-                self._set_l2_fetch(fetch_before)
+            except BaseException:
+                with contextlib.suppress(Exception):      # (after a CUDA error: the original one matters)
+                    self._set_l2_fetch(fetch_before)
+                raise
+            self._set_l2_fetch(fetch_before)
             # on the host: a CuPy comparison would compile an element-wise kernel at its first use
             stopped = resumable and bool((status.get() == ST_RUN).any())
             for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:
@@ -356,6 +362,7 @@ class GpuBackend:
                     batch.cols[name][...] = dev[name].get()
             if stopped:     # the state is no longer zero where it was built so
                 batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
+            batch.gpu_reports_stale = False
             batch.scratch = {name: dev[name].get() for name in scratch_words(batch.counts)} if stopped else None
             del dev, status, iters
             # back to the driver, not only to CuPy's pool: other processes (the other GPU workers,

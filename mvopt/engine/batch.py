@@ -68,6 +68,9 @@ class Batch:
     # experiments still running: the next run of the batch, on either backend, continues from
     # them (and from the state columns, which the backends leave in `cols`). None otherwise.
     scratch: dict[str, np.ndarray] | None = None
+    # the GPU's report columns do not follow the state (a CPU run, which does not keep them,
+    # changed it last): a GPU continuing the batch derives them (gpu_report_columns)
+    gpu_reports_stale: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -157,13 +160,14 @@ class _ColumnWriter:
     once, at its final size (`rows`: the experiments' exact counts), and each part is copied into
     it as it is made, so that the host holds the batch plus one part (before, every part was kept
     until the end and then concatenated: twice the memory traffic and page faults). A batch of one
-    experiment (`rows` None) adopts its parts as its columns instead, copying only a part that is
-    the caller's own array (a graph or parameter column), since the columns are the kernels' state."""
+    experiment (`rows` None) adopts its parts as its columns instead, copying a part that may be
+    the caller's own array (a graph or parameter column: any part already of the column's type,
+    to be safe), since the columns are the kernels' state."""
 
     def __init__(self, rows: dict[str, int] | None) -> None:
         self.rows = rows
         self.cols: dict[str, np.ndarray] = {}
-        self.filled: dict[str, int] = {}
+        self.written: dict[str, int] = {}
 
     def put(self, name: str, values) -> None:
         arr = np.asarray(values)
@@ -174,15 +178,15 @@ class _ColumnWriter:
                 part = part.copy()
             if name in self.cols:        # a second part of the one experiment (port_wire is one part)
                 part = np.concatenate([self.cols[name], part])
-            self.cols[name], self.filled[name] = part, part.size
+            self.cols[name], self.written[name] = part, part.size
             return
         col = self.cols.get(name)
         if col is None:
             col = self.cols[name] = np.empty(self.rows[name], dt)
-            self.filled[name] = 0
-        at = self.filled[name]
+            self.written[name] = 0
+        at = self.written[name]
         col[at:at + arr.size] = arr.ravel()
-        self.filled[name] = at + arr.size
+        self.written[name] = at + arr.size
 
 
 _DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
@@ -368,8 +372,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         dt = schema.numpy_dtype(col)
         if col.name in out.cols:
             arr = out.cols.pop(col.name)
-            if out.filled[col.name] != n or arr.size != n:
-                raise AssertionError(f"column {col.name}: {out.filled[col.name]} values for {n} rows")
+            if out.written[col.name] != n or arr.size != n:
+                raise AssertionError(f"column {col.name}: {out.written[col.name]} values for {n} rows")
         else:
             arr = np.zeros(n, dt)
             zero.add(col.name)

@@ -33,7 +33,7 @@ from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.procpool import drop_pool, get_pool
 
-__all__ = ["Worker", "parse_backend", "races", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
+__all__ = ["Worker", "parse_backend", "races", "usable_cores", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
            "balance", "run_share", "run_experiments", "INT32_LIMIT"]
 
 INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
@@ -65,16 +65,36 @@ def split_race(spec: str) -> tuple[str, bool]:
 
 def races(spec: str) -> bool:
     """Whether the CPU's cores race the spec's worker: asked for (``+cpu``), or ``auto`` on a
-    machine with one GPU and a spare core (measured: a generation of 1,000 topology-space trials
-    simulated in 58 s instead of 109 s, docs/performance.md). ``gpu`` alone never races."""
+    machine with one GPU, a spare core and a C++ compiler (measured: a generation of 1,000
+    topology-space trials simulated in 58 s instead of 109 s, docs/performance.md), unless
+    $MVOPT_AUTO_RACE=0. ``gpu`` alone never races."""
+    import os
     base, explicit = split_race(spec)
     if explicit:
         return True
-    if base.partition(":")[0] != "auto":
+    if base.partition(":")[0] != "auto" or os.environ.get("MVOPT_AUTO_RACE", "1") == "0":
         return False
-    import os
     workers = parse_backend(base)
-    return len(workers) == 1 and workers[0].kind == "gpu" and (os.cpu_count() or 1) >= 2
+    return len(workers) == 1 and workers[0].kind == "gpu" and usable_cores() >= 2 and _cpu_compiles()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS says, else every core)."""
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cpu_compiles() -> bool:
+    """Whether the CPU backend can be built here (it needs a C++ compiler)."""
+    from mvopt.engine._cpu import _compiler
+    try:
+        _compiler()
+    except BackendUnavailable:
+        return False
+    return True
 
 
 def parse_backend(spec: str) -> list[Worker]:
@@ -395,13 +415,13 @@ def run_experiments(experiments: Sequence[Experiment], backend: str = "cpu", mem
     if use_processes:
         from concurrent.futures.process import BrokenProcessPool
 
-        from mvopt.shmtransfer import sweep_stale, unpack
+        from mvopt.shmtransfer import sweep_stale, unpack_all
         sweep_stale()
         pool = get_pool("engine-workers", len(workers))
         try:
             futures = [pool.submit(_share_outcome_packed, workers[w], [exps[i] for i in shares[w]], memory_bytes,
                                    capacities) for w in range(len(workers))]
-            outcomes = [unpack(f.result()) for f in futures]
+            outcomes = unpack_all(f.result() for f in futures)
         except BrokenProcessPool:
             drop_pool("engine-workers", len(workers))      # a worker process died: the next call starts fresh ones
             raise

@@ -22,6 +22,7 @@ simulation itself runs without the interpreter lock.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Sequence
@@ -63,6 +64,7 @@ def host_memory_available() -> int:
 
 
 _BACKEND_LOCK = threading.Lock()
+_log = logging.getLogger("mvopt.engine")
 
 
 class _Stop(Exception):
@@ -88,11 +90,11 @@ class CpuRacer:
                  memory_bytes: int | None = None, counts: Sequence[dict[str, int]] | None = None) -> None:
         """`counts`: the experiments' plan.experiment_counts (full slots), when the caller has
         them (run_share does): not computed again."""
-        import os
+        from mvopt.engine.plan import usable_cores
 
         self.exps = list(exps)
         # one core is left to the thread that drives the GPU
-        self.threads = threads or max(1, (os.cpu_count() or 2) - 1)
+        self.threads = threads or max(1, usable_cores() - 1)
         self.n_workers = max(1, min(self.threads, len(self.exps)))
         self.memory_bytes = memory_bytes
         self.counts = list(counts) if counts is not None else None
@@ -103,15 +105,19 @@ class CpuRacer:
         self.ended_elsewhere: set[int] = set()           # ended on the share's own backend
         self.taken: set[int] = set()
         self.full_slots: list[int] = []                   # ran out of compact slots here: again, full
+        self._full_fits: set[int] = set()                 # ... if their full-slot batch fits the budget
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
-        # cpu_ready_s: seconds from start() until the last thread had its backend (a cold start
-        # compiles the CPU engine); cpu_busy_s: the threads' simulation seconds, summed
+        # cpu_ready_s: seconds from start() until the last thread that got its backend before
+        # finish() got it (a cold start compiles the CPU engine); cpu_busy_s: the threads'
+        # simulation seconds, summed
         self.stats = {"cpu_won": 0, "cpu_runs": 0, "cpu_abandoned": 0, "cpu_ready_s": 0.0, "cpu_busy_s": 0.0,
                       "cpu_left_to_worker": 0}
         self._t0 = 0.0
         self._ready: set[str] = set()                     # threads that have their backend
-        self.workers = [threading.Thread(target=self._work, name=f"mvopt-cpu-racer-{k}", daemon=True)
+        # the cores divided among the threads, the remainder one each to the first ones
+        cores = [self.threads // self.n_workers + (k < self.threads % self.n_workers) for k in range(self.n_workers)]
+        self.workers = [threading.Thread(target=self._work, args=(cores[k],), name=f"mvopt-cpu-racer-{k}", daemon=True)
                         for k in range(self.n_workers)]
 
     def _plan(self) -> None:
@@ -127,12 +133,16 @@ class CpuRacer:
             if budget is None:
                 budget = host_memory_available() // (2 * self.n_workers)
 
-            def compact_bytes(i: int) -> int:       # the racer runs experiments with compact slots
+            def sizes(i: int) -> tuple[int, int]:   # bytes with compact and with full slots
                 e = self.exps[i]
                 full = self.counts[i] if self.counts is not None else experiment_counts(e)
-                return batch_bytes({**full, **slot_counts(e, True)})
+                return batch_bytes({**full, **slot_counts(e, True)}), batch_bytes(full)
 
-            fits = [i for i in range(len(self.exps)) if compact_bytes(i) <= budget]
+            both = [sizes(i) for i in range(len(self.exps))]
+            fits = [i for i in range(len(self.exps)) if both[i][0] <= budget]
+            # an experiment that runs out of compact slots here is taken again with full ones
+            # only if those fit too
+            self._full_fits = {i for i in fits if both[i][1] <= budget}
             order = sorted(fits, key=lambda i: (-serial_cost(self.exps[i]), i))
             with self.lock:
                 self.stats["cpu_left_to_worker"] = len(self.exps) - len(fits)
@@ -178,14 +188,14 @@ class CpuRacer:
                     return i, True
         return None
 
-    def _work(self) -> None:
+    def _work(self, cores: int) -> None:
         from mvopt.engine._cpu import CpuBackend
         try:
             # an instance per thread, built here (it may compile): a CPU backend reuses its
             # scratch memory from run to run, so two runs at once must not share one; one
             # thread at a time, so that a cold cache is compiled once, not once per core
             with _BACKEND_LOCK:
-                backend = CpuBackend(threads=max(1, self.threads // self.n_workers))
+                backend = CpuBackend(threads=cores)
             with self.lock:
                 self.stats["cpu_ready_s"] = max(self.stats["cpu_ready_s"], time.perf_counter() - self._t0)
                 self._ready.add(threading.current_thread().name)
@@ -216,7 +226,8 @@ class CpuRacer:
                 with self.lock:
                     self.stats["cpu_runs"] += 1
                     if r.status == "capacity":
-                        self.full_slots.append(i)
+                        if i in self._full_fits:
+                            self.full_slots.append(i)
                     elif r.status != "cancelled" and i not in self.ended_elsewhere:
                         self.results[i] = r
         except _Stop:
@@ -225,6 +236,8 @@ class CpuRacer:
         except BaseException as exc:   # returned by finish(), in the caller's thread
             with self.lock:
                 self.errors.append(exc)
+            if self.stop.is_set():         # finish() may have returned already (a thread not ready)
+                _log.warning("a CPU racer thread failed: %s: %s", type(exc).__name__, exc)
 
     def steer_for(self, share_index: Sequence[int]):
         """A `steer` for the share's own backend running a batch of these experiments (share

@@ -57,16 +57,16 @@ def test_l2_fetch_granularity_is_a_hint_set_for_the_run_only() -> None:
     """`l2_fetch_bytes` (a device limit) changes no result and is restored after the run."""
     import cupy
 
-    from mvopt.engine._gpu import L2_FETCH_LIMIT, GpuBackend
+    from mvopt.engine._gpu import L2_FETCH_LIMIT_ID, GpuBackend
 
-    before = cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT)
+    before = cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID)
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
     for fetch in (32, 128):
         batch = build_batch(exps)
         res = extract_results(batch, GpuBackend(l2_fetch_bytes=fetch).run(batch))
         assert all(a.same_as(b) for a, b in zip(cpu, res)), fetch
-        assert cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT) == before
+        assert cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID) == before
 
 
 def test_timing_the_phases_apart_changes_no_result() -> None:

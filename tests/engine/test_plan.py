@@ -15,6 +15,17 @@ from mvopt.testing.scenarios import mixed_experiments
 EXPS = mixed_experiments(9)
 
 
+@pytest.fixture(autouse=True)
+def _no_racer_threads_left():
+    """A racer does not wait for a thread still getting its engine (race.CpuRacer.finish): such a
+    thread stops once it has it. Each test here waits for them, so that none outlives its test."""
+    yield
+    import threading
+    for t in threading.enumerate():
+        if t.name.startswith("mvopt-cpu-racer"):
+            t.join(60)
+
+
 def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
     batch = build_batch(EXPS)
     summed = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in batch.counts if k != "has_int"}
@@ -213,19 +224,35 @@ def test_racer_starts_once_the_workers_batch_is_built(monkeypatch) -> None:
 
     from mvopt.engine import plan
 
-    seen = []
-    real = plan.build_batch
+    seen, at_run = [], []
+    real_build, real_backend = plan.build_batch, plan._backend_for
+
+    def racers() -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("mvopt-cpu-racer"))
 
     def build(*a, **kw):
-        seen.append(sorted(t.name for t in threading.enumerate() if t.name.startswith("mvopt-cpu-racer")))
-        return real(*a, **kw)
+        seen.append(racers())
+        return real_build(*a, **kw)
 
-    monkeypatch.setattr(plan, "build_batch", build)
+    def backend_for(worker):                 # the worker's backend, noting the racers when it runs
+        be = real_backend(worker)
+
+        class Noting:
+            def __getattr__(self, name):
+                return getattr(be, name)
+
+            def run(self, *a, **kw):
+                at_run.append(racers())
+                return be.run(*a, **kw)
+        return Noting()
+
     plain = simulate(EXPS, backend="cpu", capacities="full")
+    monkeypatch.setattr(plan, "build_batch", build)
+    monkeypatch.setattr(plan, "_backend_for", backend_for)
     raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=2)
-    assert seen and seen[0] == []
-    # (the racer's threads may not have their engine yet when the worker ends: not waited for)
-    assert all(a.same_as(b) for a, b in zip(raced, plain)) and "cpu_ready_s" in stats
+    assert seen and seen[0] == []                                   # none while the worker builds
+    assert at_run and at_run[0] == ["mvopt-cpu-racer-0", "mvopt-cpu-racer-1"]   # both when it runs
+    assert all(a.same_as(b) for a, b in zip(raced, plain))
 
 
 def test_racer_keeps_racing_an_experiment_that_ran_out_of_compact_slots_elsewhere() -> None:
@@ -270,9 +297,22 @@ def test_auto_races_one_gpu_with_the_cpu(monkeypatch) -> None:
     from mvopt.engine import _gpu
     from mvopt.engine.plan import describe_backend, races
 
+    from mvopt.engine import plan
+
     monkeypatch.setattr(_gpu, "gpu_count", lambda: 1)
     monkeypatch.setattr(_gpu, "gpu_available", lambda: True)
+    monkeypatch.setattr(plan, "usable_cores", lambda: 4)
+    monkeypatch.setattr(plan, "_cpu_compiles", lambda: True)
     assert races("auto") and races("auto:0") and races("gpu:0+cpu")
+    monkeypatch.setenv("MVOPT_AUTO_RACE", "0")                        # the opt-out
+    assert not races("auto") and races("gpu:0+cpu")
+    monkeypatch.delenv("MVOPT_AUTO_RACE")
+    monkeypatch.setattr(plan, "_cpu_compiles", lambda: False)        # no C++ compiler: nothing to race with
+    assert not races("auto")
+    monkeypatch.setattr(plan, "_cpu_compiles", lambda: True)
+    monkeypatch.setattr(plan, "usable_cores", lambda: 1)             # no spare core
+    assert not races("auto")
+    monkeypatch.setattr(plan, "usable_cores", lambda: 4)
     assert not races("gpu") and not races("gpu:0") and not races("cpu")
     assert describe_backend("auto") == "auto -> gpu (1 GPU: 0), raced by the CPU's cores on its slowest experiments"
     monkeypatch.setattr(_gpu, "gpu_count", lambda: 2)
@@ -295,6 +335,9 @@ def test_racer_leaves_experiments_too_large_for_host_memory_to_the_worker() -> N
     assert jobs[-1] is None and sorted(job[0] for job in jobs if job is not None) == fit and len(fit) < 4
     assert racer.stats["cpu_left_to_worker"] == 4 - len(fit)
     assert 0 < host_memory_available()
+    # one that runs out of compact slots here is taken again with full ones only if those fit
+    full = [batch_bytes(experiment_counts(e)) for e in EXPS[:4]]
+    assert racer._full_fits == {i for i in fit if full[i] <= budget} and all(f >= c for f, c in zip(full, sizes))
 
 
 def test_racer_gives_few_experiments_several_cores_each(monkeypatch) -> None:
@@ -335,8 +378,10 @@ def test_racer_does_not_wait_for_a_thread_still_building_its_engine(monkeypatch)
 
     monkeypatch.setattr(_cpu.CpuBackend, "__init__", slow_init)
     racer = CpuRacer(EXPS[:2], threads=1).start()
-    t = time.perf_counter()
-    assert racer.finish() is None and time.perf_counter() - t < 5
-    release.set()
+    try:
+        t = time.perf_counter()
+        assert racer.finish() is None and time.perf_counter() - t < 5
+    finally:
+        release.set()
     racer.workers[0].join(30)
     assert not racer.workers[0].is_alive() and racer.stats["cpu_runs"] == 0
