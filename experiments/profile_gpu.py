@@ -58,7 +58,12 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (to measure) the L2's maximum fetch granularity set to 32 / 64 bytes during the run
             # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
             "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
-            "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64}}
+            "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},
+            # (to measure) row stealing on 2 / 1 resident blocks per SM instead of 4: fewer nodes
+            # in flight, so more of their state may stay in the L2 between their events (is the
+            # L2 thrashing, or are warps the limit?)
+            "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
+            "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -99,7 +104,8 @@ def main() -> None:
         spec = dict(VARIANTS[name])
         order = spec.pop("order", "auto")
         be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None),
-                        l2_fetch_bytes=spec.pop("l2_fetch", None), defines=spec)
+                        l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
+                        defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (False,)):
@@ -124,7 +130,7 @@ def main() -> None:
         order = spec.pop("order", "auto")
         launch = spec.pop("launch", None) or "graph"
         be = GpuBackend(launch=launch, steal=spec.pop("steal", None), l2_fetch_bytes=spec.pop("l2_fetch", None),
-                        defines=spec)
+                        window_blocks=spec.pop("window_blocks", None), defines=spec)
         for interleave in ((True, False) if name == "async" else (False,)):
             res, tm = run_once(be, idle_experiments(1000), interleave, order=order)
             key = f"{name} interleave={interleave}"

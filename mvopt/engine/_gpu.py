@@ -64,7 +64,8 @@ class GpuBackend:
     name = "gpu"
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
-                 steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False) -> None:
+                 steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
+                 window_blocks: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
@@ -79,10 +80,14 @@ class GpuBackend:
         8-byte words, so a smaller fetch may move fewer DRAM bytes per packet-hop (a variant to
         measure). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
         two CUDA events instead of replaying graphs, and report the window and advance kernels'
-        GPU seconds in last_timing["phase_s"]. Results depend on none of these."""
+        GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing, a variant to
+        measure): the resident grid's blocks, fewer than fit (default: all that fit), so that
+        fewer nodes' state is in flight at once and more of it may stay in the L2 between events.
+        Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         self.time_phases = time_phases
+        self.window_blocks = window_blocks
         self.phase_s: dict[str, float] | None = None
         env_fetch = os.environ.get("MVOPT_L2_FETCH_BYTES", "")
         self.l2_fetch_bytes = l2_fetch_bytes if l2_fetch_bytes is not None else (int(env_fetch) if env_fetch else None)
@@ -212,7 +217,8 @@ class GpuBackend:
         steal = self._steals(n_node)
         window_blocks = _blocks(n_node, self.threads)
         if steal:
-            window_blocks = min(window_blocks, self.window_resident_blocks)
+            window_blocks = min(window_blocks, self.window_blocks or self.window_resident_blocks,
+                                self.window_resident_blocks)
         launches = [("window", self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
                     ("advance", self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
         per_graph = max(1, min(64, chunk_iters))

@@ -83,6 +83,17 @@ def test_timing_the_phases_apart_changes_no_result() -> None:
     assert be.last_timing["phase_s"]["window"] > 0 and be.last_timing["phase_s"]["advance"] > 0
 
 
+def test_a_smaller_resident_grid_changes_no_result() -> None:
+    """Row stealing on one block (window_blocks=1): its warps take every row in turn."""
+    from mvopt.engine._gpu import GpuBackend
+
+    exps = mixed_experiments(6)
+    cpu = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    res = extract_results(batch, GpuBackend(launch="graph", steal=True, window_blocks=1).run(batch))
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
 @pytest.mark.parametrize("steal", [True, False])
 def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, monkeypatch) -> None:
     """The graph mode's window kernel on a resident grid whose warps take rows from a counter
