@@ -165,9 +165,31 @@ class _ColumnWriter:
     to be safe), since the columns are the kernels' state."""
 
     def __init__(self, rows: dict[str, int] | None) -> None:
+        import threading
         self.rows = rows
+        self._lock = threading.Lock()
         self.cols: dict[str, np.ndarray] = {}
         self.written: dict[str, int] = {}
+
+    def adder(self, start: dict[str, int]):
+        """`put` for one experiment whose first rows of every kind are `start`: its parts go to
+        their places in the columns whatever the order the experiments are written in."""
+        if self.rows is None:
+            return self.put
+
+        def add(name: str, values) -> None:
+            arr = np.asarray(values)
+            col = self.cols.get(name)
+            if col is None:
+                with self._lock:                 # experiments may be written by several threads
+                    col = self.cols.get(name)
+                    if col is None:
+                        col = self.cols[name] = np.empty(self.rows[name], _DTYPES[name])
+            at = start[_LENGTH[name]] * _MULT[name]
+            col[at:at + arr.size] = arr.ravel()
+            with self._lock:
+                self.written[name] = self.written.get(name, 0) + arr.size
+        return add
 
     def put(self, name: str, values) -> None:
         arr = np.asarray(values)
@@ -190,6 +212,9 @@ class _ColumnWriter:
 
 
 _DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
+_LENGTH = {c.name: c.length for c in schema.COLUMNS}
+_ZERO_STARTS = {c.length: 0 for c in schema.COLUMNS}
+_MULT = {c.name: c.mult for c in schema.COLUMNS}
 
 
 def build_batch(experiments: list[Experiment], compact: bool | list[bool] = False,
@@ -202,26 +227,33 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    if len(experiments) == 1:
-        out = _ColumnWriter(None)
+    from mvopt.engine.plan import experiment_counts, usable_cores
+    if len(experiments) == 1:       # its parts become the columns: no counts needed
+        starts, totals, out = [_ZERO_STARTS], {}, _ColumnWriter(None)
     else:
-        from mvopt.engine.plan import experiment_counts
         if exp_counts is None:
             exp_counts = [experiment_counts(exp, small) for exp, small in zip(experiments, flags)]
-        totals: dict[str, int] = {}
+        # each experiment's first row of every kind (the running sums of the counts before it):
+        # its parts' places in the columns, known before any is made, so that experiments are
+        # written in parallel (NumPy releases the interpreter lock for most of the work)
+        starts, totals = [], dict.fromkeys(exp_counts[0], 0)
         for c in exp_counts:
+            starts.append(dict(totals))
             for k, v in c.items():
-                totals[k] = totals.get(k, 0) + int(v)
+                totals[k] += int(v)
         out = _ColumnWriter({c.name: totals[c.length] * c.mult for c in schema.COLUMNS
                              if not c.doc.startswith("scratch") and c.length in totals})
-    add = out.put
-    spans = []
-    node_base = port_base = task_base = flow_base = route_base = nh_base = heap_base = list_base = 0
-    pred_base = succ_base = monq_base = monw_base = 0
-    slot_sizes: list[tuple[np.ndarray, np.ndarray, bool]] = []   # per experiment: ring caps, pool sizes, HPCC
-    wire_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # per experiment: ring caps, delays, ps/byte
+    spans: list = [None] * len(experiments)
+    slot_sizes: list = [None] * len(experiments)   # per experiment: ring caps, pool sizes, HPCC
+    wire_parts: list = [None] * len(experiments)   # per experiment: ring caps, delays, ps/byte
 
-    for exp, small in zip(experiments, flags):
+    def write(i: int) -> dict[str, int]:
+        """Experiment i's parts, at its places; returns the rows it added of every kind."""
+        exp, small, at = experiments[i], flags[i], starts[i]
+        add = out.adder(at)
+        node_base, port_base, task_base, flow_base = at["n_node"], at["n_port"], at["n_task"], at["n_flow"]
+        route_base, nh_base, heap_base, list_base = at["n_route"], at["n_nh"], at["n_heap"], at["n_list"]
+        pred_base, succ_base, monq_base, monw_base = at["n_pred"], at["n_succ"], at["n_monq"], at["n_monw"]
         topo, g = exp.topology, exp.tasks
         g.validate(int(topo.n_host))      # before resolve(), which routes every flow
         p = exp.params
@@ -245,8 +277,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         mq, mw = monitor_rows(exp)
         add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1, small_pools))
         add("exp_d", _exp_doubles(p))
-        monq_base += mq; monw_base += mw
         add("exp_T_ps", [0]); add("exp_iter", [0]); add("exp_status", [0])
+        sizes = {"n_exp": 1, "n_monq": mq, "n_monw": mw}
         # ---- ports
         rate = np.asarray(topo.port_rate_bps, np.int64)
         delay = np.asarray(topo.port_delay_ps, np.int64)
@@ -259,10 +291,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         ingress[:, schema.PI["shift"]] = p.port_shift
         add("port_in", ingress.ravel())
         cap = port_ring_capacities(topo, p, small)
-        wire_parts.append((cap, delay, ps_per_byte(rate)))   # port_wire, once the rings are placed
+        wire_parts[i] = (cap, delay, ps_per_byte(rate))   # port_wire, once the rings are placed
         # ---- nodes
         is_host = np.arange(nn) < nh
-        add("node_exp", np.full(nn, len(spans))); add("node_local", np.arange(nn))
+        add("node_exp", np.full(nn, i)); add("node_local", np.arange(nn))
         add("node_is_host", is_host.astype(np.int8))
         add("node_port_lo", poff[:-1] + port_base); add("node_port_hi", poff[1:] + port_base)
         # switch routing: ranges + deduplicated next-hop sets
@@ -277,14 +309,14 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("route_dst_lo", np.asarray(topo.route_dst_lo, np.int64))
         add("route_nh_lo", nhs_off[rset] + nh_base); add("route_nh_hi", nhs_off[rset + 1] + nh_base)
         add("route_nh", np.asarray(topo.nhset_port, np.int64) + port_base)
-        route_base += int(sw_off[-1]); nh_base += int(nhs_off[-1])
+        sizes["n_route"], sizes["n_nh"] = int(sw_off[-1]), int(nhs_off[-1])
         buf = np.zeros(nn, np.int64); buf[nh:] = p.sw_buffer
         port_cost = p.port_headroom + p.sw_reserve
         reserved = np.add.reduceat(port_cost, poff[:-1]) if npt else np.zeros(nn, np.int64)
         reserved = np.where(np.diff(poff) > 0, reserved, 0)
         reserved[:nh] = 0
         add("node_buffer", buf); add("node_reserved", reserved)
-        slot_sizes.append((cap, pools, exp.network.cc == "hpcc"))
+        slot_sizes[i] = (cap, pools, exp.network.cc == "hpcc")
         # ---- tasks
         src, dst = g.src.astype(np.int64), g.dst.astype(np.int64)
         owner, pred, local = dependency_ends(g)
@@ -304,7 +336,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("task_pred_lo", r_off[:-1] + pred_base); add("task_pred_hi", r_off[1:] + pred_base)
         add("task_succ_lo", s_off[:-1] + succ_base); add("task_succ_hi", s_off[1:] + succ_base)
         add("task_pred", r_pred + task_base); add("task_succ", s_task + task_base)
-        pred_base += int(r_off[-1]); succ_base += int(s_off[-1])
+        sizes["n_pred"], sizes["n_succ"] = int(r_off[-1]), int(s_off[-1])
         add("task_local_left", local_left); add("task_ready_max", np.zeros(nt, np.int64))
         add("task_remote_ps", np.where(has_remote, -1, 0))
         del owner, pred, local, remote_owner, remote_pred, r_off, r_pred, s_off, s_task, local_left, task_flow
@@ -315,10 +347,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("node_task_lo", rl_off[:-1] + list_base); add("node_task_hi", rl_off[1:] + list_base)
         add("node_remote_list", rl_tasks + task_base)
         add("node_remote_left", np.diff(rl_off))
-        list_base += int(rl_off[-1])
+        sizes["n_list"] = int(rl_off[-1])
         # heaps: 2 entries per task starting at the host; initially the tasks with no predecessors
-        starts = np.bincount(src, minlength=nn)
-        heap_size = 2 * starts + 1
+        task_starts = np.bincount(src, minlength=nn)
+        heap_size = 2 * task_starts + 1
         heap_lo = heap_base + np.concatenate([[0], np.cumsum(heap_size)[:-1]])
         add("node_heap_lo", heap_lo); add("node_act_lo", heap_lo)
         heap_t = np.zeros(int(heap_size.sum()), np.int64)
@@ -338,24 +370,42 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
             heap_n[node] = sel.size
         add("heap_t", heap_t); add("heap_task", heap_task); add("act_flow", np.zeros(heap_t.size, np.int64))
         add("node_heap_n", heap_n)
-        heap_base += heap_t.size
+        sizes["n_heap"] = int(heap_t.size)
         del heap_t, heap_task
         add("task_start_ps", start_ps)
         # flows
         add("f_npkt", p.flow_npkt[flow_ids]); add("f_line_bps", p.flow_line_bps[flow_ids])
         add("f_base_rtt_ps", p.flow_base_rtt_ps[flow_ids]); add("f_win", p.flow_win_bytes[flow_ids])
         add("f_done_ps", np.full(nf, -1, np.int64)); add("f_last_nack", np.full(nf, -1, np.int64))
-        spans.append(Span(node_base, node_base + nn, port_base, port_base + npt, task_base, task_base + nt,
-                          flow_base, flow_base + nf))
-        node_base += nn; port_base += npt; task_base += nt; flow_base += nf
+        spans[i] = Span(node_base, node_base + nn, port_base, port_base + npt, task_base, task_base + nt,
+                        flow_base, flow_base + nf)
+        sizes.update(n_node=nn, n_port=npt, n_task=nt, n_flow=nf)
+        return sizes
 
+
+    threads = max(1, min(len(experiments), usable_cores(), 16))
+    if threads == 1:
+        added = [write(i) for i in range(len(experiments))]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads, thread_name_prefix="mvopt-build-batch") as pool:
+            added = list(pool.map(write, range(len(experiments))))     # (re-raises the first error)
+    if len(experiments) == 1:
+        totals = added[0]
+    else:
+        for i, a in enumerate(added):     # the planner's counts were this experiment's rows
+            if any(a[k] != exp_counts[i][k] for k in a):
+                raise AssertionError(f"experiment {i}: rows {a}, counted {exp_counts[i]}")
+    node_base, port_base, task_base, flow_base = (totals.get(k, 0) for k in ("n_node", "n_port", "n_task", "n_flow"))
+    route_base, nh_base, heap_base, list_base = (totals.get(k, 0) for k in ("n_route", "n_nh", "n_heap", "n_list"))
+    pred_base, succ_base, monq_base, monw_base = (totals.get(k, 0) for k in ("n_pred", "n_succ", "n_monq", "n_monw"))
     counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
               "n_flow": flow_base,
               "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
               "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
-    for lo, (cap, delay, ppb) in zip(ring_lo, wire_parts):
-        add("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())
+    for at, lo, (cap, delay, ppb) in zip(starts, ring_lo, wire_parts):
+        out.adder(at)("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
     pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
