@@ -227,12 +227,12 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    from mvopt.engine.plan import experiment_counts, usable_cores
+    from mvopt.engine.plan import experiment_counts, thread_map
     if len(experiments) == 1:       # its parts become the columns: no counts needed
         starts, totals, out = [_ZERO_STARTS], {}, _ColumnWriter(None)
     else:
         if exp_counts is None:
-            exp_counts = [experiment_counts(exp, small) for exp, small in zip(experiments, flags)]
+            exp_counts = thread_map(lambda i: experiment_counts(experiments[i], flags[i]), range(len(experiments)))
         # each experiment's first row of every kind (the running sums of the counts before it):
         # its parts' places in the columns, known before any is made, so that experiments are
         # written in parallel (NumPy releases the interpreter lock for most of the work)
@@ -383,13 +383,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         return sizes
 
 
-    threads = max(1, min(len(experiments), usable_cores(), 16))
-    if threads == 1:
-        added = [write(i) for i in range(len(experiments))]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(threads, thread_name_prefix="mvopt-build-batch") as pool:
-            added = list(pool.map(write, range(len(experiments))))     # (re-raises the first error)
+    added = thread_map(write, range(len(experiments)))
     if len(experiments) == 1:
         totals = added[0]
     else:

@@ -33,7 +33,7 @@ from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.procpool import drop_pool, get_pool
 
-__all__ = ["Worker", "parse_backend", "races", "usable_cores", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
+__all__ = ["Worker", "parse_backend", "races", "usable_cores", "thread_map", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
            "balance", "run_share", "run_experiments", "INT32_LIMIT"]
 
 INT32_LIMIT = 2**31 - 1            # kernels index slots, tasks, heaps ... with int32
@@ -85,6 +85,18 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def thread_map(fn, items: Sequence, limit: int = 16) -> list:
+    """`[fn(x) for x in items]`, in up to `limit` threads (and the usable cores): for NumPy-heavy
+    work per experiment, which releases the interpreter lock for most of its time. The first
+    error propagates."""
+    threads = max(1, min(len(items), usable_cores(), limit))
+    if threads == 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads, thread_name_prefix="mvopt-engine-host") as pool:
+        return list(pool.map(fn, items))
 
 
 def _cpu_compiles() -> bool:
@@ -266,7 +278,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     be = _backend_for(worker)
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
     names = [e.name for e in exps]
-    full_counts = [experiment_counts(e) for e in exps]
+    full_counts = thread_map(experiment_counts, exps)
     compact = capacities == "compact"
     groups = split_by_memory(full_counts, cap, names)
     if capacities == "auto" and len(groups) > 1:
