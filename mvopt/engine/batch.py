@@ -523,11 +523,15 @@ RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_f
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
-    """Per-experiment results from the final batch state (copied, so the batch can be reused)."""
+    """Per-experiment results from the final batch state (copied, so the batch can be reused;
+    the experiments in threads: plan.thread_map)."""
+    from mvopt.engine.plan import thread_map
+
     c = batch.cols
-    out = []
     hops = port_packets_sent(c)          # once for the batch (a per-experiment call would be quadratic)
-    for i, (exp, (n0, n1, p0, p1, t0, t1, f0, f1)) in enumerate(zip(batch.experiments, batch.spans)):
+
+    def result(i: int) -> ExperimentResult:
+        exp, (n0, n1, p0, p1, t0, t1, f0, f1) = batch.experiments[i], batch.spans[i]
         g = exp.tasks
         status = STATUS[int(c["exp_status"][i])]
         if status == "capacity" and not (batch.compact and batch.compact[i]):
@@ -556,15 +560,16 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             # a cancelled experiment's result is dropped (another backend has it): no diagnostic
             diag = _diagnostic(batch, i, status) if status != "cancelled" else ""
             finish = np.where(finished, finish, -1)
-        out.append(ExperimentResult(
+        return ExperimentResult(
             name=exp.name, status=status, end_ps=end, makespan_ps=makespan,
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
             port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
             # every byte put on the wire (PT_WIRE_BYTES), not PT_TX_BYTES (dequeued data, for INT)
             port_tx_bytes=port_record(c, "port_tx", "wire_bytes")[p0:p1].copy(),
-            diagnostic=diag, **_monitors(batch, i, end)))
-    return out
+            diagnostic=diag, **_monitors(batch, i, end))
+
+    return thread_map(result, range(len(batch.experiments)))
 
 
 def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
