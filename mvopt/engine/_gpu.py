@@ -365,7 +365,7 @@ class GpuBackend:
             stopped = resumable and bool((status.get() == ST_RUN).any())
             for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:
                 if batch.cols[name].size:
-                    batch.cols[name][...] = dev[name].get()
+                    dev[name].get(out=batch.cols[name])     # into the host column: no second copy
             if stopped:     # the state is no longer zero where it was built so
                 batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
             batch.gpu_reports_stale = False
