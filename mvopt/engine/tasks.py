@@ -56,6 +56,14 @@ class TaskGraph:
     def preds_of(self, t: int) -> np.ndarray:
         return self.pred[self.pred_offset[t]:self.pred_offset[t + 1]]
 
+    def _forward_only(self) -> bool:
+        """Whether every task's predecessors have lower ids: then the ids are a topological order
+        and there is no cycle (one comparison per dependency; what TaskGraphBuilder produces when
+        tasks are added after their predecessors, as every builder of this project does). Other
+        graphs (an explicit task list may name later tasks) get Kahn's check."""
+        owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.pred_offset))
+        return bool((self.pred < owner).all())
+
     def validate(self, n_host: int, where: str = "workload") -> None:
         """Check ids, sizes and acyclicity; raise ConfigError naming the offending task. A graph
         that passed for `n_host` hosts is not checked again (graphs are not changed after
@@ -80,7 +88,7 @@ class TaskGraph:
             raise ConfigError(f"{where}.tasks[{t}].dst", "must differ from src", int(self.dst[t]))
         if self.pred.size and (self.pred.min() < 0 or self.pred.max() >= n):
             raise ConfigError(f"{where}.tasks", "predecessor ids must be task ids", int(self.pred.max()))
-        if not self.acyclic and topological_order(self) is None:
+        if not self.acyclic and not self._forward_only() and topological_order(self) is None:
             done = np.zeros(n, bool)
             done[_kahn(self)] = True
             t = int(np.nonzero(~done)[0][0])
