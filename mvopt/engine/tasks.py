@@ -132,22 +132,25 @@ def _kahn(g: TaskGraph) -> np.ndarray:
 
 
 class TaskGraphBuilder:
-    """Append tasks one by one (or in bulk) and freeze into a :class:`TaskGraph`."""
+    """Append tasks one by one (or in bulk) and freeze into a :class:`TaskGraph`.
+
+    Single tasks go to Python lists; a bulk append (:meth:`flows`) first turns those into array
+    chunks, then appends its own arrays as chunks, so that a collective's hundreds of thousands of
+    flows never become Python objects (building a topology-space experiment spent a third of its
+    time converting arrays to lists and back)."""
+
+    # the columns, and the type each is kept in until build()
+    _TYPES = {"kind": np.int8, "src": np.int64, "dst": np.int64, "size": np.int64, "dur": np.int64,
+              "start": np.int64, "npred": np.int64, "pred": np.int64, "cat": np.int16}
 
     def __init__(self) -> None:
-        self._kind: list[int] = []
-        self._src: list[int] = []
-        self._dst: list[int] = []
-        self._size: list[int] = []
-        self._dur: list[int] = []
-        self._start: list[int] = []
-        self._npred: list[int] = []       # predecessors per task ...
-        self._pred: list[int] = []        # ... and all of them, task after task
-        self._cat: list[int] = []
+        self._lists: dict[str, list[int]] = {k: [] for k in self._TYPES}     # single tasks not yet chunked
+        self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in self._TYPES}
+        self._chunked = 0                                                     # tasks in the chunks
         self._categories: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self._kind)
+        return self._chunked + len(self._lists["kind"])
 
     def _category(self, name: str) -> int:
         return self._categories.setdefault(name, len(self._categories))
@@ -164,43 +167,58 @@ class TaskGraphBuilder:
 
     def _add(self, kind: int, src: int, dst: int, size: int, dur: int, start: int,
              after: Iterable[int], category: str) -> int:
-        self._kind.append(kind)
-        self._src.append(int(src))
-        self._dst.append(int(dst))
-        self._size.append(int(size))
-        self._dur.append(int(dur))
-        self._start.append(int(start))
-        n = len(self._pred)
-        self._pred.extend(int(a) for a in after)
-        self._npred.append(len(self._pred) - n)
-        self._cat.append(self._category(category))
-        return len(self._kind) - 1
+        lists = self._lists
+        lists["kind"].append(kind)
+        lists["src"].append(int(src))
+        lists["dst"].append(int(dst))
+        lists["size"].append(int(size))
+        lists["dur"].append(int(dur))
+        lists["start"].append(int(start))
+        n = len(lists["pred"])
+        lists["pred"].extend(int(a) for a in after)
+        lists["npred"].append(len(lists["pred"]) - n)
+        lists["cat"].append(self._category(category))
+        return len(self) - 1
+
+    def _to_chunks(self) -> None:
+        """The single tasks so far as one chunk per column."""
+        n = len(self._lists["kind"])
+        if not n:
+            return
+        for k, t in self._TYPES.items():
+            self._chunks[k].append(np.asarray(self._lists[k], t))
+            self._lists[k] = []
+        self._chunked += n
 
     def flows(self, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, pred_count: np.ndarray,
               pred: np.ndarray, *, category: str = "flow") -> int:
         """Add ``len(src)`` flow tasks at once (the same as calling :meth:`flow` for each in turn);
         flow ``i`` waits for the next ``pred_count[i]`` ids of ``pred``. Returns the first id (the
         others follow)."""
-        first = len(self._kind)
-        n = len(src)
-        self._kind.extend([FLOW] * n)
-        self._src.extend(np.asarray(src, np.int64).tolist())
-        self._dst.extend(np.asarray(dst, np.int64).tolist())
-        self._size.extend(np.asarray(size_bytes, np.int64).tolist())
-        self._dur.extend([0] * n)
-        self._start.extend([0] * n)
-        self._npred.extend(np.asarray(pred_count, np.int64).tolist())
-        self._pred.extend(np.asarray(pred, np.int64).tolist())
-        self._cat.extend([self._category(category)] * n)
+        self._to_chunks()
+        first, n = len(self), len(src)
+        columns = {"kind": np.full(n, FLOW), "src": src, "dst": dst, "size": size_bytes, "dur": np.zeros(n),
+                   "start": np.zeros(n), "npred": pred_count, "pred": pred,
+                   "cat": np.full(n, self._category(category))}
+        for k, values in columns.items():
+            self._chunks[k].append(np.array(values, self._TYPES[k]))      # a copy: the caller's arrays stay theirs
+        self._chunked += n
         return first
 
     def build(self) -> TaskGraph:
-        off = np.zeros(len(self._npred) + 1, np.int64)
-        np.cumsum(np.asarray(self._npred, np.int64), out=off[1:])
-        pred = np.asarray(self._pred, np.int32)
+        self._to_chunks()
+        col = {k: np.concatenate(c) if c else np.zeros(0, self._TYPES[k]) for k, c in self._chunks.items()}
+        off = np.zeros(col["npred"].size + 1, np.int64)
+        np.cumsum(col["npred"], out=off[1:])
         return TaskGraph(
-            kind=np.asarray(self._kind, np.int8), src=np.asarray(self._src, np.int32),
-            dst=np.asarray(self._dst, np.int32), size_bytes=np.asarray(self._size, np.int64),
-            duration_ps=np.asarray(self._dur, np.int64), start_ps=np.asarray(self._start, np.int64),
-            pred_offset=off, pred=pred, category=np.asarray(self._cat, np.int16),
+            kind=col["kind"], src=_int32(col["src"], "src"), dst=_int32(col["dst"], "dst"),
+            size_bytes=col["size"], duration_ps=col["dur"], start_ps=col["start"],
+            pred_offset=off, pred=_int32(col["pred"], "predecessor"), category=col["cat"],
             categories=tuple(sorted(self._categories, key=self._categories.get)))
+
+
+def _int32(values: np.ndarray, what: str) -> np.ndarray:
+    """`values` as int32, refusing what does not fit (as converting Python ints would)."""
+    if values.size and (values.min() < -2**31 or values.max() >= 2**31):
+        raise OverflowError(f"task graph: a {what} id does not fit in 32 bits")
+    return values.astype(np.int32)
