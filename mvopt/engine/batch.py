@@ -156,13 +156,13 @@ def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndar
 
 
 class _ColumnWriter:
-    """The batch's columns, written part by part in experiment order. Each column is allocated
-    once, at its final size (`rows`: the experiments' exact counts), and each part is copied into
-    it as it is made, so that the host holds the batch plus one part (before, every part was kept
-    until the end and then concatenated: twice the memory traffic and page faults). A batch of one
-    experiment (`rows` None) adopts its parts as its columns instead, copying a part that may be
-    the caller's own array (a graph or parameter column: any part already of the column's type,
-    to be safe), since the columns are the kernels' state."""
+    """The batch's columns, written part by part. Each column is allocated once, at its final size
+    (`rows`: the experiments' exact counts), and each part is copied to its place as it is made,
+    in any order of the experiments, so that the host holds the batch plus the parts being made
+    (before, every part was kept until the end and then concatenated: twice the memory traffic and
+    page faults). A batch of one experiment (`rows` None) adopts its parts as its columns instead,
+    copying a part that may be the caller's own array (a graph or parameter column: any part
+    already of the column's type, to be safe), since the columns are the kernels' state."""
 
     def __init__(self, rows: dict[str, int] | None) -> None:
         import threading
@@ -172,10 +172,9 @@ class _ColumnWriter:
         self.written: dict[str, int] = {}
 
     def adder(self, start: dict[str, int]):
-        """`put` for one experiment whose first rows of every kind are `start`: its parts go to
-        their places in the columns whatever the order the experiments are written in."""
+        """`add(name, values)` for one experiment whose first rows of every kind are `start`."""
         if self.rows is None:
-            return self.put
+            return self._adopt
 
         def add(name: str, values) -> None:
             arr = np.asarray(values)
@@ -191,24 +190,15 @@ class _ColumnWriter:
                 self.written[name] = self.written.get(name, 0) + arr.size
         return add
 
-    def put(self, name: str, values) -> None:
+    def _adopt(self, name: str, values) -> None:
+        """The one experiment's part of column `name` (its only one) becomes the column."""
         arr = np.asarray(values)
-        dt = _DTYPES[name]
-        if self.rows is None:
-            part = arr.astype(dt, copy=False).ravel()
-            if part is arr or np.may_share_memory(part, arr):
-                part = part.copy()
-            if name in self.cols:        # a second part of the one experiment (port_wire is one part)
-                part = np.concatenate([self.cols[name], part])
-            self.cols[name], self.written[name] = part, part.size
-            return
-        col = self.cols.get(name)
-        if col is None:
-            col = self.cols[name] = np.empty(self.rows[name], dt)
-            self.written[name] = 0
-        at = self.written[name]
-        col[at:at + arr.size] = arr.ravel()
-        self.written[name] = at + arr.size
+        part = arr.astype(_DTYPES[name], copy=False).ravel()
+        if part is arr or np.may_share_memory(part, arr):
+            part = part.copy()
+        if name in self.cols:
+            raise AssertionError(f"column {name}: a second part for a one-experiment batch")
+        self.cols[name], self.written[name] = part, part.size
 
 
 _DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
@@ -390,13 +380,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         for i, a in enumerate(added):     # the planner's counts were this experiment's rows
             if any(a[k] != exp_counts[i][k] for k in a):
                 raise AssertionError(f"experiment {i}: rows {a}, counted {exp_counts[i]}")
-    node_base, port_base, task_base, flow_base = (totals.get(k, 0) for k in ("n_node", "n_port", "n_task", "n_flow"))
-    route_base, nh_base, heap_base, list_base = (totals.get(k, 0) for k in ("n_route", "n_nh", "n_heap", "n_list"))
-    pred_base, succ_base, monq_base, monw_base = (totals.get(k, 0) for k in ("n_pred", "n_succ", "n_monq", "n_monw"))
-    counts = {"n_exp": len(experiments), "n_node": node_base, "n_port": port_base, "n_task": task_base,
-              "n_flow": flow_base,
-              "n_pred": pred_base, "n_succ": succ_base, "n_route": route_base, "n_nh": nh_base,
-              "n_heap": heap_base, "n_list": list_base, "n_monq": max(1, monq_base), "n_monw": max(1, monw_base)}
+    counts = {"n_exp": len(experiments),
+              **{k: totals.get(k, 0) for k in ("n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route",
+                                               "n_nh", "n_heap", "n_list")},
+              "n_monq": max(1, totals.get("n_monq", 0)), "n_monw": max(1, totals.get("n_monw", 0))}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
     for at, lo, (cap, delay, ppb) in zip(starts, ring_lo, wire_parts):
         out.adder(at)("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())
@@ -405,7 +392,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     counts["n_slot"] = n_slot
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
-    counts["n_hop"] = max(1, flow_base) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
+    counts["n_hop"] = max(1, counts["n_flow"]) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
 
     cols: dict[str, np.ndarray] = {}
     zero: set[str] = set()
