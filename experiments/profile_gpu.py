@@ -59,9 +59,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
             "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
             "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},
-            # (to measure) row stealing on 2 / 1 resident blocks per SM instead of 4: fewer nodes
+            # row stealing on 3 / 2 / 1 resident blocks per SM instead of 4: fewer nodes
             # in flight, so more of their state may stay in the L2 between their events (is the
             # L2 thrashing, or are warps the limit?)
+            "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
             "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
