@@ -59,9 +59,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
             "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
             "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},
-            # row stealing on 3 / 2 / 1 resident blocks per SM instead of 4: fewer nodes
-            # in flight, so more of their state may stay in the L2 between their events (is the
-            # L2 thrashing, or are warps the limit?)
+            # row stealing on 4 / 3 / 2 / 1 resident blocks per SM of an H200's 132 (3 is the
+            # default since 74e0054 measured it best): fewer nodes in flight, so more of their
+            # state stays in the L2 between their events
+            "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
             "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132}}

@@ -42,6 +42,11 @@ LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
+# Row stealing's resident grid: this many blocks per SM, fewer than fit (4 at 128 registers), so
+# that fewer nodes' state is in flight at once and more of it stays in the L2 between their
+# events. Workload (a), 8 MiB, side by side at 74e0054: 2,048 experiments 0.876 -> 0.907 G
+# packet-hops/s, 4,096 0.862 -> 0.916 (2 per SM: 0.778 / 0.909; 1: 0.806 at 4,096).
+STEAL_BLOCKS_PER_SM = 3
 
 
 def gpu_count() -> int:
@@ -81,8 +86,8 @@ class GpuBackend:
         measure). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
         two CUDA events instead of replaying graphs, and report the window and advance kernels'
         GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing, a variant to
-        measure): the resident grid's blocks, fewer than fit (default: all that fit), so that
-        fewer nodes' state is in flight at once and more of it may stay in the L2 between events.
+        measure): the resident grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so
+        that fewer nodes' state is in flight at once and more of it stays in the L2 between events).
         Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
@@ -217,7 +222,7 @@ class GpuBackend:
         steal = self._steals(n_node)
         window_blocks = _blocks(n_node, self.threads)
         if steal:
-            window_blocks = min(window_blocks, self.window_blocks or self.window_resident_blocks,
+            window_blocks = min(window_blocks, self.window_blocks or self.sms * STEAL_BLOCKS_PER_SM,
                                 self.window_resident_blocks)
         launches = [("window", self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
                     ("advance", self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
