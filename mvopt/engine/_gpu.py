@@ -152,21 +152,22 @@ class GpuBackend:
 
     def _probe_pdl(self, major: int) -> DependentLauncher | None:
         """A launcher for programmatic dependent launches if this device and driver run them,
-        inside a captured graph too (two advance kernels on an empty context), else None."""
+        inside a captured graph too (two probe kernels, each counting once), else None."""
         if major < 9:
             return None
         cp = self.cp
         stream = cp.cuda.Stream(non_blocking=True)
         try:
             launcher = DependentLauncher()
-            row = cp.zeros(1, dtype=np.uint64)
+            count = cp.zeros(1, dtype=np.uint64)
+            probe = self.phase_module.get_function("mv_pdl_probe")
             with stream:
                 stream.begin_capture()
                 for _ in range(2):
-                    launcher(self.phases["advance"], 1, self.threads, (np.int64(0), row), stream.ptr)
+                    launcher(probe, 1, 32, (count,), stream.ptr)
                 stream.end_capture().launch()
             stream.synchronize()
-            return launcher
+            return launcher if int(count.get()[0]) == 2 else None
         except (OSError, AttributeError, RuntimeError):   # no driver entry point, or refused
             if stream.is_capturing():
                 stream.end_capture()
