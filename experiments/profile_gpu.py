@@ -65,7 +65,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # the phase kernels as plain launches, each starting when the one ahead ended (the
             # default is programmatic dependent launch where the device supports it)
             "graph-nopdl": {"launch": "graph", "pdl": False},
-            "graph-pdl-notrigger": {"launch": "graph", "MV_PDL_TRIGGER": 0},
             "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
@@ -145,11 +144,10 @@ def main() -> None:
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
     # the floor without throughput: one idle experiment (one block: the two launches per window,
     # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
-    for name, pdl, defines in (("graph", None, {}), ("graph-nopdl", False, {}),
-                               ("graph-pdl-notrigger", None, {"MV_PDL_TRIGGER": 0})):
+    for name, pdl in (("graph", None), ("graph-nopdl", False)):
         if name != "graph" and name not in args.variants.split(","):
             continue
-        res, tm = run_once(GpuBackend(launch="graph", pdl=pdl, defines=defines), idle_experiments(1), False)
+        res, tm = run_once(GpuBackend(launch="graph", pdl=pdl), idle_experiments(1), False)
         key = f"{name}, 1 experiment"
         idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
         print(f"idle 1 exp {name}: {idle[key]['us_per_window']:.1f} us per window (pdl {tm.get('pdl')})", flush=True)

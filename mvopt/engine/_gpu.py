@@ -152,22 +152,21 @@ class GpuBackend:
 
     def _probe_pdl(self, major: int) -> DependentLauncher | None:
         """A launcher for programmatic dependent launches if this device and driver run them,
-        inside a captured graph too (two probe kernels, each counting once), else None."""
+        inside a captured graph too (two advance kernels on an empty context), else None."""
         if major < 9:
             return None
         cp = self.cp
         stream = cp.cuda.Stream(non_blocking=True)
         try:
             launcher = DependentLauncher()
-            count = cp.zeros(1, dtype=np.uint64)
-            probe = self.phase_module.get_function("mv_pdl_probe")
+            row = cp.zeros(1, dtype=np.uint64)
             with stream:
                 stream.begin_capture()
                 for _ in range(2):
-                    launcher(probe, 1, 32, (count,), stream.ptr)
+                    launcher(self.phases["advance"], 1, self.threads, (np.int64(0), row), stream.ptr)
                 stream.end_capture().launch()
             stream.synchronize()
-            return launcher if int(count.get()[0]) == 2 else None
+            return launcher
         except (OSError, AttributeError, RuntimeError):   # no driver entry point, or refused
             if stream.is_capturing():
                 stream.end_capture()

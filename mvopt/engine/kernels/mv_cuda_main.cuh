@@ -133,23 +133,12 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
 // the next one launch (its blocks are then scheduled and wait, where they waited for the launch),
 // then waits until the kernel ahead has ended and its writes are visible: the same order as two
 // plain launches, with the launch latency overlapped. Without the launch attribute (or before
-// sm_90) both instructions do nothing. MV_PDL_TRIGGER=0: no explicit trigger (the next kernel
-// may launch as this one's blocks exit), a variant to measure.
-#ifndef MV_PDL_TRIGGER
-#define MV_PDL_TRIGGER 1
-#endif
+// sm_90) both instructions do nothing.
 MV_DEV void mv_after_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (MV_PDL_TRIGGER) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-}
-
-// The host's check that dependent launches run here (GpuBackend._probe_pdl): touches nothing
-// of the batch (mv_ctx may still name a finished run's freed columns).
-MV_GLOBAL void mv_pdl_probe(unsigned long long* out) {
-  mv_after_previous_kernel();
-  if (blockIdx.x == 0 && threadIdx.x == 0) *out += 1;
 }
 
 MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
