@@ -62,9 +62,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # row stealing on 4 / 3 / 2 / 1 resident blocks per SM of an H200's 132 (3 is the
             # default since 74e0054 measured it best): fewer nodes in flight, so more of their
             # state stays in the L2 between their events
-            # the phase kernels as plain launches, each starting when the one ahead ended (the
-            # default is programmatic dependent launch where the device supports it)
-            "graph-nopdl": {"launch": "graph", "pdl": False},
             "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
@@ -110,7 +107,7 @@ def main() -> None:
         order = spec.pop("order", "auto")
         be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None),
                         l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                        pdl=spec.pop("pdl", None), defines=spec)
+                        defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         for interleave in ((True, False) if name == "base" else (False,)):
@@ -135,7 +132,7 @@ def main() -> None:
         order = spec.pop("order", "auto")
         launch = spec.pop("launch", None) or "graph"
         be = GpuBackend(launch=launch, steal=spec.pop("steal", None), l2_fetch_bytes=spec.pop("l2_fetch", None),
-                        window_blocks=spec.pop("window_blocks", None), pdl=spec.pop("pdl", None), defines=spec)
+                        window_blocks=spec.pop("window_blocks", None), defines=spec)
         for interleave in ((True, False) if name == "async" else (False,)):
             res, tm = run_once(be, idle_experiments(1000), interleave, order=order)
             key = f"{name} interleave={interleave}"
@@ -144,13 +141,9 @@ def main() -> None:
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
     # the floor without throughput: one idle experiment (one block: the two launches per window,
     # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
-    for name, pdl in (("graph", None), ("graph-nopdl", False)):
-        if name != "graph" and name not in args.variants.split(","):
-            continue
-        res, tm = run_once(GpuBackend(launch="graph", pdl=pdl), idle_experiments(1), False)
-        key = f"{name}, 1 experiment"
-        idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
-        print(f"idle 1 exp {name}: {idle[key]['us_per_window']:.1f} us per window (pdl {tm.get('pdl')})", flush=True)
+    res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
+    idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
+    print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
     import cupy
     from mvopt.engine._gpu import L2_FETCH_LIMIT_ID
     print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID)} B")

@@ -20,7 +20,6 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine._cpu import build_ctx
-from mvopt.engine._pdl import DependentLauncher
 from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, node_order_setting, scratch_arrays, scratch_words)
 from mvopt.engine.source import kernel_source
@@ -71,7 +70,7 @@ class GpuBackend:
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
-                 window_blocks: int | None = None, pdl: bool | None = None) -> None:
+                 window_blocks: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
@@ -89,9 +88,6 @@ class GpuBackend:
         GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing, a variant to
         measure): the resident grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so
         that fewer nodes' state is in flight at once and more of it stays in the L2 between events).
-        `pdl`: whether the graph mode launches each phase kernel allowed to start before the one
-        ahead of it has ended (programmatic dependent launch, kernels/mv_cuda_main.cuh; default:
-        where the device (sm_90+) and driver support it, unless $MVOPT_GPU_PDL=0).
         Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
@@ -145,32 +141,6 @@ class GpuBackend:
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.phases["window"].kernel.ptr,
                                                                                 self.threads, 0)
             self.window_resident_blocks = max(1, self.sms * int(per_sm))
-            if pdl is None:
-                pdl = os.environ.get("MVOPT_GPU_PDL", "1") != "0"
-            self._pdl = self._probe_pdl(int(props["major"])) if pdl else None
-            self.pdl = self._pdl is not None
-
-    def _probe_pdl(self, major: int) -> DependentLauncher | None:
-        """A launcher for programmatic dependent launches if this device and driver run them,
-        inside a captured graph too (two advance kernels on an empty context), else None."""
-        if major < 9:
-            return None
-        cp = self.cp
-        stream = cp.cuda.Stream(non_blocking=True)
-        try:
-            launcher = DependentLauncher()
-            row = cp.zeros(1, dtype=np.uint64)
-            with stream:
-                stream.begin_capture()
-                for _ in range(2):
-                    launcher(self.phases["advance"], 1, self.threads, (np.int64(0), row), stream.ptr)
-                stream.end_capture().launch()
-            stream.synchronize()
-            return launcher
-        except (OSError, AttributeError, RuntimeError):   # no driver entry point, or refused
-            if stream.is_capturing():
-                stream.end_capture()
-            return None
 
     @staticmethod
     def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None,
@@ -264,7 +234,7 @@ class GpuBackend:
         timed: list[tuple[str, object, object]] = []
         phase_s = {"window": 0.0, "advance": 0.0}
 
-        def iterations() -> None:      # on `stream`
+        def iterations() -> None:      # on the current stream
             for _ in range(per_graph):
                 for name, kernel, grid, args in launches:
                     if self.time_phases:
@@ -273,8 +243,6 @@ class GpuBackend:
                         kernel((grid,), (self.threads,), args)
                         end.record()
                         timed.append((name, start, end))
-                    elif self._pdl is not None:
-                        self._pdl(kernel, grid, self.threads, args, stream.ptr)
                     else:
                         kernel((grid,), (self.threads,), args)
 
@@ -412,8 +380,7 @@ class GpuBackend:
             # another study's worker) may need it before this one runs again
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks, "threads_per_block": self.threads, "launch": mode,
-                                "pdl": mode == "graph" and self.pdl and not self.time_phases}
+                                "blocks": blocks, "threads_per_block": self.threads, "launch": mode}
             if mode == "graph" and self.phase_s is not None:
                 self.last_timing["phase_s"] = dict(self.phase_s)
             return total

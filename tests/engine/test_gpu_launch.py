@@ -83,28 +83,6 @@ def test_timing_the_phases_apart_changes_no_result() -> None:
     assert be.last_timing["phase_s"]["window"] > 0 and be.last_timing["phase_s"]["advance"] > 0
 
 
-@pytest.mark.parametrize("steal", [True, False])
-def test_dependent_launches_match_plain_launches_and_the_cpu(steal: bool) -> None:
-    """Programmatic dependent launch (the graph mode's default on sm_90+): each phase kernel may
-    launch before the one ahead ended and waits for it inside; results equal plain launches'.
-    Short launches (chunk_iters=3) put many graph boundaries in the run."""
-    import cupy
-
-    from mvopt.engine._gpu import GpuBackend
-
-    exps = mixed_experiments(9)
-    cpu = simulate(exps, backend="cpu")
-    major = int(cupy.cuda.runtime.getDeviceProperties(0)["major"])
-    for pdl in (True, False):
-        be = GpuBackend(launch="graph", pdl=pdl, steal=steal)
-        # a device that can run them must not have lost them to a failed probe, silently
-        assert be.pdl == (pdl and major >= 9)
-        batch = build_batch(exps)
-        res = extract_results(batch, be.run(batch, chunk_iters=3))
-        assert be.last_timing["pdl"] == be.pdl
-        assert all(a.same_as(b) for a, b in zip(cpu, res)), pdl
-
-
 def test_a_smaller_resident_grid_changes_no_result() -> None:
     """Row stealing on one block (window_blocks=1): its warps take every row in turn."""
     from mvopt.engine._gpu import GpuBackend

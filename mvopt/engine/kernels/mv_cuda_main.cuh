@@ -128,19 +128,6 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
-// Programmatic dependent launch (sm_90+; the host's `pdl`): the graph mode launches each phase
-// kernel allowed to start before the kernel ahead of it in the stream ends. A kernel first lets
-// the next one launch (its blocks are then scheduled and wait, where they waited for the launch),
-// then waits until the kernel ahead has ended and its writes are visible: the same order as two
-// plain launches, with the launch latency overlapped. Without the launch attribute (or before
-// sm_90) both instructions do nothing.
-MV_DEV void mv_after_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
   int64_t v = c->node_order[i], e = c->node_exp[v];
   if (exp_active(c, e, cap)) node_window_report(c, v, e);
@@ -154,7 +141,6 @@ MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
 MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap,
                                                                                   unsigned long long* next_row,
                                                                                   int steal) {
-  mv_after_previous_kernel();
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   if (!steal) {
     MV_FOR(i, c->n_node) window_row(c, i, cap);
@@ -171,7 +157,6 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_wind
   }
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsigned long long* next_row) {
-  mv_after_previous_kernel();
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_row = 0;   // the next window kernel starts from row 0
   MV_FOR(e, c->n_exp) if (exp_active(c, e, cap)) advance_reported(c, e);
