@@ -91,11 +91,13 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--ncu-once", action="store_true")
     ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--window-blocks", type=int, default=None,
+                    help="--ncu-once: the stealing grid's blocks (default: the backend's)")
     args = ap.parse_args()
     exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
     exps = [exp] * args.batch
     if args.ncu_once:
-        be = GpuBackend()
+        be = GpuBackend(window_blocks=args.window_blocks)
         run_once(be, exps[:1], False, max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
         # the order and grid a run gets (before 1cd2b51 this profiled the interleaved order)
         run_once(be, exps, False, max_iters=args.iters)
