@@ -182,6 +182,13 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   int64_t* vd = va + P;
   int64_t ms = mon_next(c, e);   // next monitor sample
   bool busy = false;             // processed an event in this window
+  // recompute the cached next transmission of port p (an event may have changed it)
+  auto refresh = [&](int64_t p) {
+    int what;
+    td_p[p - lo] = switch_port_next(c, p, &what);
+    what_p[p - lo] = what;
+    if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(p - lo));
+  };
   if (TREE) switch_caches_begin(c, v, lo, n, P, par);
   else if (cached) {
     for (int64_t k = 0; k < n; ++k) {
@@ -256,17 +263,8 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       }
     }
     if (cached) {
-      int what;
-      if (a >= 0) {
-        td_p[a - lo] = switch_port_next(c, a, &what);
-        what_p[a - lo] = what;
-        if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(a - lo));
-      }
-      if (b >= 0 && b != a) {
-        td_p[b - lo] = switch_port_next(c, b, &what);
-        what_p[b - lo] = what;
-        if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(b - lo));
-      }
+      if (a >= 0) refresh(a);
+      if (b >= 0 && b != a) refresh(b);
     }
   }
 }
