@@ -393,10 +393,10 @@ def _build_pool_size() -> int | None:
 
 def build_workers(n_configs: int) -> int:
     """Processes that build `n_configs` configurations: $MVOPT_BUILD_WORKERS if set (1 = build in
-    this process), else one per core when there are at least PARALLEL_BUILD_MIN of them."""
-    import os
+    this process), else one per usable core when there are at least PARALLEL_BUILD_MIN of them."""
+    from mvopt.procpool import usable_cores
     size = _build_pool_size()
-    n = size if size is not None else (os.cpu_count() or 1) if n_configs >= PARALLEL_BUILD_MIN else 1
+    n = size if size is not None else usable_cores() if n_configs >= PARALLEL_BUILD_MIN else 1
     return max(1, min(n, n_configs))
 
 
@@ -415,15 +415,14 @@ def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
     """:func:`_build_outcome` of every configuration, in order, in parallel worker processes
     (kept between calls) when there are many (:func:`build_workers`). The result does not depend
     on how many processes built it."""
-    import os
     n = build_workers(len(configs))
     if n == 1:
         return [_build_outcome(c) for c in configs]
     from concurrent.futures.process import BrokenProcessPool
 
-    from mvopt.procpool import drop_pool, get_pool
+    from mvopt.procpool import drop_pool, get_pool, usable_cores
     from mvopt.shmtransfer import sweep_stale, unpack_all
-    size = _build_pool_size() or os.cpu_count() or 1     # one pool for every generation, whatever its size
+    size = _build_pool_size() or usable_cores()     # one pool for every generation, whatever its size
     sweep_stale()
     try:
         # the experiments come back through shared memory (mvopt/shmtransfer.py), not the pipe

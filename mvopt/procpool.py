@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing as mp
+import os
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["get_pool", "drop_pool"]
+__all__ = ["get_pool", "drop_pool", "usable_cores"]
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS says, else every core): what
+    every pool and thread count is sized by (a container or `taskset` may allow fewer than the
+    machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 _POOLS: dict[tuple[str, int], ProcessPoolExecutor] = {}
 

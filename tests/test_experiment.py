@@ -171,6 +171,10 @@ def test_build_workers_setting(monkeypatch):
     monkeypatch.delenv("MVOPT_BUILD_WORKERS", raising=False)
     assert build_workers(PARALLEL_BUILD_MIN - 1) == 1            # small generations: no processes
     assert build_workers(3) == 1
+    # one process per core this process may use (its affinity), not per core of the machine
+    from mvopt import procpool
+    monkeypatch.setattr(procpool, "usable_cores", lambda: 3)
+    assert build_workers(PARALLEL_BUILD_MIN + 10) == 3
     monkeypatch.setenv("MVOPT_BUILD_WORKERS", "8")
     assert build_workers(3) == 3                                 # never more processes than configurations
     monkeypatch.setenv("MVOPT_BUILD_WORKERS", "zero")

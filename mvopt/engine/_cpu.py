@@ -21,6 +21,7 @@ from mvopt.engine import schema
 from mvopt.engine.batch import ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_words
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
+from mvopt.procpool import usable_cores
 
 __all__ = ["CpuBackend", "build_ctx", "cache_dir"]
 
@@ -107,7 +108,7 @@ class CpuBackend:
         if self.lib.mv_sizeof_pkt() != schema.PKT_DTYPE.itemsize or self.lib.mv_sizeof_int() != schema.INT_DTYPE.itemsize:
             raise BackendUnavailable("kernel packet layout differs from schema.PKT_DTYPE (a bug)")
         env = os.environ.get("OMP_NUM_THREADS", "")
-        self.max_threads = threads or (int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1)
+        self.max_threads = threads or (int(env) if env.isdigit() and int(env) > 0 else usable_cores())
         if not self.openmp:
             self.max_threads = 1
         self._local = threading.local()   # per-thread reusable scratch (workers may share a backend)

@@ -31,7 +31,7 @@ from mvopt.engine.race import CpuRacer
 from mvopt.engine.results import ExperimentResult
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import BackendUnavailable, MvoptError
-from mvopt.procpool import drop_pool, get_pool
+from mvopt.procpool import drop_pool, get_pool, usable_cores
 
 __all__ = ["Worker", "parse_backend", "races", "usable_cores", "thread_map", "describe_backend", "experiment_counts", "slot_counts", "batch_bytes", "split_by_memory",
            "balance", "run_share", "run_experiments", "INT32_LIMIT"]
@@ -76,15 +76,6 @@ def races(spec: str) -> bool:
         return False
     workers = parse_backend(base)
     return len(workers) == 1 and workers[0].kind == "gpu" and usable_cores() >= 2 and _cpu_compiles()
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS says, else every core)."""
-    import os
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def thread_map(fn, items: Sequence, limit: int = 16) -> list:
@@ -134,9 +125,7 @@ def parse_backend(spec: str) -> list[Worker]:
     (n,) = _int_list(spec, arg)
     if n < 1:
         raise BackendUnavailable(f"backend {spec!r}: the number of CPU workers must be >= 1")
-    import os
-    cores = os.cpu_count() or 1
-    return [Worker("cpu", 0, max(1, cores // n)) for _ in range(n)]
+    return [Worker("cpu", 0, max(1, usable_cores() // n)) for _ in range(n)]
 
 
 def _int_list(spec: str, arg: str) -> list[int]:

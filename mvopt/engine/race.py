@@ -90,7 +90,7 @@ class CpuRacer:
                  memory_bytes: int | None = None, counts: Sequence[dict[str, int]] | None = None) -> None:
         """`counts`: the experiments' plan.experiment_counts (full slots), when the caller has
         them (run_share does): not computed again."""
-        from mvopt.engine.plan import usable_cores
+        from mvopt.procpool import usable_cores
 
         self.exps = list(exps)
         # one core is left to the thread that drives the GPU
