@@ -75,7 +75,8 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
            "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
            "resident blocks of the one-launch kernels; for graph, a full grid's blocks (the rows at `1cd2b51` and "
            "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM; from `8b3a370` on the rows show the grid "
-           "that ran, 528 resident blocks when stealing). Measured and removed: `graph-split` (the window phase as two "
+           "that ran: 528 resident blocks when stealing on 4 per SM, the default until `76897a4`, 396 on 3 per SM). "
+           "Measured and removed: `graph-split` (the window phase as two "
            "kernels, hosts then switches, so that the switch kernel needs 96 registers: 5 blocks per SM instead of "
            "3) and `graph, advance inside` (one launch per window, the last node of each experiment to finish "
            "advancing it, no advance launch).\n",
@@ -103,7 +104,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865`, `7e0e891` and `84b9fed`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865`, `7e0e891`, `84b9fed` and `76897a4`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -196,10 +197,10 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, middle, previous, sixth, seventh, stealing, latest = ("e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2",
-                                                                 "7e0e891", "84b9fed")
-    bench, mid, prev, six, seven, steal, now = (load(f"bench_gpu_{c}")
-                                                for c in (commit, middle, previous, sixth, seventh, stealing, latest))
+    commit, middle, previous, sixth, seventh, stealing, skips, latest = (
+        "e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2", "7e0e891", "84b9fed", "76897a4")
+    bench, mid, prev, six, seven, steal, skip, now = (load(f"bench_gpu_{c}") for c in (
+        commit, middle, previous, sixth, seventh, stealing, skips, latest))
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
@@ -207,6 +208,8 @@ def render() -> str:
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
     lines += workload_a(now, latest, one, before=[
+        (skip, skips, "with the switch skips, before the kernels dropped their per-event writes (hop counter, last "
+                      "event time) and row stealing moved to 3 blocks per SM, `nvidia-h200`"),
         (steal, stealing, "row stealing, before the switch skips (an arrival recomputes its ingress port only if its "
                           "PFC state changed, its egress port only if the packet became a queue head), `nvidia-h200`"),
         (seven, seventh, "read-only parameter columns and quiet switches, before row stealing, `nvidia-h200`"),
@@ -235,14 +238,37 @@ def render() -> str:
                                "graph-tree2": "graph, tournament trees from 3 ports (MV_TREE_PORTS=2)",
                                "graph-prefetch4": "graph, ring prefetch 4 (MV_RING_PREFETCH=4, removed since)",
                                "graph-prefetch8": "graph, ring prefetch 8 (removed since)",
-                               "graph-prefetch8-ports": "graph, ring prefetch 8 and port records (MV_PORT_PREFETCH=1, removed since)"})])
+                               "graph-prefetch8-ports": "graph, ring prefetch 8 and port records (MV_PORT_PREFETCH=1, removed since)"}),
+                           ("profile_b4096_9e6a198", "9e6a198", {
+                               "graph": "graph (the default), no per-event writes",
+                               "graph-eventwrites": "graph, per-event writes (hop counter, last event time) as before",
+                               "graph-l2fetch32": "graph, L2 fetch granularity 32 B",
+                               "graph-l2fetch64": "graph, L2 fetch granularity 64 B (the device's default)",
+                               "graph-grid2": "graph, row stealing on 2 blocks/SM",
+                               "graph-grid1": "graph, row stealing on 1 block/SM"}),
+                           ("profile_b2048_74e0054", "74e0054", {
+                               "graph": "graph, row stealing on 4 blocks/SM (the default then)",
+                               "graph-grid3": "graph, row stealing on 3 blocks/SM",
+                               "graph-grid2": "graph, row stealing on 2 blocks/SM"}),
+                           ("profile_b4096_74e0054", "74e0054", {
+                               "graph": "graph, row stealing on 4 blocks/SM (the default then)",
+                               "graph-grid3": "graph, row stealing on 3 blocks/SM",
+                               "graph-grid2": "graph, row stealing on 2 blocks/SM"}),
+                           ("profile_b4096_pdl_85fa03e", "85fa03e", {
+                               "graph": "graph, programmatic dependent launch (reverted)",
+                               "graph-nopdl": "graph, plain launches",
+                               "graph-pdl-notrigger": "graph, dependent launch without the early trigger"}),
+                           ("profile_b4096_76897a4", "76897a4", {
+                               "graph": "graph (the default: row stealing on 3 blocks/SM)",
+                               "graph-grid4": "graph, row stealing on 4 blocks/SM",
+                               "graph-window3-steal": "graph, window kernel bounded for 3 blocks/SM, stealing on 3"})])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
     lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (prev, previous, one),
-                         (six, sixth, one), (steal, stealing, one), (now, latest, one)])
+                         (six, sixth, one), (steal, stealing, one), (skip, skips, one), (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
