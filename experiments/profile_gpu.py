@@ -62,10 +62,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # row stealing on 4 / 3 / 2 / 1 resident blocks per SM of an H200's 132 (3 is the
             # default since 74e0054 measured it best): fewer nodes in flight, so more of their
             # state stays in the L2 between their events
-            # a small switch's cached port times in thread-local arrays (local memory) instead of
-            # shared memory; and the window kernel bounded for 3 blocks (142 registers, no spills
-            # with the shared cache; bounded for 4 it spills 44 bytes)
-            "graph-localcache": {"launch": "graph", "MV_SHARED_PORT_CACHE": 0},
             "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},

@@ -6,10 +6,6 @@
   #define MV_DEV __device__ inline
   #define MV_COLD __device__ __noinline__   // rarely called: kept out of the callers' registers
   #define MV_GLOBAL extern "C" __global__
-  // threads per block (the launcher's THREADS, passed with -D; kernels/mv_cuda_main.cuh)
-  #ifndef MV_THREADS
-  #define MV_THREADS 128
-  #endif
   // grid-stride loop: every thread of the grid takes rows i, i + stride, ...
   #define MV_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                             i += (int64_t)gridDim.x * blockDim.x)

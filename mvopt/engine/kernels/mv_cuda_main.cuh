@@ -21,6 +21,9 @@ __constant__ Ctx mv_ctx;
 // so resident warps matter: left alone, nvcc 13 gave the megakernels 176-177 registers, 2 blocks
 // of 128 per SM; capped for 3 blocks they got 168 with 40-44 bytes of spills (sm_90); with
 // read-only parameter columns the one-launch kernels need 136, the window kernel 128.
+#ifndef MV_THREADS
+#define MV_THREADS 128
+#endif
 #ifndef MV_MIN_BLOCKS
 #define MV_MIN_BLOCKS 3
 #endif

@@ -88,27 +88,6 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
 #define MV_TREE_PORTS 8
 #endif
 
-// A switch of at most MV_TREE_PORTS ports refills its cached port times each window: into
-// thread-local arrays on a CPU; on a GPU (MV_SHARED_PORT_CACHE) into the thread's slots of shared
-// memory, laid out [port][thread] so that a warp's lanes hit distinct banks. A local array
-// lives in device memory behind the L1 and competes for the L2 with the batch's state, which is
-// what a busy window waits on (docs/performance.md, ninth session).
-#ifndef MV_SHARED_PORT_CACHE
-#define MV_SHARED_PORT_CACHE 1
-#endif
-#if defined(MV_BACKEND_CUDA) && MV_SHARED_PORT_CACHE
-#define MV_PORT_CACHE_STRIDE MV_THREADS
-MV_DEV void small_port_cache(int64_t** ta, int64_t** td, int32_t** what) {
-  __shared__ int64_t s_ta[MV_TREE_PORTS * MV_THREADS], s_td[MV_TREE_PORTS * MV_THREADS];
-  __shared__ int32_t s_what[MV_TREE_PORTS * MV_THREADS];
-  *ta = s_ta + threadIdx.x;
-  *td = s_td + threadIdx.x;
-  *what = s_what + threadIdx.x;
-}
-#else
-#define MV_PORT_CACHE_STRIDE 1
-#endif
-
 // Tournament tree over val[0..n) padded to P (a power of two) leaves. Internal node i
 // (1 <= i < P) holds the winner below it: its index w[i] and value tv[i], the smallest value,
 // the lower index on ties (the order of a left-to-right scan). Leaf P + k is port k (val[k]).
@@ -181,7 +160,7 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
 // before transmissions, lower port index first.
 // TREE: the switch has more than MV_TREE_PORTS ports (and at most MV_CACHE_PORTS): its caches
-// and trees persist in the scratch columns. A smaller switch refills its small cache (above) at
+// and trees persist in the scratch columns. A smaller switch refills thread-local arrays at
 // the start of each window: cheaper for a few ports than caches in memory, whose every store the
 // compiler must assume may alias another column (measured on the CPU: workload (a), 4-port
 // switches, 5-7 % slower with persisted caches). A wider one rescans every port per event.
@@ -190,16 +169,8 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   bool cached = TREE || n <= MV_TREE_PORTS;
   const bool tree = TREE;
-  // a port's cached slots are `cs` apart (the shared-memory layout; persisted caches: 1)
-  constexpr int64_t cs = TREE ? 1 : MV_PORT_CACHE_STRIDE;
-#if defined(MV_BACKEND_CUDA) && MV_SHARED_PORT_CACHE
-  int64_t *ta_l = nullptr, *td_l = nullptr;
-  int32_t* what_l = nullptr;
-  if (!TREE) small_port_cache(&ta_l, &td_l, &what_l);
-#else
   int64_t ta_l[TREE ? 1 : MV_TREE_PORTS], td_l[TREE ? 1 : MV_TREE_PORTS];
   int32_t what_l[TREE ? 1 : MV_TREE_PORTS];
-#endif
   int64_t* ta_p = TREE ? c->port_ta + lo : ta_l;
   int64_t* td_p = TREE ? c->port_td + lo : td_l;
   int32_t* what_p = TREE ? c->port_what + lo : what_l;
@@ -214,17 +185,17 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   // recompute the cached next transmission of port p (an event may have changed it)
   auto refresh = [&](int64_t p) {
     int what;
-    td_p[(p - lo) * cs] = switch_port_next(c, p, &what);
-    what_p[(p - lo) * cs] = what;
+    td_p[p - lo] = switch_port_next(c, p, &what);
+    what_p[p - lo] = what;
     if (tree) tree_update(vd, wd, td_p, (int)n, P, (int)(p - lo));
   };
   if (TREE) switch_caches_begin(c, v, lo, n, P, par);
   else if (cached) {
     for (int64_t k = 0; k < n; ++k) {
       int what;
-      ta_p[k * cs] = ring_head_t(c, c->port_peer[lo + k], par);
-      td_p[k * cs] = switch_port_next(c, lo + k, &what);
-      what_p[k * cs] = what;
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
+      td_p[k] = switch_port_next(c, lo + k, &what);
+      what_p[k] = what;
     }
   }
   for (;;) {
@@ -233,18 +204,18 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     bool scan = true;
     if (tree) {
       int ka = tree_min(wa, P), kd = tree_min(wd, P);
-      if (ka < n && ta_p[ka * cs] < MV_INF) { ta = ta_p[ka * cs]; ia = lo + ka; }
-      int64_t m = kd < n ? td_p[kd * cs] : MV_INF;
+      if (ka < n && ta_p[ka] < MV_INF) { ta = ta_p[ka]; ia = lo + ka; }
+      int64_t m = kd < n ? td_p[kd] : MV_INF;
       // transmissions due before `now` all start at `now`, the lowest port first: only then scan
       if (m >= now) {
         scan = false;
-        if (m < MV_INF) { td = m; id = lo + kd; what_d = what_p[kd * cs]; }
+        if (m < MV_INF) { td = m; id = lo + kd; what_d = what_p[kd]; }
       }
     }
     for (int64_t k = 0; scan && k < n; ++k) {
       int64_t t, t2;
       int what;
-      if (cached) { t = ta_p[k * cs]; t2 = td_p[k * cs]; what = what_p[k * cs]; }
+      if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
       else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
       if (!tree && t < ta) { ta = t; ia = lo + k; }
       if (t2 < MV_INF && t2 < now) t2 = now;
@@ -278,7 +249,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       c->port_head[q * 2 + par] = head + 1;
       if (ia_changed) a = ia;   // else only its in-ring (below) and the egress queue b changed
       if (cached) {
-        ta_p[(ia - lo) * cs] = ring_head_t(c, q, par);
+        ta_p[ia - lo] = ring_head_t(c, q, par);
         if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
       }
     } else {
