@@ -258,6 +258,10 @@ def render() -> str:
                                "graph": "graph, programmatic dependent launch (reverted)",
                                "graph-nopdl": "graph, plain launches",
                                "graph-pdl-notrigger": "graph, dependent launch without the early trigger"}),
+                           ("profile_b4096_sharedcache_050b2d1", "050b2d1", {
+                               "graph": "graph, small switches' port cache in shared memory (reverted)",
+                               "graph-localcache": "graph, port cache in thread-local arrays (as before and since)",
+                               "graph-window3-steal": "graph, shared-memory cache, window kernel bounded for 3 blocks/SM"}),
                            ("profile_b4096_76897a4", "76897a4", {
                                "graph": "graph (the default: row stealing on 3 blocks/SM)",
                                "graph-grid4": "graph, row stealing on 4 blocks/SM",
