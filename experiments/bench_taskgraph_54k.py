@@ -419,14 +419,19 @@ def merge_rows(rows: list[dict], path: str, cmd: str) -> str:
     return cmd if flag in cmd else cmd + flag
 
 
+DEFAULT_OUT = ROOT / "experiments" / "results" / "taskgraph_54k.json"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-write", action="store_true",
+                    help="leave docs/performance.md and the saved run alone (write the rows to --out only if given)")
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all but rail_graph, which "
                     "needs ~25 GB of host memory)")
     ap.add_argument("--merge", metavar="JSON", help="add the rows of another run (e.g. rail_graph measured on a "
                     "larger machine), each with its machine")
-    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "taskgraph_54k.json"))
+    ap.add_argument("--out", help="where to save the rows as JSON (default: experiments/results/taskgraph_54k.json, "
+                    "except with --no-write: nowhere)")
     ap.add_argument("--from-json", metavar="PATH", help="do not measure: rewrite the section from a saved run "
                     "(the default run saves experiments/results/taskgraph_54k.json)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -459,9 +464,11 @@ def main() -> None:
     if args.merge:
         cmd = merge_rows(rows, args.merge, cmd)
     saved["command"], saved["rows"], saved["provenance"] = cmd, rows, provenance(cmd)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(saved, indent=1, default=int) + "\n")
+    # a --no-write run (a trial, a single case) must not replace the saved run the docs come from
+    out = Path(args.out) if args.out else None if args.no_write else DEFAULT_OUT
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(saved, indent=1, default=int) + "\n")
     text = markdown(rows, cmd, saved["provenance"], saved["engine_bytes_per_task"], saved["machine"])
     print(text)
     if not args.no_write:
