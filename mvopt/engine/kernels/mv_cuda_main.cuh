@@ -161,3 +161,110 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsig
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_row = 0;   // the next window kernel starts from row 0
   MV_FOR(e, c->n_exp) if (exp_active(c, e, cap)) advance_reported(c, e);
 }
+
+
+// ---- "graph1": one launch per window ------------------------------------------------------
+// The advance kernel's launch is gone: at the start of window j every node advances its own
+// experiment from window j - 1's state and reports, redundantly (each node of the experiment
+// computes and stores the same values, so no node waits for another and the order of the nodes
+// cannot matter), then runs window j. No node reads what another node of the same window
+// writes, so the launch boundary is the only barrier (no fence, no arrival atomic: the fused
+// advance measured slower for those, docs/performance.md):
+//  * window j uses context mv_ctx6[j % 6]: the experiment's state (clock, status, window count,
+//    monitor index) in buffer j % 2 (0: the canonical columns, 1: alternates), the nodes'
+//    reports (earliest next and progress times, tasks and flows finished in the window, as
+//    deltas) in buffer j % 3; the totals of tasks and flows finished in mv_sum6[j % 2];
+//  * window j reads buffers (j - 1) % 2 and (j - 1) % 3, writes (j % 2, j % 3), and the
+//    experiment's first node clears report buffer (j + 1) % 3, last read at the start of j - 1;
+//  * a graph is windows 0 .. last (window 0 advances nothing) and mv_phase_advance1, which
+//    advances from window `last` into the canonical columns and clears every report buffer, so
+//    that the host polls and the next graph starts from the canonical state.
+// Compiled only for that mode (MV_GRAPH1=1: seven kernels more, about 4x the compile time).
+#ifndef MV_GRAPH1
+#define MV_GRAPH1 0
+#endif
+#if MV_GRAPH1
+__constant__ Ctx mv_ctx6[6];
+__constant__ int64_t* mv_sum6[2][2];   // [state buffer][0: tasks finished, 1: flows acknowledged]
+
+// Window j's state of experiment e (context q, state buffer qb) from window j - 1's (p, pb).
+MV_DEV void advance_into(const Ctx* p, int pb, Ctx* q, int qb, int64_t e, int64_t cap) {
+  int64_t T = p->exp_T_ps[e], iter = p->exp_iter[e], mon = p->exp_mon_k[e];
+  int32_t st = p->exp_status[e];
+  int64_t done = mv_sum6[pb][0][e], acked = mv_sum6[pb][1][e];
+  if (st == ST_RUN && iter < cap) {      // it ran window j - 1: advance it, as mv_phase_advance would
+    done += p->exp_done[e];
+    acked += p->exp_acked[e];
+    advance_state(p, e, &T, &st, &mon, p->exp_acc_next[e], p->exp_acc_prog[e], done, acked);
+    iter += 1;
+  }
+  q->exp_T_ps[e] = T;
+  q->exp_iter[e] = iter;
+  q->exp_mon_k[e] = mon;
+  q->exp_status[e] = st;
+  mv_sum6[qb][0][e] = done;
+  mv_sum6[qb][1][e] = acked;
+}
+
+MV_DEV void clear_reports(Ctx* q, int64_t e) {
+  q->exp_acc_next[e] = MV_INF;
+  q->exp_acc_prog[e] = MV_INF;
+  q->exp_done[e] = 0;
+  q->exp_acked[e] = 0;
+}
+
+// K = j % 6, a compile-time index (six kernels): with a run-time index every column pointer of
+// the context was a computed constant-memory load, and the window kernel spilled 144 bytes.
+template <int K> MV_DEV void window1_row(int64_t i, int64_t cap, bool advance) {
+  Ctx* q = const_cast<Ctx*>(&mv_ctx6[K]);
+  int64_t v = q->node_order[i], e = q->node_exp[v];
+  if (advance) {
+    advance_into(&mv_ctx6[(K + 5) % 6], (K + 1) & 1, q, K & 1, e, cap);
+    if (v == q->exp_node_lo[e]) clear_reports(const_cast<Ctx*>(&mv_ctx6[(K + 1) % 6]), e);
+  }
+  if (exp_active(q, e, cap)) node_window_report(q, v, e);
+}
+
+// Window j of a graph (K = j % 6; `advance`: j > 0). `rows`: two row counters (row stealing),
+// window j taking rows[j & 1] and resetting the other for window j + 1.
+template <int K> MV_DEV void window1(int64_t cap, unsigned long long* rows, int steal, int advance) {
+  const Ctx* q = &mv_ctx6[K];
+  if (blockIdx.x == 0 && threadIdx.x == 0) rows[(K + 1) & 1] = 0;
+  if (!steal) {
+    MV_FOR(i, q->n_node) window1_row<K>(i, cap, advance);
+    return;
+  }
+  unsigned long long* next_row = rows + (K & 1);
+  const int lane = threadIdx.x & 31;
+  for (;;) {
+    unsigned long long base = 0;
+    if (lane == 0) base = atomicAdd(next_row, 32ull);
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (base >= (unsigned long long)q->n_node) return;
+    int64_t i = (int64_t)base + lane;
+    if (i < q->n_node) window1_row<K>(i, cap, advance);
+  }
+}
+#define MV_WINDOW1_KERNEL(K)                                                                              \
+  MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS)                                     \
+  mv_phase_window1_##K(int64_t cap, unsigned long long* rows, int steal, int advance) {                 \
+    window1<K>(cap, rows, steal, advance);                                                               \
+  }
+MV_WINDOW1_KERNEL(0)
+MV_WINDOW1_KERNEL(1)
+MV_WINDOW1_KERNEL(2)
+MV_WINDOW1_KERNEL(3)
+MV_WINDOW1_KERNEL(4)
+MV_WINDOW1_KERNEL(5)
+
+// After window `last` of a graph: the canonical state, every report buffer cleared, the first
+// window's row counter reset.
+MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance1(int64_t cap, unsigned long long* rows, int last) {
+  Ctx* q = const_cast<Ctx*>(&mv_ctx6[0]);
+  if (blockIdx.x == 0 && threadIdx.x == 0) rows[0] = 0;
+  MV_FOR(e, q->n_exp) {
+    advance_into(&mv_ctx6[last % 6], last & 1, q, 0, e, cap);
+    for (int k = 0; k < 3; ++k) clear_reports(const_cast<Ctx*>(&mv_ctx6[k]), e);
+  }
+}
+#endif  // MV_GRAPH1
