@@ -37,7 +37,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
             "coop": {"launch": "coop"},     # grid-wide barriers between phases, one launch
             "graph": {"launch": "graph"},   # one launch per phase, replayed as a CUDA graph
-            "graph1": {"launch": "graph1"},  # one launch per window, each node advancing its experiment
             # the window kernel bounded for 3 blocks per SM, as before the read-only parameters (it
             # then may use more registers): side by side with graph, 4 blocks
             "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},

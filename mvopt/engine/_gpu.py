@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from mvopt.engine._cpu import build_ctx
-from mvopt.engine.batch import (INF_PS, RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
+from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, node_order_setting, scratch_arrays, scratch_words)
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
@@ -37,11 +37,8 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
 # windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
 # docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
-# per-experiment windows inside one launch, no grid-wide barrier (async); one launch per window
-# replayed as a CUDA graph, each node advancing its experiment redundantly at the start of its
-# window (graph1; kernels/mv_cuda_main.cuh).
-LAUNCH_MODES = ("graph", "coop", "async", "graph1")
-GRAPH_MODES = ("graph", "graph1")
+# per-experiment windows inside one launch, no grid-wide barrier (async).
+LAUNCH_MODES = ("graph", "coop", "async")
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
@@ -78,10 +75,8 @@ class GpuBackend:
         MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
-        barriers), 'async' (one launch, each experiment moves to its next window when its own
-        nodes finished the last one) or 'graph1' (one launch per window replayed as a CUDA graph,
-        each node advancing its experiment itself at the start of its window); default from
-        $MVOPT_GPU_LAUNCH. `steal`: whether the graph
+        barriers) or 'async' (one launch, each experiment moves to its next window when its own
+        nodes finished the last one); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
         mode's window kernel runs on a resident grid whose warps take rows from a counter
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
@@ -128,13 +123,10 @@ class GpuBackend:
             self.coop_kernel = self.module.get_function("mv_run_coop")
             self.async_kernel = self.module.get_function("mv_run_async")
             self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
-            # the per-phase kernels, from a module launched the ordinary way (full grids); graph1's
-            # kernels only where asked for (they quadruple the compile time)
-            graph1 = self.launch == "graph1"
-            self.phase_module = cupy.RawModule(code=kernel_source("cuda"),
-                                               options=options + (("-DMV_GRAPH1=1",) if graph1 else ()))
-            names = ("window", "advance") + (tuple(f"window1_{k}" for k in range(6)) + ("advance1",) if graph1 else ())
-            self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}") for p in names}
+            # the per-phase kernels, from a module launched the ordinary way (full grids)
+            self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
+            self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}")
+                           for p in ("window", "advance")}
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
@@ -225,23 +217,16 @@ class GpuBackend:
         cp = self.cp
         cap = np.int64(cap_total)
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
-        # the window kernel's row counter (steal), reset by every advance (graph1: two, each
-        # window kernel resetting the next one's)
-        next_row = cp.zeros(2, dtype=np.uint64)
+        # the window kernel's row counter (steal), reset by every advance
+        next_row = cp.zeros(1, dtype=np.uint64)
         steal = self._steals(n_node)
         window_blocks = _blocks(n_node, self.threads)
         if steal:
             window_blocks = min(window_blocks, self.window_blocks or self.sms * STEAL_BLOCKS_PER_SM,
                                 self.window_resident_blocks)
+        launches = [("window", self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
+                    ("advance", self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
         per_graph = max(1, min(64, chunk_iters))
-        exp_blocks = _blocks(n_exp, self.threads)
-        if self.launch == "graph1":     # window j is kernel j % 6; the last one advances into the canonical state
-            launches = [("window", self.phases[f"window1_{j % 6}"], window_blocks,
-                         (cap, next_row, np.int32(steal), np.int32(j > 0))) for j in range(per_graph)]
-            launches.append(("advance", self.phases["advance1"], exp_blocks, (cap, next_row, np.int32(per_graph - 1))))
-        else:
-            launches = per_graph * [("window", self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
-                                    ("advance", self.phases["advance"], exp_blocks, (cap, next_row))]
         stream = cp.cuda.Stream(non_blocking=True)
 
         # time_phases (a diagnosis): direct launches, each between two events, so that the
@@ -249,16 +234,17 @@ class GpuBackend:
         timed: list[tuple[str, object, object]] = []
         phase_s = {"window": 0.0, "advance": 0.0}
 
-        def iterations() -> None:      # one graph's windows, on the current stream
-            for name, kernel, grid, args in launches:
-                if self.time_phases:
-                    start, end = cp.cuda.Event(), cp.cuda.Event()
-                    start.record()
-                    kernel((grid,), (self.threads,), args)
-                    end.record()
-                    timed.append((name, start, end))
-                else:
-                    kernel((grid,), (self.threads,), args)
+        def iterations() -> None:      # on the current stream
+            for _ in range(per_graph):
+                for name, kernel, grid, args in launches:
+                    if self.time_phases:
+                        start, end = cp.cuda.Event(), cp.cuda.Event()
+                        start.record()
+                        kernel((grid,), (self.threads,), args)
+                        end.record()
+                        timed.append((name, start, end))
+                    else:
+                        kernel((grid,), (self.threads,), args)
 
         graph = None
         with stream:
@@ -295,37 +281,6 @@ class GpuBackend:
                 replays = max(1, replays // 2)
         self.phase_s = phase_s if self.time_phases else None
         return window_blocks
-
-    def _graph1_contexts(self, ctx, dev: dict, cols: dict, n_exp: int) -> dict:
-        """graph1's six contexts in constant memory (kernels/mv_cuda_main.cuh): context k's
-        experiment state in buffer k % 2 (0: the canonical columns), its report columns in
-        buffer k % 3 (buffer 0 starts from the canonical reports, a stopped run's included; the
-        tasks and flows finished there are deltas, their totals in mv_sum6). Returns the
-        buffers, to keep with the run's arrays. (Filled on the host and copied: a CuPy
-        element-wise fill would be compiled at its first use in a process.)"""
-        cp = self.cp
-        n = max(n_exp, 1)
-        rep = {}
-        for name, fill in (("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS), ("exp_done", 0), ("exp_acked", 0)):
-            host = np.full(3 * n, fill, dtype=np.int64)
-            if fill:
-                host[:n_exp] = cols[name][:n_exp]
-            rep[name] = cp.asarray(host)
-        alt = {name: cp.empty_like(dev[name]) for name in ("exp_T_ps", "exp_iter", "exp_status", "exp_mon_k",
-                                                           "exp_done", "exp_acked")}
-        contexts = (type(ctx) * 6)()
-        for k in range(6):
-            ctypes.memmove(ctypes.addressof(contexts[k]), ctypes.addressof(ctx), ctypes.sizeof(ctx))
-            for name, a in rep.items():
-                setattr(contexts[k], name, a.data.ptr + (k % 3) * n * 8)
-            if k % 2:
-                for name in ("exp_T_ps", "exp_iter", "exp_status", "exp_mon_k"):
-                    setattr(contexts[k], name, alt[name].data.ptr)
-        self.phase_module.get_global("mv_ctx6").copy_from_host(ctypes.addressof(contexts), ctypes.sizeof(contexts))
-        sums = (ctypes.c_uint64 * 4)(dev["exp_done"].data.ptr, dev["exp_acked"].data.ptr,
-                                     alt["exp_done"].data.ptr, alt["exp_acked"].data.ptr)
-        self.phase_module.get_global("mv_sum6").copy_from_host(ctypes.addressof(sums), ctypes.sizeof(sums))
-        return {f"graph1:{k}:{name}": a for k, group in (("rep", rep), ("alt", alt)) for name, a in group.items()}
 
     def _set_l2_fetch(self, value: int | None) -> int | None:
         """Set the device's maximum L2 fetch granularity (None: leave it); returns the previous one."""
@@ -369,7 +324,7 @@ class GpuBackend:
             # all-zero columns are set on the device (a memset), not copied
             dev = {name: cp.zeros(max(a.size, 1), a.dtype) if (name in batch.zero_columns and name not in derived)
                    or not a.size else cp.asarray(a) for name, a in cols.items()}
-            if self.launch in GRAPH_MODES and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
+            if self.launch == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)
                 dev["node_order"] = cp.asarray(order)
@@ -381,8 +336,6 @@ class GpuBackend:
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             mode = self.launch
-            if mode == "graph1":
-                dev.update(self._graph1_contexts(ctx, dev, cols, int(batch.counts["n_exp"])))
             # one-launch modes: a resident grid; graph modes launch full grids (for the record)
             blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
@@ -394,7 +347,7 @@ class GpuBackend:
             fetch_before = self._set_l2_fetch(self.l2_fetch_bytes)
             try:
                 t1 = time.perf_counter()
-                if mode in GRAPH_MODES:     # (blocks: the window kernel's grid)
+                if mode == "graph":     # (blocks: the window kernel's grid)
                     blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
                                              steer)
                 else:
@@ -428,6 +381,6 @@ class GpuBackend:
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
                                 "blocks": blocks, "threads_per_block": self.threads, "launch": mode}
-            if mode in GRAPH_MODES and self.phase_s is not None:
+            if mode == "graph" and self.phase_s is not None:
                 self.last_timing["phase_s"] = dict(self.phase_s)
             return total

@@ -110,28 +110,3 @@ def test_stealing_rows_and_the_widest_first_order_match_the_cpu(steal: bool, mon
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch))
         assert all(a.same_as(b) for a, b in zip(cpu, res)), (steal, blocks)
-
-
-@pytest.mark.parametrize("steal", [True, False])
-def test_one_launch_per_window_matches_the_cpu(steal: bool) -> None:
-    """graph1 (one launch per window, each node advancing its experiment itself from the last
-    window's reports, kernels/mv_cuda_main.cuh): the CPU's results with graphs of 3 windows (its
-    six contexts and three report buffers wrap inside a graph) and of 64, and for a run stopped
-    after 20 windows and continued by graph1, by graph, and by the CPU."""
-    from mvopt.engine import get_backend
-    from mvopt.engine._gpu import GpuBackend
-
-    exps = mixed_experiments(9)
-    cpu = simulate(exps, backend="cpu")
-    be = GpuBackend(launch="graph1", steal=steal)
-    for chunk in (3, 256):
-        batch = build_batch(exps)
-        res = extract_results(batch, be.run(batch, chunk_iters=chunk))
-        assert be.last_timing["launch"] == "graph1"
-        assert all(a.same_as(b) for a, b in zip(cpu, res)), chunk
-    for then in (be, GpuBackend(launch="graph", steal=steal), get_backend("cpu")):
-        batch = build_batch(exps)
-        first = be.run(batch, max_iters=20, chunk_iters=7)
-        assert batch.scratch is not None
-        res = extract_results(batch, first + then.run(batch))
-        assert all(a.same_as(b) for a, b in zip(cpu, res)), getattr(then, "launch", "cpu")

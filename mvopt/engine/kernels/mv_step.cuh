@@ -356,28 +356,16 @@ MV_DEV void node_step(Ctx* c, int64_t v) {
 // (`next`), the earliest one that can make progress (`prog`; MV_CAP if a node ran out of slots), and the
 // tasks finished and flows acknowledged so far. The window count is written last, after a
 // fence: on the GPU it is the signal that lets the experiment's nodes start the next window.
-// The advance's arithmetic (shared by every launch mode): experiment e's clock *T, status *st
-// and monitor index *mon after a window whose nodes reported next, prog, and done / acked in all.
-MV_DEV void advance_state(const Ctx* c, int64_t e, int64_t* T, int32_t* st, int64_t* mon, int64_t next,
-                          int64_t prog, int64_t done, int64_t acked) {
+MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked) {
   int64_t w = c->exp_window_ps[e];
   int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
-  if (iv > 0) *mon = (*T + w) / iv + 1;
-  int64_t t = mv_max(*T + w, next);
-  if (prog == MV_CAP) *st = ST_CAPACITY;
-  else if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) *st = ST_DONE;
-  else if (prog >= MV_INF) *st = ST_STUCK;
-  else if (t > c->exp_limit_ps[e]) *st = ST_TIMEOUT;
-  else *T = t;
-}
-
-MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked) {
-  int64_t T0 = c->exp_T_ps[e], T = T0, mon0 = c->exp_mon_k[e], mon = mon0;
-  int32_t st = ST_RUN;    // (only running experiments advance)
-  advance_state(c, e, &T, &st, &mon, next, prog, done, acked);
-  if (mon != mon0) c->exp_mon_k[e] = mon;
-  if (st != ST_RUN) c->exp_status[e] = st;
-  else c->exp_T_ps[e] = T;
+  if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
+  int64_t t = mv_max(c->exp_T_ps[e] + w, next);
+  if (prog == MV_CAP) c->exp_status[e] = ST_CAPACITY;
+  else if (done == c->exp_n_task[e] && acked == c->exp_n_flow[e]) c->exp_status[e] = ST_DONE;
+  else if (prog >= MV_INF) c->exp_status[e] = ST_STUCK;
+  else if (t > c->exp_limit_ps[e]) c->exp_status[e] = ST_TIMEOUT;
+  else c->exp_T_ps[e] = t;
   MV_FENCE();
   MV_STORE_SHARED(c->exp_iter[e], c->exp_iter[e] + 1);
 }
