@@ -262,6 +262,9 @@ def render() -> str:
                                "graph": "graph, small switches' port cache in shared memory (reverted)",
                                "graph-localcache": "graph, port cache in thread-local arrays (as before and since)",
                                "graph-window3-steal": "graph, shared-memory cache, window kernel bounded for 3 blocks/SM"}),
+                           ("profile_b4096_graph1_dde8dad", "dde8dad", {
+                               "graph": "graph (two launches per window)",
+                               "graph1": "graph1: one launch per window, each node advancing its experiment (reverted)"}),
                            ("profile_b4096_76897a4", "76897a4", {
                                "graph": "graph (the default: row stealing on 3 blocks/SM)",
                                "graph-grid4": "graph, row stealing on 4 blocks/SM",
