@@ -160,9 +160,14 @@ class _ColumnWriter:
     (`rows`: the experiments' exact counts), and each part is copied to its place as it is made,
     in any order of the experiments, so that the host holds the batch plus the parts being made
     (before, every part was kept until the end and then concatenated: twice the memory traffic and
-    page faults). A batch of one experiment (`rows` None) adopts its parts as its columns instead,
-    copying a part that may be the caller's own array (a graph or parameter column: any part
-    already of the column's type, to be safe), since the columns are the kernels' state."""
+    page faults). A column starts zeroed and untouched (calloc: the OS maps zero pages on first
+    touch), and an all-zero part is not copied: much of a batch is zeros (empty heaps, unused
+    flow state, task times not known yet), and writing them only made the host fault in and zero
+    every page once more; a column none of whose parts had a non-zero value is reported as zero
+    (`nonzero`), so that the GPU sets it instead of copying it. A batch of one experiment (`rows`
+    None) adopts its parts as its columns instead, copying a part that may be the caller's own
+    array (a graph or parameter column: any part already of the column's type, to be safe), since
+    the columns are the kernels' state."""
 
     def __init__(self, rows: dict[str, int] | None) -> None:
         import threading
@@ -170,6 +175,7 @@ class _ColumnWriter:
         self._lock = threading.Lock()
         self.cols: dict[str, np.ndarray] = {}
         self.written: dict[str, int] = {}
+        self.nonzero: set[str] = set()     # columns with a non-zero value
 
     def adder(self, start: dict[str, int]):
         """`add(name, values)` for one experiment whose first rows of every kind are `start`."""
@@ -183,11 +189,15 @@ class _ColumnWriter:
                 with self._lock:                 # experiments may be written by several threads
                     col = self.cols.get(name)
                     if col is None:
-                        col = self.cols[name] = np.empty(self.rows[name], _DTYPES[name])
-            at = start[_LENGTH[name]] * _MULT[name]
-            col[at:at + arr.size] = arr.ravel()
+                        col = self.cols[name] = np.zeros(self.rows[name], _DTYPES[name])
+            nonzero = bool(arr.any())
+            if nonzero:
+                at = start[_LENGTH[name]] * _MULT[name]
+                col[at:at + arr.size] = arr.ravel()
             with self._lock:
                 self.written[name] = self.written.get(name, 0) + arr.size
+                if nonzero:
+                    self.nonzero.add(name)
         return add
 
     def _adopt(self, name: str, values) -> None:
@@ -199,6 +209,8 @@ class _ColumnWriter:
         if name in self.cols:
             raise AssertionError(f"column {name}: a second part for a one-experiment batch")
         self.cols[name], self.written[name] = part, part.size
+        if part.any():
+            self.nonzero.add(name)
 
 
 _DTYPES = {c.name: schema.numpy_dtype(c) for c in schema.COLUMNS}
@@ -405,6 +417,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
             arr = out.cols.pop(col.name)
             if out.written[col.name] != n or arr.size != n:
                 raise AssertionError(f"column {col.name}: {out.written[col.name]} values for {n} rows")
+            if col.name not in out.nonzero:
+                zero.add(col.name)
         else:
             arr = np.zeros(n, dt)
             zero.add(col.name)

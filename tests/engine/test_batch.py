@@ -86,12 +86,19 @@ def test_zero_columns_are_zero_in_every_row() -> None:
     all zero (a column filled after it was built must not be listed)."""
     from mvopt.testing.scenarios import mixed_experiments
 
-    batch = build_batch(mixed_experiments(5))
-    assert {"f_cci", "f_ccd", "node_iter"} <= batch.zero_columns
-    assert not {"node_pool_next", "node_pool_hi", "node_order", "port_q", "exp_acc_next",
-                "task_finish_ps"} & batch.zero_columns
-    for name in batch.zero_columns:
-        assert not batch.cols[name].any(), name
+    for exps in (mixed_experiments(5), mixed_experiments(1)):   # parts written, or adopted
+        batch = build_batch(exps)
+        assert {"f_cci", "f_ccd", "node_iter"} <= batch.zero_columns
+        assert not {"node_pool_next", "node_pool_hi", "node_order", "port_q", "exp_acc_next",
+                    "task_finish_ps"} & batch.zero_columns
+        # built from parts that were all zero (an empty heap before any task is ready): zero too
+        assert "heap_t" in batch.zero_columns
+        for name in batch.zero_columns:
+            assert not batch.cols[name].any(), name
+        for name in set(batch.cols) - batch.zero_columns - {"port_q", "node_rr", "node_pool_free", "exp_acc_next",
+                                                            "exp_acc_prog"}:
+            if batch.cols[name].size:       # every other column has a non-zero value
+                assert batch.cols[name].any(), name
 
 
 def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:
