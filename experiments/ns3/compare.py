@@ -22,7 +22,6 @@ text file that ``mvopt_ns3`` (experiments/ns3/mvopt_ns3.cc, compiled by build.py
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
