@@ -30,7 +30,8 @@ class ConfigError(MvoptError, ValueError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        where = f"{self.source}: " if self.source else ""
+        # (a file that cannot be read is both the source and the path: named once)
+        where = f"{self.source}: " if self.source and self.source != self.path else ""
         got = f", got {self.value!r}" if self.show_value else ""
         return f"{where}{self.path}: {self.allowed}{got}"
 

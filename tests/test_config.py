@@ -80,6 +80,11 @@ def test_yaml_errors_name_the_file_and_line(tmp_path):
     assert str(e.value) == f"{wrong}: cluster.k: must be an even integer >= 2, got 3"
     with pytest.raises(ConfigError, match="cannot be read"):
         load_config(tmp_path / "missing.yaml")
+    # a search space that cannot be read: its name once, not "file: file: ..."
+    from mvopt.optimize import load_space
+    with pytest.raises(ConfigError) as e:
+        load_space(tmp_path / "missing.yaml")
+    assert str(e.value).startswith(f"{tmp_path / 'missing.yaml'}: cannot be read")
 
 
 def test_configuration_reference_is_up_to_date():
