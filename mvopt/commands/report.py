@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     quiet_optuna()
-    storage = make_storage(args.storage, heartbeat_s=None)
+    storage = make_storage(args.storage, heartbeat_s=None, must_exist=True)
     name = args.study
     if name is None:
         names = optuna.get_all_study_names(storage=storage)

@@ -47,12 +47,26 @@ def describe_storage(url: str | None) -> str:
     return url
 
 
+def _local_file(url: str) -> str | None:
+    """The file of a SQLite URL or journal path (None: a server, or SQLite in memory)."""
+    if "://" not in url:
+        return url
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        return url[len("sqlite:///"):]
+    return None
+
+
 def make_storage(url: str | None = None, *, heartbeat_s: int | None = _DEFAULT_HEARTBEAT_S,
-                 grace_s: int | None = None) -> BaseStorage:
-    """An Optuna storage for ``url`` (see module docstring); clear errors for missing drivers."""
+                 grace_s: int | None = None, must_exist: bool = False) -> BaseStorage:
+    """An Optuna storage for ``url`` (see module docstring); clear errors for missing drivers.
+    ``must_exist``: a file storage (SQLite, journal) must be there already (for commands that
+    only read a study: opening a missing one would create an empty database file)."""
     url = url or DEFAULT_STORAGE
     if "://" not in url and url.endswith(SQLITE_SUFFIXES):
         url = f"sqlite:///{url}"
+    path = _local_file(url)
+    if must_exist and path is not None and not os.path.exists(path):
+        raise MvoptError(f"storage {url!r}: {path} does not exist (no study has been stored there)")
     if "://" not in url:
         try:
             return JournalStorage(JournalFileBackend(url))

@@ -35,6 +35,13 @@ def test_a_backend_this_machine_lacks_fails_before_the_study_exists(tmp_path, su
     assert not db.exists()
 
 
+def test_report_of_a_missing_storage_creates_nothing(tmp_path, subprocess_env):
+    for url in (f"sqlite:///{tmp_path / 'nope.db'}", str(tmp_path / "nope.log")):
+        res = run(["report", "--storage", url, "--out", str(tmp_path / "rep")], subprocess_env)
+        assert res.returncode == 1 and "Traceback" not in res.stderr and "does not exist" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_optimize_then_report(tmp_path, subprocess_env):
     space = tmp_path / "s.yaml"
     space.write_text(yaml.safe_dump(small_space_data(name="cli", run={"generation_size": 4, "n_trials": 12})))
