@@ -59,6 +59,15 @@ class _Ctx(ctypes.Structure):
     _fields_ = [(s, ctypes.c_int64) for s in schema.SCALARS] + [(c.name, ctypes.c_void_p) for c in schema.COLUMNS]
 
 
+def experiment_order(batch: Batch) -> np.ndarray:
+    """The batch's experiments in the order the CPU's threads take them: costliest first
+    (plan.experiment_cost), so that the last one a thread starts is a short one and the threads
+    end together; ties in batch order. Results do not depend on it."""
+    from mvopt.engine.plan import experiment_cost
+    costs = [experiment_cost(exp) for exp in batch.experiments]
+    return np.array(sorted(range(len(costs)), key=lambda i: (-costs[i], i)), dtype=np.int64)
+
+
 def build_ctx(counts: dict[str, int], pointers: dict[str, int]) -> _Ctx:
     """The `struct Ctx` the kernels see: the batch's counts and one address per column (host
     addresses for the CPU backend, device addresses for the GPU backend)."""
@@ -100,9 +109,10 @@ class CpuBackend:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
         self.lib = ctypes.CDLL(str(lib))
         self.lib.mv_run.restype = ctypes.c_int64
-        for f in ("mv_run", "mv_run_by_experiment"):
-            getattr(self.lib, f).restype = ctypes.c_int64
-            getattr(self.lib, f).argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64]
+        self.lib.mv_run.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64]
+        self.lib.mv_run_by_experiment.restype = ctypes.c_int64
+        self.lib.mv_run_by_experiment.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64,
+                                                  ctypes.POINTER(ctypes.c_int64)]
         for f in ("mv_sizeof_pkt", "mv_sizeof_int"):
             getattr(self.lib, f).restype = ctypes.c_int64
         if self.lib.mv_sizeof_pkt() != schema.PKT_DTYPE.itemsize or self.lib.mv_sizeof_int() != schema.INT_DTYPE.itemsize:
@@ -184,7 +194,14 @@ class CpuBackend:
         threads = self.threads_for(batch)
         # several experiments: each thread runs whole experiments (cache locality); one
         # experiment: all threads share each phase of it
-        run = self.lib.mv_run_by_experiment if int(batch.counts["n_exp"]) > 1 else self.lib.mv_run
+        if int(batch.counts["n_exp"]) > 1:
+            order = experiment_order(batch)
+            order_ptr = order.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+            def run(ctx_ref, n, threads):
+                return self.lib.mv_run_by_experiment(ctx_ref, n, threads, order_ptr)
+        else:
+            run = self.lib.mv_run
         status = batch.cols["exp_status"]
         while True:
             if steer is not None:       # before every chunk, the first included (as the GPU polls)

@@ -30,13 +30,15 @@ static int64_t mv_run_one(Ctx* c, int64_t e, int64_t max_iters) {
   return it;
 }
 
-MV_GLOBAL int64_t mv_run_by_experiment(Ctx* c, int64_t max_iters, int64_t threads) {
+// `order`: the experiments in the order threads take them (the host puts the costliest first, so
+// that the last to start is a short one: longest-processing-time-first scheduling).
+MV_GLOBAL int64_t mv_run_by_experiment(Ctx* c, int64_t max_iters, int64_t threads, const int64_t* order) {
   int64_t most = 0;
 #ifdef _OPENMP
   #pragma omp parallel for schedule(dynamic, 1) num_threads((int)(threads > 0 ? threads : 1)) reduction(max: most)
 #endif
-  for (int64_t e = 0; e < c->n_exp; ++e) {
-    int64_t it = mv_run_one(c, e, max_iters);
+  for (int64_t i = 0; i < c->n_exp; ++i) {
+    int64_t it = mv_run_one(c, order[i], max_iters);
     if (it > most) most = it;
   }
   return most;
