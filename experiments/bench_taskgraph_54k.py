@@ -443,7 +443,8 @@ def main() -> None:
         saved = json.loads(Path(args.from_json).read_text())
         if args.merge:      # e.g. rail_run measured on a GPU machine, into the saved run of the other cases
             saved["command"] = merge_rows(saved["rows"], args.merge, saved["command"])
-            Path(args.from_json).write_text(json.dumps(saved, indent=1, default=int) + "\n")
+            if not args.no_write:
+                Path(args.from_json).write_text(json.dumps(saved, indent=1, default=int) + "\n")
         text = markdown(saved["rows"], saved["command"], saved["provenance"], saved["engine_bytes_per_task"],
                         saved["machine"])
         print(text)

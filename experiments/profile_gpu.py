@@ -52,10 +52,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # gain), like the ring prefetch variants (MV_RING_PREFETCH, MV_PORT_PREFETCH), removed since
             "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
             "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
-            # (to measure) the per-event writes the kernels no longer make (a node's hop counter:
+            # (measured at 9e6a198) the per-event writes the kernels no longer make (a node's hop counter:
             # the host sums the ports' ring tails instead; its last event time: once per window)
             "graph-eventwrites": {"launch": "graph", "MV_PER_EVENT_WRITES": 1},
-            # (to measure) the L2's maximum fetch granularity set to 32 / 64 bytes during the run
+            # (measured at 9e6a198) the L2's maximum fetch granularity set to 32 / 64 bytes during the run
             # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
             "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
             "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},

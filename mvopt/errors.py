@@ -5,6 +5,8 @@ Library code raises these; only the CLI turns them into a one-line message and a
 
 from __future__ import annotations
 
+import os
+
 __all__ = ["MvoptError", "ConfigError", "InputFileError", "InfeasibleError", "BackendUnavailable"]
 
 
@@ -31,7 +33,8 @@ class ConfigError(MvoptError, ValueError):
 
     def _message(self) -> str:
         # (a file that cannot be read is both the source and the path: named once)
-        where = f"{self.source}: " if self.source and self.source != self.path else ""
+        same = self.source and os.path.normpath(self.source) == os.path.normpath(self.path)
+        where = f"{self.source}: " if self.source and not same else ""
         got = f", got {self.value!r}" if self.show_value else ""
         return f"{where}{self.path}: {self.allowed}{got}"
 

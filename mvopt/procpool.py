@@ -18,8 +18,8 @@ __all__ = ["get_pool", "drop_pool", "usable_cores"]
 
 def usable_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS says, else every core): what
-    every pool and thread count is sized by (a container or `taskset` may allow fewer than the
-    machine has)."""
+    every pool and thread count is sized by (`taskset` or a container's cpuset may allow fewer
+    than the machine has; a CPU quota such as `docker --cpus` is not an affinity and is not seen)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

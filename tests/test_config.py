@@ -85,6 +85,9 @@ def test_yaml_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_space(tmp_path / "missing.yaml")
     assert str(e.value).startswith(f"{tmp_path / 'missing.yaml'}: cannot be read")
+    with pytest.raises(ConfigError) as e:              # the same file spelled another way
+        load_space(f"{tmp_path}/./missing.yaml")
+    assert str(e.value).count("missing.yaml") == 1
 
 
 def test_configuration_reference_is_up_to_date():

@@ -214,10 +214,10 @@ def _trial_config(args: argparse.Namespace):
     from mvopt.optimize.study import config_of_trial
 
     url = args.from_study
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else (url if "://" not in url else None)
-    if path is not None and not os.path.exists(path):  # opening would create an empty database
-        raise MvoptError(f"--from-study: no such file {path!r}")
-    storage = make_storage(url, heartbeat_s=None)
+    try:         # a missing file: one line, and no empty database created
+        storage = make_storage(url, heartbeat_s=None, must_exist=True)
+    except MvoptError as e:
+        raise MvoptError(f"--from-study: {e}") from None
     names = [s.study_name for s in storage.get_all_studies()]
     name = args.study
     if name is None:

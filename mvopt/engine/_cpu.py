@@ -85,7 +85,7 @@ class CpuBackend:
     name = "cpu"
 
     def __init__(self, threads: int | None = None, defines: dict[str, int] | None = None) -> None:
-        """`threads`: OpenMP threads at most (default $OMP_NUM_THREADS, else every core).
+        """`threads`: OpenMP threads at most (default $OMP_NUM_THREADS, else every usable core).
         `defines`: compile-time overrides of the kernels' tuning macros (MV_CACHE_PORTS,
         MV_TREE_PORTS), for tests and measurements; results do not depend on them."""
         cxx = _compiler()
@@ -171,9 +171,10 @@ class CpuBackend:
         # a stopped run's packets, else this thread's reusable slots (kept alive until the run ends)
         resumed = batch.scratch is not None
         scratch = batch.scratch if resumed else self._scratch(batch)
-        iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
-        # the state columns changed in place: a later upload (the GPU's) must copy them, not zero them
+        # the state columns change in place (also in a run that is interrupted): a later upload
+        # (the GPU's) must copy them, not zero them
         batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
+        iters = self._run(batch, scratch, chunk_iters, max_iters, progress, steer)
         batch.gpu_reports_stale = True
         running = bool((batch.cols["exp_status"] == ST_RUN).any())
         if resumable and running and not resumed:
@@ -196,6 +197,8 @@ class CpuBackend:
         # experiment: all threads share each phase of it
         if int(batch.counts["n_exp"]) > 1:
             order = experiment_order(batch)
+            if order.size != int(batch.counts["n_exp"]) or order.dtype != np.int64:
+                raise AssertionError(f"experiment order of {order.size} for {batch.counts['n_exp']} experiments")
             order_ptr = order.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
 
             def run(ctx_ref, n, threads):

@@ -92,6 +92,8 @@ class GpuBackend:
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         self.time_phases = time_phases
+        if window_blocks is not None and window_blocks < 1:
+            raise ValueError(f"window_blocks must be >= 1, got {window_blocks}")
         self.window_blocks = window_blocks
         self.phase_s: dict[str, float] | None = None
         env_fetch = os.environ.get("MVOPT_L2_FETCH_BYTES", "")
@@ -368,11 +370,12 @@ class GpuBackend:
             self._set_l2_fetch(fetch_before)
             # on the host: a CuPy comparison would compile an element-wise kernel at its first use
             stopped = resumable and bool((status.get() == ST_RUN).any())
-            for name in STATE_COLUMNS if stopped else RESULT_COLUMNS:
+            copied = STATE_COLUMNS if stopped else RESULT_COLUMNS
+            for name in copied:
                 if batch.cols[name].size:
                     dev[name].get(out=batch.cols[name])     # into the host column: no second copy
-            if stopped:     # the state is no longer zero where it was built so
-                batch.zero_columns = batch.zero_columns - frozenset(STATE_COLUMNS)
+            # what came back is no longer what was built: a later upload must copy it, not zero it
+            batch.zero_columns = batch.zero_columns - frozenset(copied)
             batch.gpu_reports_stale = False
             batch.scratch = {name: dev[name].get() for name in scratch_words(batch.counts)} if stopped else None
             del dev, status, iters

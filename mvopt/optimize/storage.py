@@ -52,7 +52,7 @@ def _local_file(url: str) -> str | None:
     if "://" not in url:
         return url
     if url.startswith("sqlite:///") and ":memory:" not in url:
-        return url[len("sqlite:///"):]
+        return url[len("sqlite:///"):].split("?", 1)[0]     # (a query, e.g. ?timeout=30, is not the file's)
     return None
 
 

@@ -40,6 +40,10 @@ def test_report_of_a_missing_storage_creates_nothing(tmp_path, subprocess_env):
         res = run(["report", "--storage", url, "--out", str(tmp_path / "rep")], subprocess_env)
         assert res.returncode == 1 and "Traceback" not in res.stderr and "does not exist" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    from mvopt.optimize.storage import make_storage       # a URL's query is not part of the file name
+    db = tmp_path / "there.db"
+    make_storage(f"sqlite:///{db}", heartbeat_s=None)
+    make_storage(f"sqlite:///{db}?timeout=30", heartbeat_s=None, must_exist=True)
 
 
 def test_optimize_then_report(tmp_path, subprocess_env):

@@ -64,6 +64,6 @@ def test_from_study_errors(study_url, tmp_path, capsys):
     rc, _, err = _simulate(["--from-study", study_url, "--trial", "0", "--study", "nope"], capsys)
     assert rc == 1 and "no study named 'nope'" in err
     rc, _, err = _simulate(["--from-study", str(tmp_path / "missing.db"), "--trial", "0"], capsys)
-    assert rc == 1 and "no such file" in err and not (tmp_path / "missing.db").exists()
+    assert rc == 1 and "does not exist" in err and not (tmp_path / "missing.db").exists()
     rc, _, err = _simulate(["--from-study", study_url], capsys)
     assert rc == 2 and "go together" in err
