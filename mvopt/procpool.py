@@ -25,6 +25,7 @@ def usable_cores() -> int:
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
+
 _POOLS: dict[tuple[str, int], ProcessPoolExecutor] = {}
 
 

@@ -81,13 +81,12 @@ class GpuBackend:
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
         maximum L2 fetch granularity during a run (a hint to the driver, 0-128; default: left as
-        it is, or $MVOPT_L2_FETCH_BYTES), restored afterwards: the kernels read scattered 4- and
-        8-byte words, so a smaller fetch may move fewer DRAM bytes per packet-hop (a variant to
-        measure). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
+        it is, or $MVOPT_L2_FETCH_BYTES), restored afterwards (measured on an H200: 32 bytes was
+        slower than the device's 64, docs/performance.md). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
         two CUDA events instead of replaying graphs, and report the window and advance kernels'
-        GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing, a variant to
-        measure): the resident grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so
-        that fewer nodes' state is in flight at once and more of it stays in the L2 between events).
+        GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing): the resident
+        grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so that fewer nodes'
+        state is in flight at once and more of it stays in the L2 between events).
         Results depend on none of these."""
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
