@@ -72,12 +72,14 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
 ORDERS = {"auto": "auto", "default": "default", "widest": "widest-first"}   # a variant's "order": $MVOPT_NODE_ORDER
 
 
-def run_once(be: GpuBackend, exps, interleave: bool, max_iters=None, order: str = "auto"):
-    """`interleave` overrides the order with node_order(interleave=True) (and keeps it)."""
+def run_once(be: GpuBackend, exps, interleave, max_iters=None, order: str = "auto"):
+    """`interleave` (True, or a tile of experiments) overrides the order with
+    node_order(interleave=True, tile=...) (and keeps it)."""
     os.environ["MVOPT_NODE_ORDER"] = "default" if interleave else ORDERS[order]
     batch = build_batch(exps)
     if interleave:
-        batch.cols["node_order"][:] = node_order(batch.cols, interleave=True)
+        tile = 0 if interleave is True else int(interleave)
+        batch.cols["node_order"][:] = node_order(batch.cols, interleave=True, tile=tile)
     iters = be.run(batch, max_iters=max_iters, resumable=False)
     return extract_results(batch, iters), dict(be.last_timing)
 
@@ -91,11 +93,20 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--ncu-once", action="store_true")
     ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--seeds", choices=("same", "distinct"), default="same",
+                    help="same: the batch is one experiment repeated; distinct: experiment i has seed i + 1 "
+                         "(ECMP paths differ, as in an optimizer's generation)")
+    ap.add_argument("--interleave", default="true,false",
+                    help="node orders of the base variant: true (role-major over the batch), false (the "
+                         "backend's), or a tile size (role-major within tiles of that many experiments)")
     ap.add_argument("--window-blocks", type=int, default=None,
                     help="--ncu-once: the stealing grid's blocks (default: the backend's)")
     args = ap.parse_args()
-    exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
-    exps = [exp] * args.batch
+    nbytes = int(args.mib * 2**20)
+    if args.seeds == "same":
+        exps = [build_experiment(allreduce_config(args.cc, nbytes))] * args.batch
+    else:
+        exps = [build_experiment(allreduce_config(args.cc, nbytes, seed=i + 1)) for i in range(args.batch)]
     if args.ncu_once:
         be = GpuBackend(window_blocks=args.window_blocks)
         run_once(be, exps[:1], False, max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
@@ -112,7 +123,8 @@ def main() -> None:
                         defines=spec)
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
-        for interleave in ((True, False) if name == "base" else (False,)):
+        orders = [{"true": True, "false": False}.get(x, x) for x in args.interleave.split(",")]
+        for interleave in (orders if name == "base" else (False,)):
             res, tm = run_once(be, exps, interleave, order=order)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
@@ -151,6 +163,7 @@ def main() -> None:
     print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID)} B")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
+                                                                  "seeds": args.seeds,
                                                                   "batch": args.batch, "cc": args.cc,
                                                                   "l2_fetch_default": int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID))}, indent=1))
 

@@ -56,9 +56,11 @@ class BenchRow:
         return d
 
 
-def allreduce_config(cc: str, size_bytes: int):
-    """The benchmark experiment: k=4 fat-tree, 16-host ring all-reduce, 1500-byte packets."""
+def allreduce_config(cc: str, size_bytes: int, seed: int | None = None):
+    """The benchmark experiment: k=4 fat-tree, 16-host ring all-reduce, 1500-byte packets (and
+    the given simulation seed: ECMP's hashes)."""
     return load_config({
+        **({"simulation": {"seed": seed}} if seed is not None else {}),
         "name": f"bench-allreduce-{cc}",
         "cluster": {"topology": "fat_tree", "k": 4},
         # 4,096 packet descriptors per switch (6 MB of 1,500-byte packets) keep

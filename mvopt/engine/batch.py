@@ -452,7 +452,8 @@ def node_order_setting() -> str:
     return value
 
 
-def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False) -> np.ndarray:
+def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
+               tile: int = 0) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
@@ -463,7 +464,8 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     1,000 experiments: the few busy nodes share a few warps instead of spreading over all SMs);
     so it is off. With `widest_first`, switches come first, the widest first, then hosts: the
     GPU starts the blocks of the busiest threads (wide spines) before the rest (to be measured:
-    experiments/diag_wide_switch.py --orders)."""
+    experiments/diag_wide_switch.py --orders). `tile` (with `interleave`): role-major within
+    tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments)."""
     ports = cols["node_port_hi"] - cols["node_port_lo"]
     if widest_first:
         kind_key = np.where(cols["node_is_host"] == 1, 1, -ports)
@@ -471,6 +473,8 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
         kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + ports)
     if not interleave:
         return np.argsort(kind_key, kind="stable")
+    if tile > 0:
+        return np.lexsort((cols["node_exp"], cols["node_local"], cols["node_exp"] // tile, kind_key))
     return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
 
 
