@@ -84,14 +84,14 @@ def cluster54k_experiment(kib: int) -> Experiment:
     return Experiment(topology=topo, network=cfg.network, tasks=g.build(), name="fat-tree-k60-neighbour")
 
 
-def idle_experiments(n: int) -> list[Experiment]:
-    """`n` k=4 fat-trees whose host 0 runs a chain of 2,000 delay tasks of 1 us: every window is
-    idle in the network (the overhead floor)."""
+def idle_experiments(n: int, tasks: int = 2000) -> list[Experiment]:
+    """`n` k=4 fat-trees whose host 0 runs a chain of `tasks` delay tasks of 1 us: every window
+    is idle in the network (the overhead floor)."""
     cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
     topo = build_topology(cfg.cluster)
     g = TaskGraphBuilder()
     prev = None
-    for _ in range(2000):
+    for _ in range(tasks):
         prev = g.delay(0, 1_000_000, after=[prev] if prev is not None else [])
     graph = g.build()
     return [Experiment(topology=topo, network=cfg.network, tasks=graph) for _ in range(n)]

@@ -65,7 +65,13 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
-            "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132}}
+            "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132},
+            # (tenth session) without the switches' direct path (every packet through its egress
+            # queue), the direct path with the window kernel bounded for 3 blocks per SM (the
+            # stealing grid's; at 4 it spills), without the eager start of delay tasks
+            "graph-nodirect": {"launch": "graph", "MV_DIRECT": 0},
+            "graph-direct-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+            "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -155,6 +161,17 @@ def main() -> None:
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
     # the floor without throughput: one idle experiment (one block: the two launches per window,
     # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
+    # the marginal cost of an idle window (graph): 1,000 experiments of 6,000 delay tasks against
+    # 2,000, so that what a run pays once (graph capture, the polls, the empty windows after the
+    # end) cancels out
+    be = GpuBackend(launch="graph")
+    runs = [run_once(be, idle_experiments(1000, tasks=k), False) for k in (2000, 6000)]
+    (r2, t2), (r6, t6) = runs
+    idle["graph, marginal"] = {"windows": r6[0].windows - r2[0].windows,
+                               "kernel_s": t6["kernel_s"] - t2["kernel_s"],
+                               "us_per_window": (t6["kernel_s"] - t2["kernel_s"]) / (r6[0].windows - r2[0].windows) * 1e6}
+    print(f"idle 1000 exps graph, marginal (6,000 against 2,000 tasks): {idle['graph, marginal']['us_per_window']:.1f} us per window",
+          flush=True)
     res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)

@@ -15,10 +15,12 @@
 MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
 
 // Earliest unconsumed arrival on in-ring q (port q of our peer) visible in this iteration.
+MV_DEV int64_t ring_t_at(const Ctx* c, int64_t q, int64_t pos, int par) {
+  if (pos >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
+  return c->pkt[ring_slot(c, q, pos)].t;
+}
 MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
-  int64_t head = c->port_head[q * 2 + par];
-  if (head >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
-  return c->pkt[ring_slot(c, q, head)].t;
+  return ring_t_at(c, q, c->port_head[q * 2 + par], par);
 }
 
 MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
@@ -239,19 +241,33 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
+      if (cached) {   // the in-ring's next arrival, once this one is consumed (first: alone() reads it)
+        ta_p[ia - lo] = ring_t_at(c, q, head + 1, par);
+        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+      }
+      // whether a transmission of port `out` at `now` would be the next event: no arrival at
+      // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
+      // port goes first). A tree answers for its minima only: conservative.
+      auto alone = [&](int64_t out) -> bool {
+        if (!cached) return false;
+        int k0 = (int)(out - lo);
+        if (tree) {
+          int ka = tree_min(wa, P), kd = tree_min(wd, P);
+          return !(ka < n && ta_p[ka] <= now) && !(kd < n && td_p[kd] <= now);
+        }
+        for (int k = 0; k < (int)n; ++k)
+          if (ta_p[k] <= now || (k < k0 && td_p[k] <= now)) return false;
+        return true;
+      };
       bool ia_changed;
-      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, &ia_changed);
+      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
       if (b == SW_OUT_OF_SLOTS) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
         note_window_end(c, v, busy, now);
         return;
       }
       c->port_head[q * 2 + par] = head + 1;
-      if (ia_changed) a = ia;   // else only its in-ring (below) and the egress queue b changed
-      if (cached) {
-        ta_p[ia - lo] = ring_head_t(c, q, par);
-        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
-      }
+      if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     } else {
       a = id;
       // the start may have been moved up to `now`, when more may be queued: decide what goes then

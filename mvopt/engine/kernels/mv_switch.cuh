@@ -73,15 +73,70 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return c->route_nh[a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un)];
 }
 
+// MV_DIRECT=0 (a variant, to measure it): every packet goes through its egress queue.
+#ifndef MV_DIRECT
+#define MV_DIRECT 1
+#endif
+
+// Whether egress port p, free by t, would send a packet of class q (Q_CTL, Q_DATA) that joined it
+// at t right away: no PFC frame to send, nothing of that class queued (control also goes ahead
+// of queued data), and data not paused by the peer.
+MV_DEV bool port_sends_at_once(const Ctx* c, int64_t p, int q, int64_t t) {
+  if (PORT_T(c, p, PT_FREE) > t || PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT) || PORT_QH(c, p, Q_CTL) >= 0)
+    return false;
+  return q == Q_CTL || (PORT_QH(c, p, Q_DATA) < 0 && !PORT_I(c, p, PI_PAUSED));
+}
+
+// A data packet leaving port p at t (taken from its queue, or straight from its arrival): MMU
+// release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
+// records). Returns the ingress port whose PFC state changed (-1: none).
+MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* pk, int64_t t, int64_t int_slot) {
+  int64_t touched = -1;
+  int64_t i = c->node_port_lo[v] + pk->in_port;
+  mmu_dequeue(c, e, v, i, pk->bytes);
+  if (pfc_check(c, e, v, i, t, false)) touched = i;
+  int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
+  if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
+    bool mark = false;
+    if (q > c->port_kmax[p]) mark = true;
+    else if (q > c->port_kmin[p]) {
+      double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
+      uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
+      mark = mv_uniform(h) < prob;
+    }
+    if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
+  }
+  PORT_T(c, p, PT_DEQ) += 1;
+  if (int_slot >= 0 && c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
+    IntHop* hop = &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint];
+    hop->ts = t;
+    hop->tx = PORT_T(c, p, PT_TX_BYTES);
+    hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
+    hop->port = p;
+    pk->nint += 1;
+  }
+  return touched;
+}
+
 // Returns the egress port whose next transmission the packet may have changed: the one whose
 // queue it became the head of (-1: none, also when it joined a queue behind others; a PFC frame
-// changes only port i; SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again
-// with full capacities). *i_changed: whether what port i itself sends next may have changed (a
-// PFC frame received, or its PFC state changed). The switch recomputes those ports' next
-// transmissions: what a port sends next depends on its queues' heads, its PFC state and its
+// changes only port i; SW_OUT_OF_SLOTS: the compact pool or a ring ran out, the experiment must
+// run again with full capacities). *i_changed: whether what port i itself sends next may have
+// changed (a PFC frame received, or its PFC state changed). The switch recomputes those ports'
+// next transmissions: what a port sends next depends on its queues' heads, its PFC state and its
 // free time alone.
+//
+// The direct path: `alone(out)` says whether a transmission of port out at t would be the
+// switch's next event (no other arrival at t, and no port before out due by t; the caller knows
+// its ports' times). Then a packet that its egress port would send at once (port_sends_at_once)
+// leaves now, from registers, as that next event would send it: the same state changes in the
+// same order (MMU in and out, the queue's high-water mark, ECN, counters, the wire), without the
+// pool slot, the queue links and the two extra turns of the event loop. A pool slot must still
+// be free (a full pool drops the packet either way); INT (HPCC) keeps the queued path.
 #define SW_OUT_OF_SLOTS (-2)
-MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, bool* i_changed) {
+template <class Alone>
+MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, int par, bool* i_changed,
+                              const Alone& alone) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = c->pkt[slot];
   *i_changed = false;
@@ -101,6 +156,27 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
     return -1;
   }
+  int q = data ? Q_DATA : Q_CTL;
+  pk.t = t;
+  pk.next = -1;
+  pk.in_port = (int16_t)(i - c->node_port_lo[v]);
+  bool direct = MV_DIRECT && out != i && !(c->has_int && EI(c, e, EI_CC) == CC_HPCC) &&
+                (c->node_pool_free[v] >= 0 || c->node_pool_next[v] < c->node_pool_hi[v]) &&
+                port_sends_at_once(c, out, q, t) && alone(out);
+  bool entered = false;   // MMU admission done (and its PFC check)
+  if (direct && data) {
+    mmu_enqueue(c, e, v, i, b);
+    *i_changed = pfc_check(c, e, v, i, t, true);
+    entered = true;
+    direct = !*i_changed;   // port i may now have a PFC frame due at t, before out: queue it
+  }
+  if (direct) {
+    int64_t qb = PORT_T(c, out, PT_QBYTES + q) + b;   // the queue as it would have held the packet
+    if (data && qb > c->port_qmax[out]) c->port_qmax[out] = qb;
+    if (data) *i_changed = switch_data_leaves(c, e, v, out, &pk, t, -1) >= 0;
+    PORT_T(c, out, PT_TX_BYTES) += b;
+    return wire_send(c, v, out, par, t, &pk, -1) >= 0 ? out : SW_OUT_OF_SLOTS;
+  }
   int32_t s = pool_alloc(c, v);
   if (s < 0) {
     if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
@@ -108,16 +184,13 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     else ctr_add(c, v, C_CTL_DROP, 1);
     return -1;
   }
-  pk.t = t;
-  pk.next = -1;
-  pk.in_port = (int16_t)(i - c->node_port_lo[v]);
   c->pkt[s] = pk;
   copy_int(c, s, slot, pk.nint);
   bool head;
   if (data) {
-    mmu_enqueue(c, e, v, i, b);
+    if (!entered) mmu_enqueue(c, e, v, i, b);   // (independent of the pool and the queue: order free)
     head = q_push(c, out, Q_DATA, s, b);
-    *i_changed = pfc_check(c, e, v, i, t, true);
+    if (!entered) *i_changed = pfc_check(c, e, v, i, t, true);
   } else {
     head = q_push(c, out, Q_CTL, s, b);
   }
@@ -164,31 +237,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   }
   int32_t s = q_pop(c, p, what);
   Pkt* pk = &c->pkt[s];
-  if (what == Q_DATA) {
-    int64_t i = c->node_port_lo[v] + pk->in_port;
-    mmu_dequeue(c, e, v, i, pk->bytes);
-    if (pfc_check(c, e, v, i, t, false)) *touched = i;
-    int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
-    if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
-      bool mark = false;
-      if (q > c->port_kmax[p]) mark = true;
-      else if (q > c->port_kmin[p]) {
-        double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
-        uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
-        mark = mv_uniform(h) < prob;
-      }
-      if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
-    }
-    PORT_T(c, p, PT_DEQ) += 1;
-    if (c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
-      IntHop* hop = &c->pkt_int[(int64_t)s * MAX_INT_HOPS + pk->nint];
-      hop->ts = t;
-      hop->tx = PORT_T(c, p, PT_TX_BYTES);
-      hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
-      hop->port = p;
-      pk->nint += 1;
-    }
-  }
+  if (what == Q_DATA) *touched = switch_data_leaves(c, e, v, p, pk, t, s);
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
   pool_free(c, v, s);
