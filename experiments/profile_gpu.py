@@ -71,7 +71,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # stealing grid's; at 4 it spills), without the eager start of delay tasks
             "graph-nodirect": {"launch": "graph", "MV_DIRECT": 0},
             "graph-direct-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0}}
+            "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0},
+            # ring packets through the L2 with the default eviction priority, not evict-first
+            "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -161,17 +163,22 @@ def main() -> None:
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
     # the floor without throughput: one idle experiment (one block: the two launches per window,
     # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
-    # the marginal cost of an idle window (graph): 1,000 experiments of 6,000 delay tasks against
-    # 2,000, so that what a run pays once (graph capture, the polls, the empty windows after the
-    # end) cancels out
-    be = GpuBackend(launch="graph")
-    runs = [run_once(be, idle_experiments(1000, tasks=k), False) for k in (2000, 6000)]
-    (r2, t2), (r6, t6) = runs
-    idle["graph, marginal"] = {"windows": r6[0].windows - r2[0].windows,
-                               "kernel_s": t6["kernel_s"] - t2["kernel_s"],
-                               "us_per_window": (t6["kernel_s"] - t2["kernel_s"]) / (r6[0].windows - r2[0].windows) * 1e6}
-    print(f"idle 1000 exps graph, marginal (6,000 against 2,000 tasks): {idle['graph, marginal']['us_per_window']:.1f} us per window",
-          flush=True)
+    # the marginal cost of an idle window under each variant asked for: 1,000 experiments of 6,000
+    # delay tasks against 2,000, so that what a run pays once (graph capture, the polls, the empty
+    # windows after its end) cancels out; the median of three pairs
+    for name in args.variants.split(","):
+        spec = dict(VARIANTS[name])
+        order = spec.pop("order", "auto")
+        be = GpuBackend(launch=spec.pop("launch", None) or "graph", steal=spec.pop("steal", None),
+                        l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
+                        defines=spec)
+        marginal = []
+        for _ in range(3):
+            (r2, t2), (r6, t6) = [run_once(be, idle_experiments(1000, tasks=k), False, order=order) for k in (2000, 6000)]
+            marginal.append((t6["kernel_s"] - t2["kernel_s"]) / (r6[0].windows - r2[0].windows) * 1e6)
+        idle[f"{name}, marginal"] = {"us_per_window": sorted(marginal)[1], "runs_us": marginal}
+        print(f"idle 1000 exps {name}, marginal (6,000 against 2,000 tasks): "
+              f"{' / '.join(f'{m:.2f}' for m in marginal)} us per window", flush=True)
     res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)

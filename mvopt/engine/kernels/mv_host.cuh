@@ -49,7 +49,7 @@ MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, in
 
 // Returns when a remote task successor is notified (MV_INF if none).
 MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slot, int64_t t) {
-  Pkt pk = c->pkt[slot];
+  Pkt pk = ring_load(&c->pkt[slot]);
   int64_t notify = MV_INF;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) { PORT_I(c, p, PI_PAUSED) = pk.type == PK_PAUSE; return notify; }
   int32_t f = pk.flow;

@@ -138,7 +138,7 @@ template <class Alone>
 MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, int par, bool* i_changed,
                               const Alone& alone) {
   // i: our port on the link the packet came over; slot: its ring slot
-  Pkt pk = c->pkt[slot];
+  Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
     PORT_I(c, i, PI_PAUSED) = pk.type == PK_PAUSE;
