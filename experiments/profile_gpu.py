@@ -66,11 +66,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
             "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
             "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132},
-            # (tenth session) without the switches' direct path (every packet through its egress
-            # queue), the direct path with the window kernel bounded for 3 blocks per SM (the
-            # stealing grid's; at 4 it spills), without the eager start of delay tasks
-            "graph-nodirect": {"launch": "graph", "MV_DIRECT": 0},
-            "graph-direct-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+            # (tenth session) with the switches' direct path (the CPU's default), and bounded for 3
+            # blocks per SM; without the eager start of delay tasks
+            "graph-direct": {"launch": "graph", "MV_DIRECT": 1},
+            "graph-direct-window3": {"launch": "graph", "MV_DIRECT": 1, "MV_WINDOW_MIN_BLOCKS": 3},
             "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0},
             # ring packets through the L2 with the default eviction priority, not evict-first
             "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0}}
