@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("--interleave", default="true,false",
                     help="node orders of the base variant: true (role-major over the batch), false (the "
                          "backend's), or a tile size (role-major within tiles of that many experiments)")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="--ncu-once: a kernel tuning macro (e.g. MV_RING_STREAM=0)")
     ap.add_argument("--window-blocks", type=int, default=None,
                     help="--ncu-once: the stealing grid's blocks (default: the backend's)")
     args = ap.parse_args()
@@ -115,7 +117,8 @@ def main() -> None:
     else:
         exps = [build_experiment(allreduce_config(args.cc, nbytes, seed=i + 1)) for i in range(args.batch)]
     if args.ncu_once:
-        be = GpuBackend(window_blocks=args.window_blocks)
+        be = GpuBackend(window_blocks=args.window_blocks,
+                        defines={k: int(x) for k, x in (d.split("=", 1) for d in args.define)})
         run_once(be, exps[:1], False, max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
         # the order and grid a run gets (before 1cd2b51 this profiled the interleaved order)
         run_once(be, exps, False, max_iters=args.iters)
