@@ -97,14 +97,40 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
 
     out.append("\nIdle windows (1,000 experiments, kernel time per window, `" + commit + "`): " + ", ".join(
         f"{label(k)} {v['us_per_window']:.1f} µs" for k, v in d["idle"].items()
-        if "False" in k or "experiment" in k) + ".\n")
+        if "False" in k or "experiment" in k) + ".")
+    marginal = {k.split(", marginal")[0]: v for k, v in d["idle"].items() if k.endswith(", marginal")}
+    if marginal:
+        out.append("Marginal cost of an idle window (a run of 6,000 windows against one of 2,000, 1,000 experiments "
+                   "each, so that what a run pays once, its graph capture, polls and the empty windows after its "
+                   "end, cancels out; median of three pairs): " + ", ".join(
+                       f"{renames.get(k, k)} {v['us_per_window']:.1f} µs" for k, v in marginal.items()) + ".")
+    out.append("")
+    return out
+
+
+def node_orders(named: list[tuple[str, str]]) -> list[str]:
+    """Rows of the profile files `named` (file, commit) that compare node orders."""
+    out = ["### Node orders (experiments/profile_gpu.py --interleave)\n",
+           "Workload (a) at 8 MiB, kernel time only, identical results in every order. *backend's*: the default "
+           "(one experiment's nodes side by side, widest first); *role-major*: the same role of every experiment "
+           "side by side (a warp's lanes then run the same code, and in a batch of one experiment repeated, the "
+           "same events); *tiles of N*: role-major within groups of N consecutive experiments. *same seed*: the "
+           "batch is one experiment repeated; *seeds 1..N*: ECMP paths differ, as in an optimizer's generation.\n",
+           "| commit | batch | seeds | order | kernel (s) | G packet-hops/s |", "|---|---|---|---|---|---|"]
+    for name, commit in named:
+        d = load(name)
+        seeds = "same seed" if d.get("seeds", "same") == "same" else f"seeds 1..{d['batch']}"
+        for r in d["rows"]:
+            order = {False: "backend's", True: "role-major"}.get(r["interleave"], f"tiles of {r['interleave']}")
+            out.append(f"| `{commit}` | {d['batch']} | {seeds} | {order} | {r['kernel_s']:.2f} | {r['ghops_per_s']:.3f} |")
+    out.append("")
     return out
 
 
 def workload_b(runs: list[tuple[dict, str, str]]) -> list[str]:
     b = runs[0][0]["b"]
     out = ["### Workload (b): 128-GPU clusters (16 servers x 8 NICs, rail-optimised, ring all-reduce of 0.25 MiB)\n",
-           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865`, `7e0e891`, `84b9fed` and `76897a4`; `python experiments/bench_gpu.py --out OUT --sections "
+           "Commands: as (a) at `e446fa3`, `5c3c2fa`, `1ad0f11`, `6697865`, `7e0e891`, `84b9fed`, `76897a4` and `9500e4d`; `python experiments/bench_gpu.py --out OUT --sections "
            "identity,idle,b,c --b-mib 0.25 --b-max 1200 --budget-s 300` at `accee17`. Bytes per experiment (planner, exact): "
            f"{b['bytes_per_experiment'] / 2**20:.1f} MiB; **{b['fit']:,} fit in one batch** (85% of the free "
            "memory). CPU rows: 32 (x2 machine) or 16 cores; the row with one experiment per core is a partial run "
@@ -197,10 +223,10 @@ def multi_gpu(d: dict, commit: str) -> list[str]:
 
 
 def render() -> str:
-    commit, middle, previous, sixth, seventh, stealing, skips, latest = (
-        "e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2", "7e0e891", "84b9fed", "76897a4")
-    bench, mid, prev, six, seven, steal, skip, now = (load(f"bench_gpu_{c}") for c in (
-        commit, middle, previous, sixth, seventh, stealing, skips, latest))
+    commit, middle, previous, sixth, seventh, stealing, skips, grid3, latest = (
+        "e446fa3", "5c3c2fa", "1ad0f11", "6697865", "3e3ffc2", "7e0e891", "84b9fed", "76897a4", "9500e4d")
+    bench, mid, prev, six, seven, steal, skip, g3, now = (load(f"bench_gpu_{c}") for c in (
+        commit, middle, previous, sixth, seventh, stealing, skips, grid3, latest))
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
@@ -208,6 +234,7 @@ def render() -> str:
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
     lines += workload_a(now, latest, one, before=[
+        (g3, grid3, "before ring packets went through the L2 as evict-first lines, `nvidia-h200`"),
         (skip, skips, "with the switch skips, before the kernels dropped their per-event writes (hop counter, last "
                       "event time) and row stealing moved to 3 blocks per SM, `nvidia-h200`"),
         (steal, stealing, "row stealing, before the switch skips (an arrival recomputes its ingress port only if its "
@@ -268,14 +295,32 @@ def render() -> str:
                            ("profile_b4096_76897a4", "76897a4", {
                                "graph": "graph (the default: row stealing on 3 blocks/SM)",
                                "graph-grid4": "graph, row stealing on 4 blocks/SM",
-                               "graph-window3-steal": "graph, window kernel bounded for 3 blocks/SM, stealing on 3"})])
+                               "graph-window3-steal": "graph, window kernel bounded for 3 blocks/SM, stealing on 3"}),
+                           ("profile_b4096_direct_475e9d6", "475e9d6", {
+                               "graph": "graph, switches' direct path (60 bytes of spills)",
+                               "graph-nodirect": "graph, every packet through its egress queue",
+                               "graph-direct-window3": "graph, direct path, window kernel bounded for 3 blocks/SM",
+                               "graph-noeager": "graph, direct path, no eager start of delay tasks"}),
+                           ("profile_b4096_stream_214a7a0", "214a7a0", {
+                               "graph": "graph, ring packets evict-first (MV_RING_STREAM), direct path",
+                               "graph-nostream": "graph, ring packets with the default L2 priority, direct path",
+                               "graph-nodirect": "graph, ring packets evict-first, no direct path",
+                               "graph-noeager": "graph, ring packets evict-first, direct path, no eager delay tasks"}),
+                           ("profile_b4096_grid_c033686", "c033686", {
+                               "graph-grid3": "graph, row stealing on 3 blocks/SM (the default)",
+                               "graph-grid4": "graph, row stealing on 4 blocks/SM"}),
+                           ("profile_b4096_9500e4d", "9500e4d", {
+                               "graph": "graph (the default: ring packets evict-first, no direct path on the GPU)",
+                               "graph-direct": "graph, with the direct path (the CPU's default)"})])
+    lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
+                          ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
                  "experiments/diag_launch.py`, `d1c39d3`, `nvidia-h200`; experiments/results/gpu/diag_launch_d1c39d3.txt): "
                  "graph 15.7–16.0 µs, coop 15.8 µs, async 23.4 µs per window of 1,000 experiments. One commit "
                  "earlier the first graph run of a process took 2,962 µs per window: the run loop used CuPy "
                  "element-wise operations, which CuPy compiles at their first use; it now checks on the host.\n")
     lines += workload_b([(bench, commit, x2), (later, "accee17", one), (mid, middle, one), (prev, previous, one),
-                         (six, sixth, one), (steal, stealing, one), (skip, skips, one), (now, latest, one)])
+                         (six, sixth, one), (steal, stealing, one), (skip, skips, one), (g3, grid3, one), (now, latest, one)])
     lines += workload_c(now, latest, one)
     lines += multi_gpu(load(f"bench_multi_gpu_{commit}"), commit)
     return "\n".join(lines)
