@@ -1194,3 +1194,79 @@ def test_packet_hops_are_the_ports_ring_tails() -> None:
     assert default[-1].status == "stuck" and default[-1].end_ps > 0
     for a, b in zip(default, res):
         assert a.same_as(b) and a.end_ps == b.end_ps, f"{a.name}: " + "; ".join(differences(a, b))
+
+
+# The queued path alone (the GPU's default: MV_DIRECT=0) and every task start through the heap
+# (MV_EAGER_DELAY=0): builds the CPU runs too, so that CI, which has no GPU, still checks them.
+QUEUED_BUILD = {"MV_DIRECT": 0, "MV_EAGER_DELAY": 0}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(experiments(), min_size=1, max_size=3))
+def test_random_batches_match_the_reference_on_the_queued_path(exps) -> None:
+    """Random batches through the build without the switches' direct path and without eager delay
+    tasks (kernels/mv_switch.cuh, mv_sched.cuh) equal the reference, as the default build does."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    batch = build_batch(exps)
+    for r, exp in zip(extract_results(batch, CpuBackend(defines=QUEUED_BUILD).run(batch)), exps):
+        assert_matches_reference(r, exp)
+
+
+@pytest.mark.parametrize("limits", [{}, {"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}], ids=["scan", "trees"])
+def test_the_direct_path_changes_nothing_but_the_pools_it_spares(limits: dict) -> None:
+    """A packet its egress port sends at once, as the switch's next event, leaves from registers
+    (the direct path): the results are the queued path's, bit for bit, with PFC, ECN marking,
+    spraying and drops at a small descriptor pool, under both ways a switch finds its next event
+    (a scan of its cached port times; trees over them). The switches' pools show that the path
+    ran: fewer slots were ever taken from them."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    exps = [*sc.mixed_experiments(8), incast("dcqcn", 300_000), incast("dctcp", 200_000),
+            flows(fat_tree(), [(s, (s + 5) % 16) for s in range(16)], 200_000, cc="none", lb="spray"),
+            incast("none", 200_000, switch_packet_slots=40, pfc={"enabled": False}),
+            incast("none", 400_000, buffer_mb=0.5), ring_deadlock()]
+    out = {}
+    for direct in (0, 1):
+        batch = build_batch(exps)
+        start = batch.cols["node_pool_next"].copy()
+        res = extract_results(batch, CpuBackend(defines={**limits, "MV_DIRECT": direct}).run(batch))
+        switches = batch.cols["node_is_host"] == 0
+        taken = int((batch.cols["node_pool_next"] - start)[switches].sum())
+        out[direct] = res, taken
+    (queued, taken_queued), (direct, taken_direct) = out[0], out[1]
+    for a, b in zip(queued, direct):
+        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
+    assert any(r.counters["data_packets_dropped"] for r in queued)      # the small pool dropped packets
+    assert any(r.counters["ecn_marks"] for r in queued) and any(r.counters["pfc_pauses"] for r in queued)
+    assert taken_direct < taken_queued
+
+
+def test_eager_delay_tasks_change_nothing() -> None:
+    """A delay task ready at the time of the event that readied it starts at once (its finish
+    event pushed instead of a start event): same results as every start through the heap, for
+    chains and fans of delay tasks that become ready together, of zero and positive durations,
+    with flows after them and remote predecessors."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    g = TaskGraphBuilder()
+    a = g.delay(0, 3 * D)
+    fan = [g.delay(0, d, after=[a]) for d in (0, D // 2, 0, 2 * D)]      # ready together, some of no length
+    f = g.flow(0, 9, 50_000, after=fan[:2])
+    b = g.delay(9, D, after=[f])                                         # remote predecessor (a flow)
+    c = g.delay(9, 0, after=[b, g.delay(9, D)])
+    g.flow(9, 3, 20_000, after=[c])
+    exps = [sc.experiment(fat_tree(), g, cc="dcqcn"), _idle_gap_experiment(), *sc.mixed_experiments(4)]
+    res = {}
+    for eager in (0, 1):
+        batch = build_batch(exps)
+        res[eager] = extract_results(batch, CpuBackend(defines={"MV_EAGER_DELAY": eager}).run(batch))
+    for a_, b_, exp in zip(res[0], res[1], exps):
+        assert a_.same_as(b_), f"{a_.name}: " + "; ".join(differences(a_, b_))
+    assert_matches_reference(res[1][0], exps[0])
