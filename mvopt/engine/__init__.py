@@ -60,8 +60,8 @@ def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
     :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long run on one
     worker (experiments ended, furthest window, sub-batch). `capacities` ('auto', 'full',
     'compact'; :mod:`mvopt.engine.capacity`) sizes the packet slots: 'auto' gives compact ones
-    (a first try, retried with full ones where they run out) when full ones would need more than
-    one batch; results never depend on it. `report`, if given, receives each worker's figures
+    (a first try, retried with full ones where they run out) on the CPU, and on a GPU when full
+    ones would need more than one batch; results never depend on it. `report`, if given, receives each worker's figures
     (sub-batches with their build and run seconds, reruns with full slots, the CPU racer's wins)."""
     from mvopt.engine.plan import run_experiments
     return run_experiments(experiments, backend, memory_bytes=memory_bytes, progress=progress, capacities=capacities,

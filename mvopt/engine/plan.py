@@ -245,6 +245,14 @@ def _backend_for(worker: Worker):
     return get_backend(worker.kind, device=worker.device, threads=worker.threads)
 
 
+def compact_first(capacities: str, worker: Worker, batches_at_full: int) -> bool:
+    """Whether a worker's share starts with compact packet slots (`capacities` as in run_share;
+    `batches_at_full`: the sub-batches it would need with full ones)."""
+    if capacities == "auto":
+        return worker.kind == "cpu" or batches_at_full > 1
+    return capacities == "compact"
+
+
 def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | None = None,
               progress: ProgressFn | None = None, capacities: str = "auto",
               race_cpu: bool = False, race_threads: int | None = None) -> tuple[list, dict]:
@@ -254,8 +262,10 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
 
     `capacities` (:mod:`mvopt.engine.capacity`): ``full`` packet slots for every experiment;
     ``compact`` ones first, and the experiments that run out of them again with full ones (a
-    sub-batch of their own; the results are those of a full run); ``auto`` = compact when the
-    experiments at full capacities do not fit one batch, else full.
+    sub-batch of their own; the results are those of a full run); ``auto`` = compact on the CPU
+    (a smaller working set and fewer fresh pages to fault in: faster even counting the reruns,
+    docs/engine.md "Packet slots") and on a GPU when the experiments at full capacities do not
+    fit one batch, else full.
 
     `race_cpu`: the CPU's cores (`race_threads`, default all but one) run the same experiments
     meanwhile, heaviest serial load first, and whichever finishes one first provides its result
@@ -268,10 +278,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     cap = memory_bytes if memory_bytes is not None else be.batch_memory_limit()
     names = [e.name for e in exps]
     full_counts = thread_map(experiment_counts, exps)
-    compact = capacities == "compact"
     groups = split_by_memory(full_counts, cap, names)
-    if capacities == "auto" and len(groups) > 1:
-        compact = True
+    compact = compact_first(capacities, worker, len(groups))
     compact_counts = [{**c, **slot_counts(e, True)} for c, e in zip(full_counts, exps)] if compact else None
     if compact:
         groups = split_by_memory(compact_counts, cap, names)

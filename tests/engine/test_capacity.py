@@ -126,13 +126,21 @@ def test_user_sized_switch_pools_are_a_model_parameter_and_never_compact() -> No
     assert small.same_as(full)
 
 
-def test_auto_uses_compact_slots_only_when_full_ones_need_more_than_one_batch() -> None:
+def test_auto_uses_compact_slots_on_the_cpu_and_where_full_ones_need_more_than_one_batch() -> None:
+    """`auto`: compact slots first on the CPU (faster there, docs/engine.md), and on a GPU only when
+    full ones need more than one batch of its memory; `full` and `compact` as they say."""
+    from mvopt.engine.plan import compact_first
+
+    assert compact_first("auto", Worker("cpu"), 1) and compact_first("auto", Worker("gpu"), 2)
+    assert not compact_first("auto", Worker("gpu"), 1)
+    assert not compact_first("full", Worker("cpu"), 3) and compact_first("compact", Worker("gpu"), 1)
     exps = mixed_experiments(6)
     one = max(batch_bytes(experiment_counts(e)) for e in exps)
     _, roomy = run_share(Worker("cpu"), exps, memory_bytes=10 * sum(batch_bytes(experiment_counts(e)) for e in exps))
     _, tight = run_share(Worker("cpu"), exps, memory_bytes=int(1.5 * one))
-    assert not roomy["compact"] and roomy["sub_batches"] == 1
-    assert tight["compact"]
+    _, full = run_share(Worker("cpu"), exps, memory_bytes=int(1.5 * one), capacities="full")
+    assert roomy["compact"] and roomy["sub_batches"] == 1
+    assert tight["compact"] and not full["compact"] and full["sub_batches"] > tight["sub_batches"]
     small_total = sum(batch_bytes(experiment_counts(e, compact=True)) for e in exps)
     assert tight["sub_batches"] <= -(-small_total // int(1.5 * one)) + 1
 
