@@ -72,18 +72,32 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-direct-window3": {"launch": "graph", "MV_DIRECT": 1, "MV_WINDOW_MIN_BLOCKS": 3},
             "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0},
             # ring packets through the L2 with the default eviction priority, not evict-first
-            "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0}}
+            "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0},
+            # compact packet slots (rings and pools sized for traffic as it is: docs/engine.md,
+            # "Packet slots"), the CPU's default since the tenth session: a smaller footprint
+            "graph-compact": {"launch": "graph", "compact": True}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
 ORDERS = {"auto": "auto", "default": "default", "widest": "widest-first"}   # a variant's "order": $MVOPT_NODE_ORDER
 
 
-def run_once(be: GpuBackend, exps, interleave, max_iters=None, order: str = "auto"):
+def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, bool]:
+    """The backend (kernel macros, launch mode, grid), node order and packet slots (compact or
+    not) of a VARIANTS entry; `launch` unless the entry names one."""
+    spec = dict(spec)
+    order, compact = spec.pop("order", "auto"), spec.pop("compact", False)
+    be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
+                    l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
+                    defines=spec)
+    return be, order, compact
+
+
+def run_once(be: GpuBackend, exps, interleave, max_iters=None, order: str = "auto", compact: bool = False):
     """`interleave` (True, or a tile of experiments) overrides the order with
     node_order(interleave=True, tile=...) (and keeps it)."""
     os.environ["MVOPT_NODE_ORDER"] = "default" if interleave else ORDERS[order]
-    batch = build_batch(exps)
+    batch = build_batch(exps, compact=compact)
     if interleave:
         tile = 0 if interleave is True else int(interleave)
         batch.cols["node_order"][:] = node_order(batch.cols, interleave=True, tile=tile)
@@ -126,16 +140,12 @@ def main() -> None:
     rows, ref = [], None
     for name in args.variants.split(","):
         t = time.perf_counter()
-        spec = dict(VARIANTS[name])
-        order = spec.pop("order", "auto")
-        be = GpuBackend(launch=spec.pop("launch", None), steal=spec.pop("steal", None),
-                        l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                        defines=spec)
+        be, order, compact = variant(VARIANTS[name])
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], True, max_iters=200)          # module load, first-launch costs, clocks up
         orders = [{"true": True, "false": False}.get(x, x) for x in args.interleave.split(",")]
         for interleave in (orders if name == "base" else (False,)):
-            res, tm = run_once(be, exps, interleave, order=order)
+            res, tm = run_once(be, exps, interleave, order=order, compact=compact)
             hops = sum(r.counters["packet_hops"] for r in res)
             same = ref is None or all(a.same_as(b) for a, b in zip(res, ref))
             ref = ref or res
@@ -152,28 +162,18 @@ def main() -> None:
     idle_runs = [(launch, {"launch": launch}) for launch in LAUNCH_MODES]
     idle_runs += [(name, VARIANTS[name]) for name in args.variants.split(",") if name not in LAUNCH_MODES]
     for name, spec in idle_runs:
-        spec = dict(spec)
-        order = spec.pop("order", "auto")
-        launch = spec.pop("launch", None) or "graph"
-        be = GpuBackend(launch=launch, steal=spec.pop("steal", None), l2_fetch_bytes=spec.pop("l2_fetch", None),
-                        window_blocks=spec.pop("window_blocks", None), defines=spec)
+        be, order, _ = variant(spec, launch="graph")
         for interleave in ((True, False) if name == "async" else (False,)):
             res, tm = run_once(be, idle_experiments(1000), interleave, order=order)
             key = f"{name} interleave={interleave}"
             idle[key] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
             print(f"idle 1000 exps {key}: {idle[key]['us_per_window']:.1f} us per window "
                   f"(kernel {tm['kernel_s']:.3f} s, {res[0].windows} windows)", flush=True)
-    # the floor without throughput: one idle experiment (one block: the two launches per window,
-    # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
     # the marginal cost of an idle window under each variant asked for: 1,000 experiments of 6,000
     # delay tasks against 2,000, so that what a run pays once (graph capture, the polls, the empty
     # windows after its end) cancels out; the median of three pairs
     for name in args.variants.split(","):
-        spec = dict(VARIANTS[name])
-        order = spec.pop("order", "auto")
-        be = GpuBackend(launch=spec.pop("launch", None) or "graph", steal=spec.pop("steal", None),
-                        l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                        defines=spec)
+        be, order, _ = variant(VARIANTS[name], launch="graph")
         marginal = []
         for _ in range(3):
             (r2, t2), (r6, t6) = [run_once(be, idle_experiments(1000, tasks=k), False, order=order) for k in (2000, 6000)]
@@ -181,6 +181,8 @@ def main() -> None:
         idle[f"{name}, marginal"] = {"us_per_window": sorted(marginal)[1], "runs_us": marginal}
         print(f"idle 1000 exps {name}, marginal (6,000 against 2,000 tasks): "
               f"{' / '.join(f'{m:.2f}' for m in marginal)} us per window", flush=True)
+    # the floor without throughput: one idle experiment (one block: the two launches per window,
+    # the host's polls between graphs and one host's chain of loads), beside graph's 1,000 above
     res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
