@@ -14,11 +14,13 @@
 
 MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
 
-// Earliest unconsumed arrival on in-ring q (port q of our peer) visible in this iteration.
+// Arrival time of the packet at position `pos` of in-ring q (port q of our peer), MV_INF if the
+// ring holds none there that is visible in this iteration.
 MV_DEV int64_t ring_t_at(const Ctx* c, int64_t q, int64_t pos, int par) {
   if (pos >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
   return c->pkt[ring_slot(c, q, pos)].t;
 }
+// Earliest unconsumed arrival on in-ring q visible in this iteration.
 MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
   return ring_t_at(c, q, c->port_head[q * 2 + par], par);
 }

@@ -186,7 +186,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     PORT_T(c, out, PT_TX_BYTES) += b;
     return wire_send(c, v, out, par, t, &pk, -1) >= 0 ? out : SW_OUT_OF_SLOTS;
   }
-  int32_t s = pool_alloc(c, v);
+  int32_t s = pool_alloc(c, v);   // (cannot fail after `entered`: the direct path saw a free slot)
   if (s < 0) {
     if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
     if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
