@@ -1,11 +1,39 @@
 // CPU entry points: the two phases of the step as parallel loops (OpenMP when available); a
 // loop end is the barrier between phases. Compiled with MV_BACKEND_CPU after the generated struct Ctx.
+// One window of a batch of one experiment, its nodes shared by the threads: each thread also
+// reduces the reports of the nodes it ran (minima and sums: the result does not depend on who
+// reduces what), then one advances the experiment. advance_exp instead has one thread read every
+// node's row, just written by the other threads: a serial pass per window, which bounds how
+// much many cores can gain on one large experiment (the DP 140 training iteration: 421 windows/s
+// on a 16-core machine, 120 on one core of the 2-core development machine; docs/performance.md,
+// Fig. 12). No difference on the 2-core machine (a rail-sampled iteration of 896 servers on two
+// threads, alternating with the previous build); to be measured on many cores.
+static void mv_step_one(Ctx* c) {
+  int64_t next = MV_INF, prog = MV_INF, done = 0, acked = 0;
+#ifdef _OPENMP
+  #pragma omp parallel for schedule(dynamic, 16) num_threads(mv_nthreads) reduction(min: next, prog) reduction(+: done, acked)
+#endif
+  for (int64_t v = 0; v < c->n_node; ++v) {
+    node_window(c, v);
+    next = mv_min(next, c->node_next_ps[v]);
+    prog = mv_min(prog, c->node_prog_ps[v]);
+    done += c->node_tasks_done[v];
+    acked += c->node_flows_acked[v];
+  }
+  advance_with(c, 0, next, prog, done, acked);
+}
+
 MV_GLOBAL int64_t mv_run(Ctx* c, int64_t max_iters, int64_t threads) {
 #ifdef _OPENMP
   mv_nthreads = threads > 0 ? (int)threads : 1;
 #endif
   int64_t it = 0;
   for (; it < max_iters; ++it) {
+    if (c->n_exp == 1) {   // (the host runs several experiments by experiment: mv_run_by_experiment)
+      if (c->exp_status[0] == ST_RUN) mv_step_one(c);
+      if (c->exp_status[0] != ST_RUN) { ++it; break; }
+      continue;
+    }
     MV_FOR(v, c->n_node) node_step(c, v);
     MV_FOR(e, c->n_exp) advance_exp(c, e);
     int64_t running = 0;
