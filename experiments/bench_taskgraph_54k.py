@@ -189,8 +189,9 @@ def measure(name: str) -> dict:
 def simulate_case(exp, plan) -> dict:
     """Run the experiment on $MVOPT_54K_BACKEND (default gpu) for at most $MVOPT_54K_BUDGET_S wall
     seconds (default 300; the CPU backend stops after $MVOPT_54K_CPU_WINDOWS windows instead;
-    $MVOPT_54K_WINDOWS stops either after that many windows, for side-by-side runs): how far
-    the iteration got, or its time when it ended."""
+    $MVOPT_54K_WINDOWS stops either after that many windows, for side-by-side runs;
+    $MVOPT_54K_COMPACT=1 gives it compact packet slots): how far the iteration got, or its time
+    when it ended."""
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import extract_results
     from mvopt.experiment import training_report
@@ -198,8 +199,9 @@ def simulate_case(exp, plan) -> dict:
     backend = os.environ.get("MVOPT_54K_BACKEND", "gpu")
     be = get_backend(backend)
     t0 = time.perf_counter()
-    batch = build_batch([exp])
-    out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0}
+    compact = os.environ.get("MVOPT_54K_COMPACT") == "1"    # compact packet slots (the CPU's default)
+    batch = build_batch([exp], compact=compact)
+    out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0, "compact_slots": compact}
     if backend == "cpu":
         out["run_threads"] = int(os.environ.get("OMP_NUM_THREADS", "1"))
     t0 = time.perf_counter()
