@@ -333,6 +333,9 @@ class GpuBackend:
                 dev.update({name: cp.asarray(a) for name, a in batch.scratch.items()})
             else:
                 dev.update(scratch_arrays(batch, cp))  # built on the device, never copied
+            # ring packets are read and written as two 16-byte vectors (kernels/mv_common.cuh)
+            if dev["pkt"].data.ptr % 32:
+                raise AssertionError(f"packet slots at {dev['pkt'].data.ptr:#x}: not 32-byte aligned")
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))

@@ -1218,10 +1218,12 @@ def test_random_batches_match_the_reference_on_the_queued_path(exps) -> None:
 @pytest.mark.parametrize("limits", [{}, {"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}], ids=["scan", "trees"])
 def test_the_direct_path_changes_nothing_but_the_pools_it_spares(limits: dict) -> None:
     """A packet its egress port sends at once, as the switch's next event, leaves from registers
-    (the direct path): the results are the queued path's, bit for bit, with PFC, ECN marking,
-    spraying and drops at a small descriptor pool, under both ways a switch finds its next event
-    (a scan of its cached port times; trees over them). The switches' pools show that the path
-    ran: fewer slots were ever taken from them."""
+    (the direct path): the results are the queued path's, bit for bit, in batches with PFC (and a
+    deadlock), ECN marking elsewhere in the run, spraying and drops at a small descriptor pool,
+    under both ways a small switch finds its next event (a scan of its cached port times; trees
+    over them, for the 4- and 5-port switches here). The switches' pools show that the path ran:
+    fewer slots were ever taken from them. (Random batches against the reference cover the
+    direct path further: the default CPU build has it.)"""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
@@ -1270,3 +1272,31 @@ def test_eager_delay_tasks_change_nothing() -> None:
     for a_, b_, exp in zip(res[0], res[1], exps):
         assert a_.same_as(b_), f"{a_.name}: " + "; ".join(differences(a_, b_))
     assert_matches_reference(res[1][0], exps[0])
+
+
+def test_a_lone_experiment_on_several_threads_equals_it_in_a_batch() -> None:
+    """A batch of one large experiment runs its nodes on all threads, which also reduce their
+    nodes' reports (mv_step_one); in a batch of several, one thread runs it whole, reduced by
+    advance_exp (mv_run_by_experiment). Same results, windows and end."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    two = CpuBackend(threads=2)
+    if not two.openmp:
+        pytest.skip("the compiler has no OpenMP: one thread only")
+    g = TaskGraphBuilder()
+    for s in range(1, 9):
+        g.flow(64 * s, 0, 60_000)
+    for h in range(0, 1024, 37):
+        g.flow(h, (h + 300) % 1024, 30_000, after=[0] if h % 2 else [])
+    g.delay(5, 3 * D, after=[1])
+    big = Experiment(topology=cluster(topology="fat_tree", k=16), network=load_config({}).network, tasks=g.build(),
+                     name="k16")
+    alone = build_batch([big])
+    assert two.threads_for(alone) == 2
+    (a,) = extract_results(alone, two.run(alone))
+    pair = build_batch([big, incast("dcqcn", 100_000)])
+    b = extract_results(pair, two.run(pair))[0]
+    assert a.same_as(b) and a.windows == b.windows and a.end_ps == b.end_ps, "; ".join(differences(a, b))
+    assert a.status == "done"

@@ -162,26 +162,31 @@ MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
 // than the nodes' port records and queues, which their threads read again and again in the
 // window. Measured on an H200 (tenth session, docs/performance.md): workload (a) 0.976 against
 // 0.926 G packet-hops/s, DRAM read per window 2.16 against 2.46 GB. Slots are 32-byte aligned
-// (a 32-byte record in an allocation aligned to 256): two 16-byte accesses each.
+// (32-byte records in a column of their own, which CuPy aligns to 256 bytes: GpuBackend checks
+// it): two 16-byte accesses each; the packet in registers goes through a union (a Pkt alone is
+// only 8-byte aligned).
 #ifndef MV_RING_STREAM
 #define MV_RING_STREAM 1
 #endif
+#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
+union MvPktVec { Pkt p; longlong2 q[2]; };   // 16-byte aligned, wherever the compiler puts it
+#endif
 MV_DEV void ring_store(Pkt* dst, const Pkt& v) {
 #if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
-  const longlong2* src = reinterpret_cast<const longlong2*>(&v);
-  __stcs(reinterpret_cast<longlong2*>(dst), src[0]);
-  __stcs(reinterpret_cast<longlong2*>(dst) + 1, src[1]);
+  MvPktVec u;
+  u.p = v;
+  __stcs(reinterpret_cast<longlong2*>(dst), u.q[0]);
+  __stcs(reinterpret_cast<longlong2*>(dst) + 1, u.q[1]);
 #else
   *dst = v;
 #endif
 }
 MV_DEV Pkt ring_load(const Pkt* src) {
 #if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
-  Pkt v;
-  longlong2* dst = reinterpret_cast<longlong2*>(&v);
-  dst[0] = __ldcs(reinterpret_cast<const longlong2*>(src));
-  dst[1] = __ldcs(reinterpret_cast<const longlong2*>(src) + 1);
-  return v;
+  MvPktVec u;
+  u.q[0] = __ldcs(reinterpret_cast<const longlong2*>(src));
+  u.q[1] = __ldcs(reinterpret_cast<const longlong2*>(src) + 1);
+  return u.p;
 #else
   return *src;
 #endif

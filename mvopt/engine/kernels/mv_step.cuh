@@ -243,7 +243,10 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     if (ta <= td) {
       int64_t q = c->port_peer[ia];
       int64_t head = c->port_head[q * 2 + par];
-      if (cached) {   // the in-ring's next arrival, once this one is consumed (first: alone() reads it)
+      // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
+      // arrival then runs out of slots, the experiment ends and is run again from its start with
+      // full ones, so a persisted cache one packet ahead of port_head is never read)
+      if (cached) {
         ta_p[ia - lo] = ring_t_at(c, q, head + 1, par);
         if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
       }
