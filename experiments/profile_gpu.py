@@ -75,7 +75,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0},
             # compact packet slots (rings and pools sized for traffic as it is: docs/engine.md,
             # "Packet slots"), the CPU's default since the tenth session: a smaller footprint
-            "graph-compact": {"launch": "graph", "compact": True}}
+            "graph-compact": {"launch": "graph", "compact": True},
+            # silent hosts take their task events without the network checks (the CPU's default;
+            # 44 bytes of spills in the window kernel at 128 registers), and bounded for 3 blocks
+            "graph-silent": {"launch": "graph", "MV_SILENT_HOST": 1},
+            "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

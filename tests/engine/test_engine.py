@@ -1196,16 +1196,17 @@ def test_packet_hops_are_the_ports_ring_tails() -> None:
         assert a.same_as(b) and a.end_ps == b.end_ps, f"{a.name}: " + "; ".join(differences(a, b))
 
 
-# The queued path alone (the GPU's default: MV_DIRECT=0) and every task start through the heap
-# (MV_EAGER_DELAY=0): builds the CPU runs too, so that CI, which has no GPU, still checks them.
-QUEUED_BUILD = {"MV_DIRECT": 0, "MV_EAGER_DELAY": 0}
+# The GPU's paths on the CPU, so that CI, which has no GPU, still checks them: the switches'
+# queued path alone (MV_DIRECT=0) and every host window through the general loop
+# (MV_SILENT_HOST=0), the GPU's defaults.
+QUEUED_BUILD = {"MV_DIRECT": 0, "MV_SILENT_HOST": 0}
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(experiments(), min_size=1, max_size=3))
 def test_random_batches_match_the_reference_on_the_queued_path(exps) -> None:
-    """Random batches through the build without the switches' direct path and without eager delay
-    tasks (kernels/mv_switch.cuh, mv_sched.cuh) equal the reference, as the default build does."""
+    """Random batches through the GPU's paths (no direct path in the switches, no silent-host path:
+    kernels/mv_switch.cuh, mv_step.cuh) equal the reference, as the CPU's default build does."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
@@ -1300,3 +1301,28 @@ def test_a_lone_experiment_on_several_threads_equals_it_in_a_batch() -> None:
     b = extract_results(pair, two.run(pair))[0]
     assert a.same_as(b) and a.windows == b.windows and a.end_ps == b.end_ps, "; ".join(differences(a, b))
     assert a.status == "done"
+
+
+def test_silent_hosts_change_nothing() -> None:
+    """A host with no active flow, no control packet and nothing arriving takes its task events
+    without the network checks (MV_SILENT_HOST, the CPU's default) until a task starts a flow:
+    the same results as the general loop, with monitors sampling through such windows, flows
+    started by delay tasks, remote predecessors and hosts that stay silent for many windows."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    g = TaskGraphBuilder()
+    a = g.delay(0, 3 * D)
+    f = g.flow(0, 9, 50_000, after=[a, g.delay(0, 0, after=[a])])
+    g.flow(9, 3, 20_000, after=[g.delay(9, 2 * D, after=[f])])
+    monitored = dataclasses.replace(sc.experiment(fat_tree(), g, cc="dcqcn"), queue_monitor_ps=D // 2,
+                                    link_monitor=True)
+    exps = [monitored, _idle_gap_experiment(), *sc.mixed_experiments(4)]
+    res = {}
+    for silent in (0, 1):
+        batch = build_batch(exps)
+        res[silent] = extract_results(batch, CpuBackend(defines={"MV_SILENT_HOST": silent}).run(batch))
+    for a_, b_, exp in zip(res[0], res[1], exps):
+        assert a_.same_as(b_) and a_.end_ps == b_.end_ps, f"{a_.name}: " + "; ".join(differences(a_, b_))
+    assert_matches_reference(res[1][0], exps[0])
