@@ -310,7 +310,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t ms = mon_next(c, e);   // next monitor sample
   bool busy = false;             // processed an event in this window
   // A silent host (no active flow, no control packet queued, nothing arriving in this window: the
-  // in-ring holds only what the peer sent before the window) has only task events until one of
+  // in-ring's next packet, if any, arrives at or after its end) has only task events until one of
   // them starts a flow: it takes them without the network checks of the general loop (in-ring,
   // timers, transmissions), which would find nothing. The events and their order are the general
   // loop's. (Compute phases: most hosts, most windows.)
