@@ -194,7 +194,7 @@ class CpuBackend:
         total = 0
         threads = self.threads_for(batch)
         # several experiments: each thread runs whole experiments (cache locality); one
-        # experiment: all threads share each phase of it
+        # experiment: all threads share its nodes, window after window (mv_run, which takes one only)
         if int(batch.counts["n_exp"]) > 1:
             order = experiment_order(batch)
             if order.size != int(batch.counts["n_exp"]) or order.dtype != np.int64:

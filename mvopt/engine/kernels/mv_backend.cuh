@@ -34,11 +34,7 @@
   #define MV_GLOBAL extern "C"
   #ifdef _OPENMP
     static int mv_nthreads = 1;   // set per run by mv_run: small batches do not pay for a big team
-    #define MV_PRAGMA_FOR _Pragma("omp parallel for schedule(dynamic, 16) num_threads(mv_nthreads)")
-  #else
-    #define MV_PRAGMA_FOR
   #endif
-  #define MV_FOR(i, n) MV_PRAGMA_FOR for (int64_t i = 0; i < (n); ++i)
   #define MV_LOAD_SHARED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
   #define MV_STORE_SHARED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
   #define MV_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)   // phases end at loop ends: order for the compiler only

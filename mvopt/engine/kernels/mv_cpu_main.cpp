@@ -1,5 +1,6 @@
-// CPU entry points: the two phases of the step as parallel loops (OpenMP when available); a
-// loop end is the barrier between phases. Compiled with MV_BACKEND_CPU after the generated struct Ctx.
+// CPU entry points (OpenMP when available): a batch of one experiment shares its nodes among the
+// threads, window after window (mv_run); a batch of several gives each thread whole experiments
+// (mv_run_by_experiment). Compiled with MV_BACKEND_CPU after the generated struct Ctx.
 // One window of a batch of one experiment, its nodes shared by the threads: each thread also
 // reduces the reports of the nodes it ran (minima and sums: the result does not depend on who
 // reduces what), then one advances the experiment. advance_exp instead has one thread read every
@@ -15,30 +16,21 @@ static void mv_step_one(Ctx* c) {
 #endif
   for (int64_t v = 0; v < c->n_node; ++v) {
     node_window(c, v);
-    next = mv_min(next, c->node_next_ps[v]);
-    prog = mv_min(prog, c->node_prog_ps[v]);
-    done += c->node_tasks_done[v];
-    acked += c->node_flows_acked[v];
+    fold_report(c, v, &next, &prog, &done, &acked);
   }
   advance_with(c, 0, next, prog, done, acked);
 }
 
+// A batch of one experiment (the host calls mv_run_by_experiment for several): up to max_iters
+// windows; returns the windows run, the one in which the experiment ended included.
 MV_GLOBAL int64_t mv_run(Ctx* c, int64_t max_iters, int64_t threads) {
 #ifdef _OPENMP
   mv_nthreads = threads > 0 ? (int)threads : 1;
 #endif
   int64_t it = 0;
   for (; it < max_iters; ++it) {
-    if (c->n_exp == 1) {   // (the host runs several experiments by experiment: mv_run_by_experiment)
-      if (c->exp_status[0] == ST_RUN) mv_step_one(c);
-      if (c->exp_status[0] != ST_RUN) { ++it; break; }
-      continue;
-    }
-    MV_FOR(v, c->n_node) node_step(c, v);
-    MV_FOR(e, c->n_exp) advance_exp(c, e);
-    int64_t running = 0;
-    for (int64_t e = 0; e < c->n_exp; ++e) running += c->exp_status[e] == ST_RUN;
-    if (running == 0) { ++it; break; }
+    if (c->exp_status[0] == ST_RUN) mv_step_one(c);
+    if (c->exp_status[0] != ST_RUN) { ++it; break; }
   }
   return it;
 }
@@ -47,8 +39,9 @@ MV_GLOBAL int64_t mv_sizeof_int() { return (int64_t)sizeof(IntHop); }
 
 // Experiment-major order for the CPU: experiments are independent, so each thread runs whole
 // experiments from start to end (the same phases in the same order, restricted to the
-// experiment's nodes) and keeps one experiment's state hot in its cache. Results are identical
-// to mv_run's; the GPU, which needs the parallelism of all nodes at once, uses the phase order.
+// experiment's nodes) and keeps one experiment's state hot in its cache. Results are the
+// experiment's alone (mv_run's); the GPU, which needs the parallelism of all nodes at once, runs
+// every node's window, then every experiment's advance.
 static int64_t mv_run_one(Ctx* c, int64_t e, int64_t max_iters) {
   int64_t lo = c->exp_node_lo[e], hi = c->exp_node_hi[e], it = 0;
   for (; it < max_iters && c->exp_status[e] == ST_RUN; ++it) {

@@ -405,10 +405,6 @@ MV_DEV void node_window(Ctx* c, int64_t v) {
   }
 }
 
-MV_DEV void node_step(Ctx* c, int64_t v) {
-  if (c->exp_status[c->node_exp[v]] == ST_RUN) node_window(c, v);
-}
-
 // Phase 2 of the step for experiment e from its nodes' reports: the earliest pending event
 // (`next`), the earliest one that can make progress (`prog`; MV_CAP if a node ran out of slots), and the
 // tasks finished and flows acknowledged so far. The window count is written last, after a
@@ -427,16 +423,20 @@ MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t 
   MV_STORE_SHARED(c->exp_iter[e], c->exp_iter[e] + 1);
 }
 
+// Node v's report folded into an experiment's: the earliest next and progress times, the tasks
+// and flows finished so far (minima and sums: the order of the nodes cannot change the result).
+MV_DEV void fold_report(const Ctx* c, int64_t v, int64_t* next, int64_t* prog, int64_t* done, int64_t* acked) {
+  *next = mv_min(*next, c->node_next_ps[v]);
+  *prog = mv_min(*prog, c->node_prog_ps[v]);
+  *done += c->node_tasks_done[v];
+  *acked += c->node_flows_acked[v];
+}
+
 // Phase 2 by a reduction over the experiment's nodes (the CPU's form; the GPU's nodes report
 // through atomics instead).
 MV_DEV void advance_exp(Ctx* c, int64_t e) {
   if (c->exp_status[e] != ST_RUN) return;
   int64_t next = MV_INF, prog = MV_INF, done = 0, acked = 0;
-  for (int64_t v = c->exp_node_lo[e]; v < c->exp_node_hi[e]; ++v) {
-    next = mv_min(next, c->node_next_ps[v]);
-    prog = mv_min(prog, c->node_prog_ps[v]);
-    done += c->node_tasks_done[v];
-    acked += c->node_flows_acked[v];
-  }
+  for (int64_t v = c->exp_node_lo[e]; v < c->exp_node_hi[e]; ++v) fold_report(c, v, &next, &prog, &done, &acked);
   advance_with(c, e, next, prog, done, acked);
 }
