@@ -33,8 +33,7 @@ def workloads(training_windows: int) -> dict:
 
 
 def timed(exps, mode: str, windows: int | None) -> tuple[float, int]:
-    from mvopt.engine import build_batch, get_backend
-    from mvopt.engine import simulate
+    from mvopt.engine import build_batch, get_backend, simulate
 
     t = time.perf_counter()
     if windows is None:
@@ -59,7 +58,8 @@ def main() -> None:
             for mode in ("full", "compact"):
                 dt, again = timed(exps, mode, windows)
                 times[mode].append(dt)
-                reruns = max(reruns, again) if mode == "compact" else reruns
+                if mode == "compact":
+                    reruns = max(reruns, again)
         print(f"{name}: full {' / '.join(f'{x:.2f}' for x in times['full'])} s, compact "
               f"{' / '.join(f'{x:.2f}' for x in times['compact'])} s (median ratio "
               f"{statistics.median(times['full']) / statistics.median(times['compact']):.2f}x; "

@@ -72,7 +72,8 @@ class GpuBackend:
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
                  window_blocks: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
-        MV_CACHE_PORTS, MV_THREADS), for measuring variants; results do not depend on them.
+        MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, ...: docs/engine.md), for measuring
+        variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
         barriers) or 'async' (one launch, each experiment moves to its next window when its own
@@ -82,9 +83,9 @@ class GpuBackend:
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
         maximum L2 fetch granularity during a run (a hint to the driver, 0-128; default: left as
         it is, or $MVOPT_L2_FETCH_BYTES), restored afterwards (measured on an H200: 32 bytes was
-        slower than the device's 64, docs/performance.md). `time_phases` (graph mode, a diagnosis): launch each kernel directly between
-        two CUDA events instead of replaying graphs, and report the window and advance kernels'
-        GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing): the resident
+        slower than the device's 64, docs/performance.md). `time_phases` (graph mode, a
+        diagnosis): launch each kernel directly between two CUDA events instead of replaying
+        graphs, and report the window and advance kernels' GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing): the resident
         grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so that fewer nodes'
         state is in flight at once and more of it stays in the L2 between events).
         Results depend on none of these."""

@@ -384,7 +384,6 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         sizes.update(n_node=nn, n_port=npt, n_task=nt, n_flow=nf)
         return sizes
 
-
     added = thread_map(write, range(len(experiments)))
     if len(experiments) == 1:
         totals = added[0]
