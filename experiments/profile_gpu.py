@@ -79,7 +79,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # silent hosts take their task events without the network checks (the CPU's default;
             # 44 bytes of spills in the window kernel at 128 registers), and bounded for 3 blocks
             "graph-silent": {"launch": "graph", "MV_SILENT_HOST": 1},
-            "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3}}
+            "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3},
+            # (eleventh session) each experiment's nodes in one block, a block per group of
+            # experiments, the block's barrier between the phases: no launch between windows
+            "groups": {"launch": "groups"}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

@@ -34,11 +34,15 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
     """Blocks of `threads` threads that cover `rows` rows (at least one)."""
     return max(1, -(-int(rows) // threads))
 
+
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
 # windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
 # docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
-# per-experiment windows inside one launch, no grid-wide barrier (async).
-LAUNCH_MODES = ("graph", "coop", "async")
+# per-experiment windows inside one launch, no grid-wide barrier (async); each experiment's nodes
+# in one block, the block's barrier between the phases (groups: experiments of at most
+# GROUP_THREADS_MAX nodes; a batch with a larger one runs as graph).
+LAUNCH_MODES = ("graph", "coop", "async", "groups")
+GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
@@ -47,6 +51,27 @@ GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 wi
 # events. Workload (a), 8 MiB, side by side at 74e0054: 2,048 experiments 0.876 -> 0.907 G
 # packet-hops/s, 4,096 0.862 -> 0.916 (2 per SM: 0.778 / 0.909; 1: 0.806 at 4,096).
 STEAL_BLOCKS_PER_SM = 3
+
+
+def experiment_groups(nodes: np.ndarray, threads: int = THREADS,
+                      limit: int = GROUP_THREADS_MAX) -> tuple[np.ndarray, int] | None:
+    """The groups launch mode's blocks: consecutive experiments (`nodes[e]` nodes each) packed
+    greedily into blocks of `threads` threads (more, in warps, if an experiment needs them), as
+    offsets: block b runs experiments offsets[b] .. offsets[b + 1]. Returns (offsets, threads),
+    or None if an experiment has more than `limit` nodes."""
+    nodes = np.asarray(nodes, np.int64)
+    widest = int(nodes.max()) if nodes.size else 1
+    if widest > limit:
+        return None
+    threads = max(threads, -(-widest // 32) * 32)
+    offsets, used = [0], 0
+    for e, n in enumerate(nodes.tolist()):
+        if used + n > threads:
+            offsets.append(e)
+            used = 0
+        used += n
+    offsets.append(int(nodes.size))
+    return np.asarray(offsets, np.int64), threads
 
 
 def gpu_count() -> int:
@@ -76,8 +101,10 @@ class GpuBackend:
         variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
-        barriers) or 'async' (one launch, each experiment moves to its next window when its own
-        nodes finished the last one); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
+        barriers), 'async' (one launch, each experiment moves to its next window when its own
+        nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
+        whose barrier separates the phases; a batch with an experiment of more than
+        GROUP_THREADS_MAX nodes runs as 'graph'); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
         mode's window kernel runs on a resident grid whose warps take rows from a counter
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
@@ -129,6 +156,7 @@ class GpuBackend:
             self.phase_module = cupy.RawModule(code=kernel_source("cuda"), options=options)
             self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}")
                            for p in ("window", "advance")}
+            self.groups_kernel = self.phase_module.get_function("mv_run_groups")
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
@@ -181,12 +209,12 @@ class GpuBackend:
         budget is spent. `launch_to(cap)` runs experiments up to window `cap`: coop raises it by
         `chunk` per launch, adapted so that a launch takes a fraction of a second (the host
         regains control, and an interrupted process releases the GPU, within about a second);
-        async launches stop on a time budget of their own. A launch that moved no experiment
+        async launches stop on a time budget of their own (groups on both). A launch that moved no experiment
         forward is a bug in the kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
         windows = iters.get()
         while self._poll(status, iters, cap_total, progress, steer):
-            cap = min(cap_total, cap + chunk) if mode == "coop" else cap_total
+            cap = min(cap_total, cap + chunk) if mode in ("coop", "groups") else cap_total
             t = time.perf_counter()
             launch_to(cap)
             self._wait()
@@ -340,7 +368,13 @@ class GpuBackend:
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
-            mode = self.launch
+            mode, block_threads = self.launch, self.threads
+            groups = None
+            if mode == "groups":
+                groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
+                                           GROUP_THREADS_MAX)
+                if groups is None:    # an experiment too large for a block: the default mode
+                    mode = "graph"
             # one-launch modes: a resident grid; graph modes launch full grids (for the record)
             blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
@@ -355,6 +389,12 @@ class GpuBackend:
                 if mode == "graph":     # (blocks: the window kernel's grid)
                     blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
                                              steer)
+                elif mode == "groups":
+                    offsets, block_threads = groups
+                    blocks, offsets = len(offsets) - 1, cp.asarray(offsets)
+                    self._run_launches(mode, lambda cap: self.groups_kernel(
+                        (blocks,), (block_threads,), (np.int64(cap), offsets, np.int64(ASYNC_LAUNCH_NS))),
+                                       status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
                 else:
                     if mode == "coop":
                         out = cp.zeros(2, dtype=np.int64)
@@ -386,7 +426,7 @@ class GpuBackend:
             # another study's worker) may need it before this one runs again
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
-                                "blocks": blocks, "threads_per_block": self.threads, "launch": mode}
+                                "blocks": blocks, "threads_per_block": block_threads, "launch": mode}
             if mode == "graph" and self.phase_s is not None:
                 self.last_timing["phase_s"] = dict(self.phase_s)
             return total

@@ -1,5 +1,6 @@
 """The GPU's launch modes (one launch with per-experiment windows; one cooperative launch with
-grid-wide barriers; one launch per phase replayed as a CUDA graph) give identical results,
+grid-wide barriers; one launch per phase replayed as a CUDA graph; a block per group of
+experiments, barriers inside the block) give identical results,
 equal to the CPU's, also when a run is cut into many short launches. Skipped without CuPy and
 a GPU."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvopt.engine import build_batch, simulate
+from mvopt.engine import build_batch, get_backend, simulate
 from mvopt.engine.batch import extract_results
 from mvopt.testing.backends import available_backends
 from mvopt.testing.scenarios import mixed_experiments
@@ -39,6 +40,45 @@ def test_async_launches_pause_and_resume_cleanly(monkeypatch) -> None:
     batch = build_batch(EXPS)
     res = extract_results(batch, _gpu.GpuBackend(launch="async").run(batch))
     assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
+def test_group_launches_pause_and_resume_cleanly(monkeypatch) -> None:
+    """The groups mode with a 10 us budget and one window per first launch stops its blocks
+    between windows many times over; also a run stopped early (max_iters) and continued on the
+    CPU. Both end with the CPU's results."""
+    from mvopt.engine import _gpu
+
+    monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", 10_000)
+    exps = mixed_experiments(6)
+    cpu = simulate(exps, backend="cpu")
+    be = _gpu.GpuBackend(launch="groups")
+    batch = build_batch(exps)
+    res = extract_results(batch, be.run(batch, chunk_iters=1))
+    assert be.last_timing["launch"] == "groups"
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+    batch = build_batch(exps)
+    iters = be.run(batch, max_iters=5)
+    assert batch.scratch is not None
+    iters += get_backend("cpu").run(batch)
+    assert all(a.same_as(b) for a, b in zip(cpu, extract_results(batch, iters)))
+
+
+def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None:
+    """Blocks of a warp or two (about one experiment each: the block size is that of the widest
+    experiment), and a batch with an experiment beyond the largest block, which runs in the
+    graph mode."""
+    from mvopt.engine import _gpu
+
+    exps = mixed_experiments(5)
+    cpu = simulate(exps, backend="cpu")
+    widest = max(int(n) for n in (lambda b: b.cols["exp_node_hi"] - b.cols["exp_node_lo"])(build_batch(exps)))
+    for limit, launch in ((512, "groups"), (widest - 1, "graph")):
+        monkeypatch.setattr(_gpu, "GROUP_THREADS_MAX", limit)
+        be = _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": 32})
+        batch = build_batch(exps)
+        res = extract_results(batch, be.run(batch))
+        assert be.last_timing["launch"] == launch
+        assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
 
 
 def test_switch_event_selection_paths_match_the_cpu() -> None:

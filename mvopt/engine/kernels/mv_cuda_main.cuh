@@ -4,6 +4,9 @@
 //                  replayed as a CUDA graph. (Advancing each experiment inside the window launch,
 //                  by the last of its nodes to finish, measured slower: docs/performance.md.)
 //   mv_run_coop    one cooperative launch, a grid-wide barrier after each phase.
+//   mv_run_groups  ("groups") one launch, each experiment's nodes in one block: the block's
+//                  barrier separates the phases, window after window (experiments of at most
+//                  MV_GROUP_THREADS nodes).
 //   mv_run_async   one launch, no grid-wide barrier: the nodes of an experiment report the end of
 //                  their window to it, and the last one to arrive advances the experiment, which
 //                  lets its nodes start the next window (no thread waits for the slowest node of
@@ -125,6 +128,41 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
     if (lead) running[(it + 1) & 1] = 0;   // next iteration's counter; nobody adds to it before the next sync
     grid.sync();
     if (running[it & 1] == 0) return;
+  }
+}
+
+// "groups": every experiment's nodes in one block, a block per group of consecutive experiments
+// (group_exp[b] .. group_exp[b + 1]; the host packs them, at most blockDim nodes in all). The
+// block's barrier separates the phases: an experiment depends on nothing outside its own
+// nodes, so the blocks never wait for one another, need not be resident together, and no
+// launch or grid-wide barrier separates two windows. A block runs its experiments' windows up
+// to `cap` (the host raises it launch by launch) or until `budget_ns` has passed (a clean
+// pause between windows), then ends.
+#ifndef MV_GROUP_THREADS
+#define MV_GROUP_THREADS 512   // the largest block (and so experiment) this kernel takes: 128 registers
+#endif
+__device__ __noinline__ void group_advance(Ctx* c, int64_t e) { advance_reported(c, e); }
+MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
+                                                                    int64_t budget_ns) {
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  __shared__ int stop;
+  __shared__ int64_t t0;
+  if (threadIdx.x == 0) t0 = mv_clock_ns();
+  for (;;) {
+    // (the block's rows are read again each window, not kept: registers the window needs; the
+    // kernel holds 128 without spills only so)
+    int64_t e_lo = group_exp[blockIdx.x];
+    int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
+    if (v < c->exp_node_hi[group_exp[blockIdx.x + 1] - 1]) {
+      int64_t e = c->node_exp[v];
+      if (exp_active(c, e, cap)) node_window_report(c, v, e);
+    }
+    __syncthreads();   // (also makes the window's global writes visible to the block)
+    int64_t mine = group_exp[blockIdx.x] + threadIdx.x;   // the experiment this thread advances, if any
+    bool advances = mine < group_exp[blockIdx.x + 1];
+    if (advances && exp_active(c, mine, cap)) group_advance(c, mine);
+    if (threadIdx.x == 0) stop = mv_clock_ns() - t0 > budget_ns;
+    if (!__syncthreads_or(advances && exp_active(c, mine, cap)) || stop) return;
   }
 }
 

@@ -1,0 +1,30 @@
+"""How the GPU's groups launch mode packs experiments into blocks (engine/_gpu.py,
+experiment_groups): host code, tested without a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mvopt.engine._gpu import experiment_groups
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_groups_cover_every_experiment_once_within_their_blocks(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 300, size=int(rng.integers(1, 200)))
+    offsets, threads = experiment_groups(nodes, 128, 512)
+    assert threads % 32 == 0 and threads >= max(128, int(nodes.max()))
+    assert offsets[0] == 0 and offsets[-1] == nodes.size and (np.diff(offsets) > 0).all()
+    per_block = np.add.reduceat(nodes, offsets[:-1])
+    assert (per_block <= threads).all()
+    # greedy: the next experiment would not have fitted in the block before it
+    assert (per_block[:-1] + nodes[offsets[1:-1]] > threads).all()
+
+
+def test_small_experiments_share_a_block_and_large_ones_do_not_fit() -> None:
+    offsets, threads = experiment_groups(np.full(10, 36), 128, 512)
+    assert threads == 128 and offsets.tolist() == [0, 3, 6, 9, 10]
+    offsets, threads = experiment_groups(np.array([36, 200, 36]), 128, 512)
+    assert threads == 224 and offsets.tolist() == [0, 1, 2, 3]
+    assert experiment_groups(np.array([36, 513]), 128, 512) is None
