@@ -82,7 +82,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3},
             # (eleventh session) each experiment's nodes in one block, a block per group of
             # experiments, the block's barrier between the phases: no launch between windows
-            "groups": {"launch": "groups"}}
+            "groups": {"launch": "groups"},
+            "groups-t256": {"launch": "groups", "MV_THREADS": 256}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
