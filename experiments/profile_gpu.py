@@ -83,7 +83,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (eleventh session) each experiment's nodes in one block, a block per group of
             # experiments, the block's barrier between the phases: no launch between windows
             "groups": {"launch": "groups"},
-            "groups-t256": {"launch": "groups", "MV_THREADS": 256}}
+            "groups-t256": {"launch": "groups", "MV_THREADS": 256},
+            "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

@@ -391,9 +391,12 @@ class GpuBackend:
                                              steer)
                 elif mode == "groups":
                     offsets, block_threads = groups
+                    # the reports of a block's experiments, four words each, in shared memory
+                    report_bytes = 32 * int(np.diff(offsets).max())
                     blocks, offsets = len(offsets) - 1, cp.asarray(offsets)
                     self._run_launches(mode, lambda cap: self.groups_kernel(
-                        (blocks,), (block_threads,), (np.int64(cap), offsets, np.int64(ASYNC_LAUNCH_NS))),
+                        (blocks,), (block_threads,), (np.int64(cap), offsets, np.int64(ASYNC_LAUNCH_NS)),
+                        shared_mem=report_bytes),
                                        status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
                 else:
                     if mode == "coop":

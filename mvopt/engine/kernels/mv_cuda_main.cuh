@@ -44,17 +44,22 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // Node v's window, then its report to experiment e: the minimum of the next-event and progress
 // times and the tasks and flows it finished (integer minima and sums: the order in which the
 // nodes report cannot change the result).
-MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
+// `acc`: the experiment's four accumulators (next, prog, done, acked), in global or shared memory.
+// (A report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic.)
+MV_DEV void node_window_into(Ctx* c, int64_t v, int64_t* next_acc, int64_t* prog_acc, int64_t* done_acc,
+                             int64_t* acked_acc) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
   node_window(c, v);
-  // (a report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic)
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
-  if (next < MV_INF) atomicMin(&c->exp_acc_next[e], next);
-  if (prog < MV_INF) atomicMin(&c->exp_acc_prog[e], prog);
+  if (next < MV_INF) atomicMin(next_acc, next);
+  if (prog < MV_INF) atomicMin(prog_acc, prog);
   int32_t done = c->node_tasks_done[v] - done0, acked = c->node_flows_acked[v] - acked0;
-  if (done) atomicAdd((unsigned long long*)&c->exp_done[e], (unsigned long long)done);
-  if (acked) atomicAdd((unsigned long long*)&c->exp_acked[e], (unsigned long long)acked);
+  if (done) atomicAdd((unsigned long long*)done_acc, (unsigned long long)done);
+  if (acked) atomicAdd((unsigned long long*)acked_acc, (unsigned long long)acked);
   c->node_iter[v] += 1;
+}
+MV_DEV void node_window_report(Ctx* c, int64_t v, int64_t e) {
+  node_window_into(c, v, &c->exp_acc_next[e], &c->exp_acc_prog[e], &c->exp_done[e], &c->exp_acked[e]);
 }
 
 // Phase 2 from the nodes' reports, which it clears for the next window.
@@ -141,13 +146,30 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
 #ifndef MV_GROUP_THREADS
 #define MV_GROUP_THREADS 512   // the largest block (and so experiment) this kernel takes: 128 registers
 #endif
-__device__ __noinline__ void group_advance(Ctx* c, int64_t e) { advance_reported(c, e); }
+// The group's reports go to shared memory (`acc`, four words per experiment of the group: the
+// earliest next and progress times, the tasks and flows finished in this window), and the
+// advance publishes nothing beyond the block: its barrier orders the nodes' windows.
+// (Not inlined: the window's registers are the kernel's; inlined, it spilled 20 bytes.)
+__device__ __noinline__ void group_advance(Ctx* c, int64_t e, int64_t* a) {
+  int64_t done = c->exp_done[e] + a[2], acked = c->exp_acked[e] + a[3];
+  c->exp_done[e] = done;
+  c->exp_acked[e] = acked;
+  advance_with(c, e, a[0], a[1], done, acked, false);
+  a[0] = a[1] = MV_INF;
+  a[2] = a[3] = 0;
+}
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t budget_ns) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  extern __shared__ int64_t acc[];
   __shared__ int stop;
   __shared__ int64_t t0;
   if (threadIdx.x == 0) t0 = mv_clock_ns();
+  for (int64_t k = threadIdx.x; k < group_exp[blockIdx.x + 1] - group_exp[blockIdx.x]; k += blockDim.x) {
+    acc[4 * k] = acc[4 * k + 1] = MV_INF;
+    acc[4 * k + 2] = acc[4 * k + 3] = 0;
+  }
+  __syncthreads();
   for (;;) {
     // (the block's rows are read again each window, not kept: registers the window needs; the
     // kernel holds 128 without spills only so)
@@ -155,12 +177,13 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap,
     int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
     if (v < c->exp_node_hi[group_exp[blockIdx.x + 1] - 1]) {
       int64_t e = c->node_exp[v];
-      if (exp_active(c, e, cap)) node_window_report(c, v, e);
+      int64_t* a = acc + 4 * (e - e_lo);
+      if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
     }
     __syncthreads();   // (also makes the window's global writes visible to the block)
     int64_t mine = group_exp[blockIdx.x] + threadIdx.x;   // the experiment this thread advances, if any
     bool advances = mine < group_exp[blockIdx.x + 1];
-    if (advances && exp_active(c, mine, cap)) group_advance(c, mine);
+    if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
     if (threadIdx.x == 0) stop = mv_clock_ns() - t0 > budget_ns;
     if (!__syncthreads_or(advances && exp_active(c, mine, cap)) || stop) return;
   }

@@ -408,8 +408,10 @@ MV_DEV void node_window(Ctx* c, int64_t v) {
 // Phase 2 of the step for experiment e from its nodes' reports: the earliest pending event
 // (`next`), the earliest one that can make progress (`prog`; MV_CAP if a node ran out of slots), and the
 // tasks finished and flows acknowledged so far. The window count is written last, after a
-// fence: on the GPU it is the signal that lets the experiment's nodes start the next window.
-MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked) {
+// fence (`publish`): on the GPU it is the signal that lets the experiment's nodes start the next
+// window (a caller whose nodes are ordered by a barrier of their own needs no fence).
+MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t done, int64_t acked,
+                         bool publish = true) {
   int64_t w = c->exp_window_ps[e];
   int64_t iv = EI(c, e, EI_MON_PS);   // the nodes recorded every sample due by the window's end
   if (iv > 0) c->exp_mon_k[e] = (c->exp_T_ps[e] + w) / iv + 1;
@@ -419,6 +421,10 @@ MV_DEV void advance_with(Ctx* c, int64_t e, int64_t next, int64_t prog, int64_t 
   else if (prog >= MV_INF) c->exp_status[e] = ST_STUCK;
   else if (t > c->exp_limit_ps[e]) c->exp_status[e] = ST_TIMEOUT;
   else c->exp_T_ps[e] = t;
+  if (!publish) {
+    c->exp_iter[e] += 1;
+    return;
+  }
   MV_FENCE();
   MV_STORE_SHARED(c->exp_iter[e], c->exp_iter[e] + 1);
 }
