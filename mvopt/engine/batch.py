@@ -12,7 +12,7 @@ from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
-from mvopt.engine import schema
+from mvopt.engine import routes, schema
 from mvopt.engine.capacity import node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import Experiment, ResolvedParams
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
@@ -229,12 +229,17 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    from mvopt.engine.plan import experiment_counts, thread_map
+    from mvopt.engine.plan import batch_route_counts, experiment_counts, thread_map
+    # experiments of one topology share its dense routing table (engine/routes.py): the first of
+    # them brings it
+    keys = thread_map(lambda i: routes.route_key(experiments[i].topology), range(len(experiments)))
+    table_of = routes.table_owners([e.topology for e in experiments], keys)
     if len(experiments) == 1:       # its parts become the columns: no counts needed
         starts, totals, out = [_ZERO_STARTS], {}, _ColumnWriter(None)
     else:
         if exp_counts is None:
             exp_counts = thread_map(lambda i: experiment_counts(experiments[i], flags[i]), range(len(experiments)))
+        exp_counts = batch_route_counts(experiments, exp_counts, table_of)
         # each experiment's first row of every kind (the running sums of the counts before it):
         # its parts' places in the columns, known before any is made, so that experiments are
         # written in parallel (NumPy releases the interpreter lock for most of the work)
@@ -312,6 +317,18 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("route_nh_lo", nhs_off[rset] + nh_base); add("route_nh_hi", nhs_off[rset + 1] + nh_base)
         add("route_nh", np.asarray(topo.nhset_port, np.int64) + port_base)
         sizes["n_route"], sizes["n_nh"] = int(sw_off[-1]), int(nhs_off[-1])
+        sizes["n_rtab"] = sizes["n_rtnh"] = 0
+        owner = table_of[i]
+        if owner is None:
+            add("node_rtab", np.full(nn, -1, np.int64))
+        else:
+            row = np.full(nn, -1, np.int64)
+            row[nh:] = starts[owner]["n_rtab"] + np.arange(nn - nh) * nh
+            add("node_rtab", row); add("node_rtnh", np.where(is_host, 0, starts[owner]["n_rtnh"]))
+            if owner == i:
+                rtab, rtab_nh = routes.dense_routes(topo)
+                add("rtab", rtab); add("rtab_nh", rtab_nh)
+                sizes["n_rtab"], sizes["n_rtnh"] = int(rtab.size), int(rtab_nh.size)
         buf = np.zeros(nn, np.int64); buf[nh:] = p.sw_buffer
         port_cost = p.port_headroom + p.sw_reserve
         reserved = np.add.reduceat(port_cost, poff[:-1]) if npt else np.zeros(nn, np.int64)
@@ -394,7 +411,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     counts = {"n_exp": len(experiments),
               **{k: totals.get(k, 0) for k in ("n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route",
                                                "n_nh", "n_heap", "n_list")},
-              "n_monq": max(1, totals.get("n_monq", 0)), "n_monw": max(1, totals.get("n_monw", 0))}
+              **{k: max(1, totals.get(k, 0)) for k in ("n_monq", "n_monw", "n_rtab", "n_rtnh")}}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
     for at, lo, (cap, delay, ppb) in zip(starts, ring_lo, wire_parts):
         out.adder(at)("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mvopt.engine import schema
+from mvopt.engine import routes, schema
 from mvopt.engine.batch import build_batch, dependency_ends, extract_results, monitor_rows
 from mvopt.engine.capacity import CAPACITY_MODES, node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import Experiment
@@ -147,10 +147,29 @@ def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
     n_flow = int((g.kind == FLOW).sum())
     return {"n_exp": 1, "n_node": nn, "n_port": npt, "n_task": int(g.n), "n_flow": n_flow, "n_pred": int(remote.sum()),
             "n_succ": int(g.pred.size), "n_route": int(np.asarray(topo.sw_route_offset)[-1]),
-            "n_nh": int(np.asarray(topo.nhset_offset)[-1]), **slot_counts(exp, compact),
+            "n_nh": int(np.asarray(topo.nhset_offset)[-1]), **route_table_counts(topo, True), **slot_counts(exp, compact),
             "n_hop": n_flow if exp.network.cc == "hpcc" else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
             "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
+
+
+def route_table_counts(topo, owner: bool) -> dict[str, int]:
+    """The rows of the dense routing tables (engine/routes.py) of an experiment of `topo`: its
+    topology's table if it brings it to the batch (`owner`; experiment_counts counts it so, an
+    upper bound), none if another experiment of the same topology does."""
+    if not owner or not routes.has_table(topo):
+        return {"n_rtab": 0, "n_rtnh": 0}
+    return {"n_rtab": int(topo.n_switch) * int(topo.n_host), "n_rtnh": int(topo.nhset_port.size)}
+
+
+def batch_route_counts(experiments: Sequence[Experiment], counts: list[dict[str, int]],
+                       owners: list[int | None] | None = None) -> list[dict[str, int]]:
+    """`counts` (experiment_counts of `experiments`) as the experiments hold rows in one batch:
+    the dense routing table of a topology counted once, for the first experiment of it
+    (`owners`: routes.table_owners of their topologies, computed if not given)."""
+    if owners is None:
+        owners = routes.table_owners([e.topology for e in experiments])
+    return [{**c, **route_table_counts(e.topology, owners[i] == i)} for i, (c, e) in enumerate(zip(counts, experiments))]
 
 
 def slot_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:

@@ -48,10 +48,11 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw")
+          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
-# column has a valid address): INT records, HPCC's per-flow hop state and the monitor tables.
-MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw")
+# column has a valid address): INT records, HPCC's per-flow hop state, the monitor tables and the
+# dense routing tables.
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh")
 SCALARS = COUNTS + ("has_int",)
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -114,6 +115,9 @@ COLUMNS: tuple[Column, ...] = (
     _c("node_port_hi", "i32", "n_node", "one past its last port"),
     _c("node_route_lo", "i32", "n_node", "switch: first route range"),
     _c("node_route_hi", "i32", "n_node", "switch: one past its last route range"),
+    _c("node_rtab", "i32", "n_node", "switch: its row of rtab (a dense routing table, engine/routes.py; shared by "
+       "the experiments of one topology), -1: none (the range search)"),
+    _c("node_rtnh", "i32", "n_node", "switch: where its topology's next-hop sets begin in rtab_nh"),
     _c("node_buffer", "i64", "n_node", "switch: shared buffer bytes"),
     _c("node_reserved", "i64", "n_node", "switch: sum of headroom and reserve over its ports"),
     _c("node_task_lo", "i32", "n_node", "host: first entry of its remote-dependency task list"),
@@ -216,6 +220,10 @@ COLUMNS: tuple[Column, ...] = (
     _c("route_nh_lo", "i32", "n_route", "next-hop ports of the range in route_nh"),
     _c("route_nh_hi", "i32", "n_route", ""),
     _c("route_nh", "i32", "n_nh", "next-hop ports (global ids)"),
+    _c("rtab", "i32", "n_rtab", "dense routing tables, a row per switch of each distinct topology, an entry per "
+       "destination host: (a << 8) | n, n next hops; n = 1: the port's index among the switch's ports; n > 1: "
+       "the first of them in rtab_nh, from node_rtnh"),
+    _c("rtab_nh", "i32", "n_rtnh", "next-hop sets of the dense tables: port indices among their switch's ports"),
     # ---- packets, task heaps, active lists ---------------------------------------------------
     _c("pkt", "pkt", "n_slot", "scratch: packet slots: port rings, then node pools"),
     _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),

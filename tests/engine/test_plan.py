@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mvopt.engine import build_batch, simulate
-from mvopt.engine.plan import (Worker, balance, batch_bytes, batch_counts, experiment_cost, experiment_counts,
+from mvopt.engine.plan import (Worker, balance, batch_bytes, batch_counts, batch_route_counts, experiment_cost, experiment_counts,
                                parse_backend, run_experiments, run_share, split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
@@ -27,14 +27,19 @@ def _no_racer_threads_left():
 
 
 def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
+    """Exactly, with each topology's dense routing table counted once (batch_route_counts); the
+    planner's plain sum counts one per experiment, an upper bound."""
     batch = build_batch(EXPS)
-    summed = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in batch.counts if k != "has_int"}
+    counts = batch_route_counts(EXPS, [experiment_counts(e) for e in EXPS])
+    summed = {k: sum(c[k] for c in counts) for k in batch.counts if k != "has_int"}
     assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k != "has_int"}
     assert batch.counts["n_hop"] == batch.counts["n_flow"]    # HPCC in the mix: hop state for every flow
     no_hpcc = [e for e in EXPS if e.network.cc != "hpcc"]
     assert build_batch(no_hpcc).counts["n_hop"] == 1
-    total = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in experiment_counts(EXPS[0])}
+    total = {k: sum(c[k] for c in counts) for k in counts[0]}
     assert batch_bytes(total) == batch.nbytes
+    plain = {k: sum(experiment_counts(e)[k] for e in EXPS) for k in counts[0]}
+    assert batch_bytes(plain) >= batch.nbytes
 
 
 def test_split_by_memory_keeps_order_and_the_limit() -> None:

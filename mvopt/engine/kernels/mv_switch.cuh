@@ -54,23 +54,41 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   return true;
 }
 
-// Next-hop port towards local destination host `dst` for a packet of flow f.
+// Next-hop port towards local destination host `dst` for a packet of flow f: from the switch's
+// row of its topology's dense table (engine/routes.py: n next hops, the port's index among the
+// switch's ports or the first of the set's in rtab_nh), else by binary search over its ranges of
+// destinations (MV_DENSE_ROUTES=0: always; results do not depend on it).
+#ifndef MV_DENSE_ROUTES
+#define MV_DENSE_ROUTES 1
+#endif
 MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, bool spray, int32_t seq, int32_t sendno) {
-  int32_t lo = c->node_route_lo[v], hi = c->node_route_hi[v] - 1;
-  while (lo < hi) {   // last range whose first destination <= dst
-    int32_t mid = (lo + hi + 1) / 2;
-    if (c->route_dst_lo[mid] <= dst) lo = mid; else hi = mid - 1;
+  int32_t row = MV_DENSE_ROUTES ? c->node_rtab[v] : -1;
+  int64_t a, n;
+  if (row >= 0) {
+    int32_t x = c->rtab[row + dst];
+    a = x >> 8;
+    n = x & 0xff;
+    if (n == 1) return c->node_port_lo[v] + a;
+    a += c->node_rtnh[v];
+  } else {
+    int32_t lo = c->node_route_lo[v], hi = c->node_route_hi[v] - 1;
+    while (lo < hi) {   // last range whose first destination <= dst
+      int32_t mid = (lo + hi + 1) / 2;
+      if (c->route_dst_lo[mid] <= dst) lo = mid; else hi = mid - 1;
+    }
+    a = c->route_nh_lo[lo];
+    n = c->route_nh_hi[lo] - a;
+    if (n == 1) return c->route_nh[a];
   }
-  int32_t a = c->route_nh_lo[lo], n = c->route_nh_hi[lo] - a;
   if (n <= 0) return -1;
-  if (n == 1) return c->route_nh[a];
   uint64_t seed = (uint64_t)EI(c, e, EI_SEED);
   uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->f_local[f], seq, sendno)
                      : mv_hash(seed, TAG_ECMP, c->node_local[v], c->f_local[f], 0, 0);
   // h % n; a mask when n is a power of two (fat-trees of k = 2^j, most ECMP sets): the same
   // value, without the 64-bit division a GPU runs as a ~70-instruction routine
   uint64_t un = (uint64_t)n;
-  return c->route_nh[a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un)];
+  int64_t k = a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un);
+  return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[k] : (int64_t)c->route_nh[k];
 }
 
 // MV_DIRECT: the direct path below, on by default on the CPU only. Measured on an H200

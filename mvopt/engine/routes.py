@@ -1,0 +1,93 @@
+"""Dense switch routing tables for the kernels: per switch, one entry per destination host.
+
+A topology's routes are ranges of destination hosts per switch (``CompiledTopology``: a switch
+finds a destination's range by binary search, then its next-hop set). On a GPU each step of that
+search is a dependent load: about 8 % of the window kernel's stall samples went to routing
+(Nsight Compute, workload (a), eleventh session). A dense table answers with one load, and two
+for an ECMP set: entry ``(a << 8) | n`` of switch s and destination d holds the size n of the
+next-hop set and, for one next hop, its port's index among the switch's ports, for several, the
+first of them in the topology's part of ``rtab_nh`` (which holds such indices). Both hold no experiment-specific value,
+so experiments of the same topology share one copy in a batch (:func:`route_key`): a batch of
+4,096 k=4 fat-trees reads one 1.3 KB table, which stays in the caches. A topology too large for
+a table (``DENSE_ROUTE_ENTRIES``) keeps the search. Results do not depend on it: the kernels
+pick from the same ordered next-hop sets with the same hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from mvopt.cluster.compiled import CompiledTopology
+
+__all__ = ["DENSE_ROUTE_ENTRIES", "dense_routes", "has_table", "route_key", "table_owners"]
+
+# The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
+DENSE_ROUTE_ENTRIES = 1 << 22
+_SET_BITS = 8    # n: next hops per destination, below 2 ** 8; a: below 2 ** 23
+
+
+def has_table(topo: CompiledTopology) -> bool:
+    """Whether `topo` gets a dense table (not too large, next-hop sets within the entries' fields)."""
+    sizes = np.diff(np.asarray(topo.nhset_offset, np.int64))
+    return (0 < topo.n_switch * topo.n_host <= DENSE_ROUTE_ENTRIES and topo.nhset_port.size < 1 << (31 - _SET_BITS)
+            and (not sizes.size or int(sizes.max()) < 1 << _SET_BITS))
+
+
+def route_key(topo: CompiledTopology) -> bytes | None:
+    """What the dense table of `topo` depends on (experiments with equal keys share it), or None
+    if `topo` gets no table (too large, or next-hop sets beyond the entries' fields)."""
+    if not has_table(topo):
+        return None
+    h = hashlib.blake2b(digest_size=20)
+    h.update(np.array([topo.n_host, topo.n_node], np.int64).tobytes())
+    for a in (topo.node_port_offset, topo.sw_route_offset, topo.route_dst_lo, topo.route_nhset,
+              topo.nhset_offset, topo.nhset_port):
+        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(b"|")
+    return h.digest()
+
+
+def dense_routes(topo: CompiledTopology) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rtab, rtab_nh) of `topo`: rtab[s * n_host + d] = (a << 8) | n for switch s (node
+    n_host + s) and destination host d, as the kernels' range search would find it (the last
+    range starting at or before d; none: n = 0); rtab_nh: the next-hop sets as port indices
+    within their switch, `a` indexing it where n > 1. None if `topo` gets no table."""
+    if not has_table(topo):
+        return None
+    nh, ns = int(topo.n_host), int(topo.n_switch)
+    off = np.asarray(topo.sw_route_offset, np.int64)
+    dst_lo = np.asarray(topo.route_dst_lo, np.int64)
+    sets = np.asarray(topo.route_nhset, np.int64)
+    set_off = np.asarray(topo.nhset_offset, np.int64)
+    set_port = np.asarray(topo.nhset_port, np.int64)
+    port_lo = np.asarray(topo.node_port_offset, np.int64)
+    sizes = np.diff(set_off)
+    # each next-hop entry as an index among its switch's ports (a set belongs to the one switch
+    # whose ranges use it)
+    owner = np.full(set_off.size - 1, -1, np.int64)
+    owner[sets] = np.repeat(np.arange(ns), np.diff(off)) + nh
+    entry_owner = np.repeat(owner, sizes)
+    rtab_nh = (set_port - port_lo[np.maximum(entry_owner, 0)]).astype(np.int32)
+    rtab = np.zeros((ns, nh), np.int32)
+    dst = np.arange(nh)
+    for s in range(ns):
+        lo, hi = int(off[s]), int(off[s + 1])
+        if hi == lo:
+            continue            # no ranges: no route anywhere (n = 0)
+        r = lo + np.maximum(np.searchsorted(dst_lo[lo:hi], dst, side="right") - 1, 0)
+        k = sets[r]
+        n = sizes[k]
+        first = set_off[k]
+        a = np.where(n == 1, set_port[np.minimum(first, set_port.size - 1)] - port_lo[nh + s], first)
+        rtab[s] = np.where(n > 0, (a << _SET_BITS) | n, 0)
+    return rtab.ravel(), rtab_nh
+
+
+def table_owners(topologies: list[CompiledTopology], keys: list[bytes | None] | None = None) -> list[int | None]:
+    """For each topology of a batch, the first one with its dense table (equal keys), whose
+    experiment brings the table to the batch; None where there is no table."""
+    keys = [route_key(t) for t in topologies] if keys is None else keys
+    first: dict[bytes, int] = {}
+    return [None if k is None else first.setdefault(k, i) for i, k in enumerate(keys)]

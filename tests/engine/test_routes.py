@@ -1,0 +1,71 @@
+"""Dense switch routing tables (engine/routes.py): every entry is the topology's own answer, the
+experiments of one topology share one table in a batch, and results do not depend on whether
+switches route by table or by range search."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mvopt.cluster import CompiledTopology, build_topology
+from mvopt.config import load_config
+from mvopt.engine import build_batch, routes, simulate
+from mvopt.testing.scenarios import fat_tree_flows, mixed_experiments
+
+
+def cluster(**fields) -> CompiledTopology:
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+    return build_topology(load_config({"cluster": fields}).cluster)
+
+
+TOPOLOGIES = {
+    "fat_tree": dict(topology="fat_tree", k=4),
+    "fat_tree_k8": dict(topology="fat_tree", k=8),
+    "leaf_spine": dict(topology="leaf_spine", leaves=3, hosts_per_leaf=2),
+    "rail_optimized": dict(topology="rail_optimized", servers=8, gpus_per_server=4, servers_per_group=4),
+    "torus": dict(topology="torus", torus_dims=(3, 3)),
+    "dragonfly": dict(topology="dragonfly", groups=3, routers_per_group=2, hosts_per_router=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+def test_every_entry_is_the_topologys_next_hop_set(name: str) -> None:
+    topo = cluster(**TOPOLOGIES[name])
+    rtab, rtab_nh = routes.dense_routes(topo)
+    nh = topo.n_host
+    assert rtab.size == topo.n_switch * nh
+    for s in range(topo.n_switch):
+        v = nh + s
+        lo = int(topo.node_port_offset[v])
+        for d in range(nh):
+            x = int(rtab[s * nh + d])
+            a, n = x >> 8, x & 0xFF
+            want = topo.next_hop_ports(v, d)
+            got = [lo + a] if n == 1 else [lo + int(i) for i in rtab_nh[a:a + n]]
+            assert got == want.tolist(), (name, v, d)
+
+
+def test_experiments_of_one_topology_share_one_table() -> None:
+    a = fat_tree_flows([(0, 5), (3, 12)], 200_000)
+    b = dataclasses.replace(a, seed=7)                    # same topology, another seed
+    other = [e for e in mixed_experiments(9) if routes.route_key(e.topology) not in (None, routes.route_key(a.topology))]
+    batch = build_batch([a, b, a, other[0]])
+    own = a.topology.n_switch * a.topology.n_host
+    assert batch.counts["n_rtab"] == own + other[0].topology.n_switch * other[0].topology.n_host
+    rows = batch.cols["node_rtab"]
+    spans = batch.spans
+    first = rows[spans[0].node_lo:spans[0].node_hi]
+    for i in (1, 2):    # the same rows as the first experiment's
+        assert (rows[spans[i].node_lo:spans[i].node_hi] == first).all()
+    assert (first[:a.topology.n_host] == -1).all() and (first[a.topology.n_host:] >= 0).all()
+
+
+def test_results_do_not_depend_on_the_tables(monkeypatch) -> None:
+    exps = mixed_experiments(9)
+    with_tables = simulate(exps, backend="cpu")
+    monkeypatch.setattr(routes, "DENSE_ROUTE_ENTRIES", 0)     # every switch searches its ranges
+    batch = build_batch(exps)
+    assert (batch.cols["node_rtab"] == -1).all()
+    without = simulate(exps, backend="cpu")
+    assert all(x.same_as(y) for x, y in zip(with_tables, without))
