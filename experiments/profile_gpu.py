@@ -84,7 +84,14 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # experiments, the block's barrier between the phases: no launch between windows
             "groups": {"launch": "groups"},
             "groups-t256": {"launch": "groups", "MV_THREADS": 256},
-            "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1}}
+            "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1},
+            # the default launch (groups in one wave, else graph); switches' range search instead
+            # of the dense routing tables (engine/routes.py); the silent hosts off (the GPU's
+            # default before the eleventh session)
+            "auto": {"launch": "auto"},
+            "graph-search": {"launch": "graph", "MV_DENSE_ROUTES": 0},
+            "graph-nosilent": {"launch": "graph", "MV_SILENT_HOST": 0},
+            "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -131,6 +138,9 @@ def main() -> None:
                          "backend's), or a tile size (role-major within tiles of that many experiments)")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                     help="--ncu-once: a kernel tuning macro (e.g. MV_RING_STREAM=0)")
+    ap.add_argument("--idle-variants", default=None,
+                    help="variants whose idle window's marginal cost is measured (default: --variants; "
+                         "'none': no idle section at all)")
     ap.add_argument("--window-blocks", type=int, default=None,
                     help="--ncu-once: the stealing grid's blocks (default: the backend's)")
     args = ap.parse_args()
@@ -167,9 +177,13 @@ def main() -> None:
                   f"{row['ghops_per_s']:.3f} G hops/s  upload {tm['upload_s']:.3f} s  download {tm['download_s']:.3f} s  "
                   f"blocks {tm['blocks']}  identical {same}", flush=True)
     idle = {}
+    idle_names = (args.idle_variants or args.variants).split(",")
+    if idle_names == ["none"]:
+        write(args, rows, idle)
+        return
     # the overhead floor under each launch mode, then under each variant asked for
     idle_runs = [(launch, {"launch": launch}) for launch in LAUNCH_MODES]
-    idle_runs += [(name, VARIANTS[name]) for name in args.variants.split(",") if name not in LAUNCH_MODES]
+    idle_runs += [(name, VARIANTS[name]) for name in idle_names if name not in LAUNCH_MODES]
     for name, spec in idle_runs:
         be, order, _ = variant(spec, launch="graph")
         for interleave in ((True, False) if name == "async" else (False,)):
@@ -181,7 +195,7 @@ def main() -> None:
     # the marginal cost of an idle window under each variant asked for: 1,000 experiments of 6,000
     # delay tasks against 2,000, so that what a run pays once (graph capture, the polls, the empty
     # windows after its end) cancels out; the median of three pairs
-    for name in args.variants.split(","):
+    for name in idle_names:
         be, order, _ = variant(VARIANTS[name], launch="graph")
         marginal = []
         for _ in range(3):
@@ -195,14 +209,19 @@ def main() -> None:
     res, tm = run_once(GpuBackend(launch="graph"), idle_experiments(1), False)
     idle["graph, 1 experiment"] = {"windows": res[0].windows, **tm, "us_per_window": tm["kernel_s"] / res[0].windows * 1e6}
     print(f"idle 1 exp graph: {idle['graph, 1 experiment']['us_per_window']:.1f} us per window", flush=True)
+    write(args, rows, idle)
+
+
+def write(args, rows: list, idle: dict) -> None:
+    """DIR/profile_gpu.json (and the device's L2 fetch granularity, printed)."""
     import cupy
     from mvopt.engine._gpu import L2_FETCH_LIMIT_ID
-    print(f"L2 maximum fetch granularity, the device's default: {cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID)} B")
+    fetch = int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID))
+    print(f"L2 maximum fetch granularity, the device's default: {fetch} B")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
-                                                                  "seeds": args.seeds,
-                                                                  "batch": args.batch, "cc": args.cc,
-                                                                  "l2_fetch_default": int(cupy.cuda.runtime.deviceGetLimit(L2_FETCH_LIMIT_ID))}, indent=1))
+                                                                  "seeds": args.seeds, "batch": args.batch,
+                                                                  "cc": args.cc, "l2_fetch_default": fetch}, indent=1))
 
 
 if __name__ == "__main__":

@@ -36,12 +36,14 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 
 
 # How the step's phases are separated (kernels/mv_cuda_main.cuh): one launch per phase, many
-# windows replayed as a CUDA graph (graph: the default, fastest in every measurement of
-# docs/performance.md, "Launch modes"); grid-wide barriers inside one cooperative launch (coop);
+# windows replayed as a CUDA graph (graph); grid-wide barriers inside one cooperative launch (coop);
 # per-experiment windows inside one launch, no grid-wide barrier (async); each experiment's nodes
 # in one block, the block's barrier between the phases (groups: experiments of at most
-# GROUP_THREADS_MAX nodes; a batch with a larger one runs as graph).
-LAUNCH_MODES = ("graph", "coop", "async", "groups")
+# GROUP_THREADS_MAX nodes; a batch with a larger one runs as graph). auto, the default: groups
+# where the batch's blocks are all resident at once (one wave), else graph (docs/performance.md,
+# "Launch modes": an idle window 6.8 against 12.1 us for 1,000 experiments, workload (a) at
+# 4,096 experiments, 2.6 waves, 0.947 against 0.957 G packet-hops/s).
+LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
@@ -99,7 +101,8 @@ class GpuBackend:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
-        `launch`: how the phases of a window are separated: 'graph' (the default: one launch per
+        `launch`: how the phases of a window are separated: 'auto' (the default: 'groups' where the
+        batch's blocks are resident at once, else 'graph'), 'graph' (one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
         barriers), 'async' (one launch, each experiment moves to its next window when its own
         nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
@@ -229,6 +232,17 @@ class GpuBackend:
             elif dt > 1.0:
                 chunk = max(16, chunk // 2)
 
+    @staticmethod
+    def _report_bytes(offsets: np.ndarray) -> int:
+        """The groups kernel's shared memory: four words per experiment of its largest group."""
+        return 32 * int(np.diff(offsets).max())
+
+    def _one_wave(self, offsets: np.ndarray, threads: int) -> bool:
+        """Whether the groups kernel's blocks (experiment_groups) are all resident at once."""
+        per_sm = self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            self.groups_kernel.kernel.ptr, threads, self._report_bytes(offsets))
+        return len(offsets) - 1 <= self.sms * int(per_sm)
+
     def _steals(self, n_node: int) -> bool:
         """Whether the graph mode's window kernel takes rows from a counter on a resident grid:
         by default when one wave of blocks does not cover the batch's nodes (measured on (a) at
@@ -354,7 +368,16 @@ class GpuBackend:
             # all-zero columns are set on the device (a memset), not copied
             dev = {name: cp.zeros(max(a.size, 1), a.dtype) if (name in batch.zero_columns and name not in derived)
                    or not a.size else cp.asarray(a) for name, a in cols.items()}
-            if self.launch == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
+            mode, block_threads = self.launch, self.threads
+            groups = None
+            if mode in ("groups", "auto"):
+                groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
+                                           GROUP_THREADS_MAX)
+                if groups is None or (mode == "auto" and not self._one_wave(*groups)):
+                    mode = "graph"   # an experiment too large for a block, or (auto) several waves
+                else:
+                    mode = "groups"
+            if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)
                 dev["node_order"] = cp.asarray(order)
@@ -368,13 +391,6 @@ class GpuBackend:
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
             for symbol in (self.ctx_symbol, self.phase_ctx_symbol):
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
-            mode, block_threads = self.launch, self.threads
-            groups = None
-            if mode == "groups":
-                groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
-                                           GROUP_THREADS_MAX)
-                if groups is None:    # an experiment too large for a block: the default mode
-                    mode = "graph"
             # one-launch modes: a resident grid; graph modes launch full grids (for the record)
             blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
@@ -392,7 +408,7 @@ class GpuBackend:
                 elif mode == "groups":
                     offsets, block_threads = groups
                     # the reports of a block's experiments, four words each, in shared memory
-                    report_bytes = 32 * int(np.diff(offsets).max())
+                    report_bytes = self._report_bytes(offsets)
                     blocks, offsets = len(offsets) - 1, cp.asarray(offsets)
                     self._run_launches(mode, lambda cap: self.groups_kernel(
                         (blocks,), (block_threads,), (np.int64(cap), offsets, np.int64(ASYNC_LAUNCH_NS)),

@@ -81,6 +81,23 @@ def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None
         assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
 
 
+def test_auto_runs_groups_in_one_wave_and_graph_beyond() -> None:
+    """The default launch mode: groups where the batch's blocks are resident at once, graph
+    where they are not (here: the SM count pretended to be 0)."""
+    from mvopt.engine._gpu import GpuBackend
+
+    exps = mixed_experiments(6)
+    cpu = simulate(exps, backend="cpu")
+    be = GpuBackend()
+    assert be.launch == "auto"
+    for sms, launch in ((be.sms, "groups"), (0, "graph")):
+        be.sms = sms
+        batch = build_batch(exps)
+        res = extract_results(batch, be.run(batch))
+        assert be.last_timing["launch"] == launch
+        assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
+
+
 def test_switch_event_selection_paths_match_the_cpu() -> None:
     """The GPU's scan, tree and rescan paths (small limits put this batch's switches on all
     three, as in test_engine.test_switch_event_selection_paths_agree) give the CPU's results."""

@@ -290,16 +290,13 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   }
 }
 
-// MV_SILENT_HOST: the silent hosts' path below, on by default on the CPU only. CPU, one core, 200
-// idle experiments (bench_gpu.idle_experiments), three alternating runs: 72.5 against 79.3 us per
-// window (medians). On a GPU it costs the window kernel 44 bytes of spills (nvcc 13, sm_90, 128
-// registers): to be measured there (profile_gpu.py variant graph-silent) before it is on.
+// MV_SILENT_HOST: the silent hosts' path below, on by default (0 builds the variant without).
+// CPU, one core, 200 idle experiments (bench_gpu.idle_experiments), three alternating runs: 72.5
+// against 79.3 us per window (medians). H200, 1,000 idle experiments, marginal cost of a window
+// (experiments/profile_gpu.py, eleventh session): groups launch mode 6.2 against 6.8 us, graph
+// 12.5 against 12.1 (graph runs such batches no more: GpuBackend's auto); workload (a) unchanged.
 #ifndef MV_SILENT_HOST
-#if defined(MV_BACKEND_CUDA)
-#define MV_SILENT_HOST 0
-#else
 #define MV_SILENT_HOST 1
-#endif
 #endif
 
 MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
