@@ -45,6 +45,7 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # 4,096 experiments, 2.6 waves, 0.947 against 0.957 G packet-hops/s).
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
+GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
@@ -237,11 +238,43 @@ class GpuBackend:
         """The groups kernel's shared memory: four words per experiment of its largest group."""
         return 32 * int(np.diff(offsets).max())
 
-    def _one_wave(self, offsets: np.ndarray, threads: int) -> bool:
-        """Whether the groups kernel's blocks (experiment_groups) are all resident at once."""
+    def _groups_resident(self, offsets: np.ndarray, threads: int) -> int:
+        """Blocks of the groups kernel resident at once for these groups (experiment_groups)."""
         per_sm = self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
             self.groups_kernel.kernel.ptr, threads, self._report_bytes(offsets))
-        return len(offsets) - 1 <= self.sms * int(per_sm)
+        return max(1, self.sms * int(per_sm))
+
+    def _one_wave(self, offsets: np.ndarray, threads: int) -> bool:
+        """Whether the groups kernel runs every group at once (one block each)."""
+        return len(offsets) - 1 <= self._groups_resident(offsets, threads)
+
+    def _groups_launcher(self, offsets: np.ndarray, threads: int, start: int) -> tuple[Callable[[int], None], int]:
+        """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
+        slices of groups from a queue), and its blocks. One slice per group when the groups fit
+        the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every group to reach
+        `cap` from the previous launch's."""
+        cp = self.cp
+        n_groups = len(offsets) - 1
+        resident = self._groups_resident(offsets, threads)
+        blocks, report_bytes = min(n_groups, resident), self._report_bytes(offsets)
+        group_exp = cp.asarray(offsets)
+        queue, done = cp.zeros(1, np.uint64), cp.zeros(n_groups, np.int64)
+        last = [start]
+
+        def launch(cap: int) -> None:
+            if n_groups <= resident:
+                slice_windows, slices = 1 << 62, n_groups
+            else:
+                slice_windows = GROUP_SLICE_WINDOWS
+                slices = n_groups * max(1, -(-(cap - last[0]) // slice_windows))
+            last[0] = cap
+            stream = cp.cuda.get_current_stream().ptr
+            cp.cuda.runtime.memsetAsync(queue.data.ptr, 0, queue.nbytes, stream)
+            cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
+            self.groups_kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups),
+                                                       np.int64(slice_windows), np.int64(slices), queue, done,
+                                                       np.int64(ASYNC_LAUNCH_NS)), shared_mem=report_bytes)
+        return launch, blocks
 
     def _steals(self, n_node: int) -> bool:
         """Whether the graph mode's window kernel takes rows from a counter on a resident grid:
@@ -407,13 +440,9 @@ class GpuBackend:
                                              steer)
                 elif mode == "groups":
                     offsets, block_threads = groups
-                    # the reports of a block's experiments, four words each, in shared memory
-                    report_bytes = self._report_bytes(offsets)
-                    blocks, offsets = len(offsets) - 1, cp.asarray(offsets)
-                    self._run_launches(mode, lambda cap: self.groups_kernel(
-                        (blocks,), (block_threads,), (np.int64(cap), offsets, np.int64(ASYNC_LAUNCH_NS)),
-                        shared_mem=report_bytes),
-                                       status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress, steer)
+                    launch, blocks = self._groups_launcher(offsets, block_threads, start)
+                    self._run_launches(mode, launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1,
+                                       progress, steer)
                 else:
                     if mode == "coop":
                         out = cp.zeros(2, dtype=np.int64)

@@ -81,6 +81,25 @@ def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None
         assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
 
 
+def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
+    """More groups than resident blocks (here: a grid of two, slices of three windows): the
+    blocks take slices from the queue, each after its group's previous slice ended elsewhere;
+    with short launch budgets too. The CPU's results."""
+    from mvopt.engine import _gpu
+
+    monkeypatch.setattr(_gpu, "GROUP_SLICE_WINDOWS", 3)
+    exps = mixed_experiments(9)
+    cpu = simulate(exps, backend="cpu")
+    for budget_ns in (_gpu.ASYNC_LAUNCH_NS, 20_000):
+        monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", budget_ns)
+        be = _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": 32})
+        be._groups_resident = lambda offsets, threads: 2
+        batch = build_batch(exps)
+        res = extract_results(batch, be.run(batch, chunk_iters=7))
+        assert be.last_timing["launch"] == "groups" and be.last_timing["blocks"] == 2
+        assert all(a.same_as(b) for a, b in zip(cpu, res)), budget_ns
+
+
 def test_auto_runs_groups_in_one_wave_and_graph_beyond() -> None:
     """The default launch mode: groups where the batch's blocks are resident at once, graph
     where they are not (here: the SM count pretended to be 0)."""

@@ -136,13 +136,17 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
   }
 }
 
-// "groups": every experiment's nodes in one block, a block per group of consecutive experiments
-// (group_exp[b] .. group_exp[b + 1]; the host packs them, at most blockDim nodes in all). The
-// block's barrier separates the phases: an experiment depends on nothing outside its own
-// nodes, so the blocks never wait for one another, need not be resident together, and no
-// launch or grid-wide barrier separates two windows. A block runs its experiments' windows up
-// to `cap` (the host raises it launch by launch) or until `budget_ns` has passed (a clean
-// pause between windows), then ends.
+// "groups": every experiment's nodes in one block, groups of consecutive experiments
+// (group_exp[g] .. group_exp[g + 1]; the host packs them, at most blockDim nodes in all). The
+// block's barrier separates the phases: an experiment depends on nothing outside its own nodes,
+// so no launch or grid-wide barrier separates two windows. The grid is resident; its blocks
+// take slices from a queue: slice i runs group i % n_groups for up to `slice` windows (its
+// (i / n_groups)-th slice in this launch), once the group's previous slice has ended (`done`:
+// slices ended per group; `queue` and `done` start at zero in every launch). With no more groups
+// than resident blocks there is one slice per group, as long as the launch. With more, groups
+// take turns, so that the last blocks to end do not run alone as a last partial wave would. A
+// block takes no slice after `budget_ns` (a clean pause between windows); experiments stop at
+// `cap` (the host raises it launch by launch).
 #ifndef MV_GROUP_THREADS
 #define MV_GROUP_THREADS 512   // the largest block (and so experiment) this kernel takes: 128 registers
 #endif
@@ -158,34 +162,53 @@ __device__ __noinline__ void group_advance(Ctx* c, int64_t e, int64_t* a) {
   a[0] = a[1] = MV_INF;
   a[2] = a[3] = 0;
 }
+// Take the next slice (thread 0): its group, or -1 when none is left or the budget is spent.
+__device__ __noinline__ int64_t group_take(int64_t n_groups, int64_t n_slices, unsigned long long* queue,
+                                           int64_t* done, int64_t t0, int64_t budget_ns) {
+  if (mv_clock_ns() - t0 > budget_ns) return -1;
+  int64_t i = (int64_t)atomicAdd(queue, 1ull);
+  if (i >= n_slices) return -1;
+  int64_t g = i % n_groups, round = i / n_groups;
+  while (MV_LOAD_SHARED(done[g]) < round) __nanosleep(128);   // the group's previous slice, elsewhere
+  return g;
+}
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
+                                                                    int64_t n_groups, int64_t slice, int64_t n_slices,
+                                                                    unsigned long long* queue, int64_t* done,
                                                                     int64_t budget_ns) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   extern __shared__ int64_t acc[];
-  __shared__ int stop;
+  __shared__ int64_t group;
   __shared__ int64_t t0;
   if (threadIdx.x == 0) t0 = mv_clock_ns();
-  for (int64_t k = threadIdx.x; k < group_exp[blockIdx.x + 1] - group_exp[blockIdx.x]; k += blockDim.x) {
-    acc[4 * k] = acc[4 * k + 1] = MV_INF;
-    acc[4 * k + 2] = acc[4 * k + 3] = 0;
-  }
-  __syncthreads();
   for (;;) {
-    // (the block's rows are read again each window, not kept: registers the window needs; the
-    // kernel holds 128 without spills only so)
-    int64_t e_lo = group_exp[blockIdx.x];
-    int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
-    if (v < c->exp_node_hi[group_exp[blockIdx.x + 1] - 1]) {
-      int64_t e = c->node_exp[v];
-      int64_t* a = acc + 4 * (e - e_lo);
-      if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+    if (threadIdx.x == 0) group = group_take(n_groups, n_slices, queue, done, t0, budget_ns);
+    __syncthreads();
+    if (group < 0) return;
+    MV_FENCE();   // acquire: what the group's previous slice wrote (on another SM, maybe)
+    for (int64_t k = threadIdx.x; k < group_exp[group + 1] - group_exp[group]; k += blockDim.x) {
+      acc[4 * k] = acc[4 * k + 1] = MV_INF;
+      acc[4 * k + 2] = acc[4 * k + 3] = 0;
     }
-    __syncthreads();   // (also makes the window's global writes visible to the block)
-    int64_t mine = group_exp[blockIdx.x] + threadIdx.x;   // the experiment this thread advances, if any
-    bool advances = mine < group_exp[blockIdx.x + 1];
-    if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
-    if (threadIdx.x == 0) stop = mv_clock_ns() - t0 > budget_ns;
-    if (!__syncthreads_or(advances && exp_active(c, mine, cap)) || stop) return;
+    __syncthreads();
+    for (int64_t w = 0; w < slice; ++w) {
+      // (the block's rows are read again each window, not kept: registers the window needs)
+      int64_t e_lo = group_exp[group];
+      int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
+      if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
+        int64_t e = c->node_exp[v];
+        int64_t* a = acc + 4 * (e - e_lo);
+        if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+      }
+      __syncthreads();   // (also makes the window's global writes visible to the block)
+      int64_t mine = group_exp[group] + threadIdx.x;   // the experiment this thread advances, if any
+      bool advances = mine < group_exp[group + 1];
+      if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
+      if (!__syncthreads_or(advances && exp_active(c, mine, cap))) break;
+    }
+    MV_FENCE();        // release: the slice's writes before its count
+    __syncthreads();   // (every thread's; and nobody reads `group` after this)
+    if (threadIdx.x == 0) MV_STORE_SHARED(done[group], done[group] + 1);
   }
 }
 
