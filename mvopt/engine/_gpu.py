@@ -40,9 +40,9 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # per-experiment windows inside one launch, no grid-wide barrier (async); each experiment's nodes
 # in one block, the block's barrier between the phases (groups: experiments of at most
 # GROUP_THREADS_MAX nodes; a batch with a larger one runs as graph). auto, the default: groups
-# where the batch's blocks are all resident at once (one wave), else graph (docs/performance.md,
-# "Launch modes": an idle window 6.8 against 12.1 us for 1,000 experiments, workload (a) at
-# 4,096 experiments, 2.6 waves, 0.947 against 0.957 G packet-hops/s).
+# where every experiment fits a block, else graph (docs/performance.md, "Launch modes", H200 at
+# acd1d75: an idle window of 1,000 experiments 6.0 against 12.2 us, workload (a) 8 MiB 1.065
+# against 1.031 G packet-hops/s at 4,096 experiments, 0.862 against 0.846 at 1,024).
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
@@ -102,8 +102,8 @@ class GpuBackend:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
-        `launch`: how the phases of a window are separated: 'auto' (the default: 'groups' where the
-        batch's blocks are resident at once, else 'graph'), 'graph' (one launch per
+        `launch`: how the phases of a window are separated: 'auto' (the default: 'groups' where
+        every experiment fits a block, else 'graph'), 'graph' (one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
         barriers), 'async' (one launch, each experiment moves to its next window when its own
         nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
@@ -243,10 +243,6 @@ class GpuBackend:
         per_sm = self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
             self.groups_kernel.kernel.ptr, threads, self._report_bytes(offsets))
         return max(1, self.sms * int(per_sm))
-
-    def _one_wave(self, offsets: np.ndarray, threads: int) -> bool:
-        """Whether the groups kernel runs every group at once (one block each)."""
-        return len(offsets) - 1 <= self._groups_resident(offsets, threads)
 
     def _groups_launcher(self, offsets: np.ndarray, threads: int, start: int) -> tuple[Callable[[int], None], int]:
         """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
@@ -406,10 +402,7 @@ class GpuBackend:
             if mode in ("groups", "auto"):
                 groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
                                            GROUP_THREADS_MAX)
-                if groups is None or (mode == "auto" and not self._one_wave(*groups)):
-                    mode = "graph"   # an experiment too large for a block, or (auto) several waves
-                else:
-                    mode = "groups"
+                mode = "graph" if groups is None else "groups"   # (graph: an experiment too large for a block)
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)

@@ -100,17 +100,17 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
         assert all(a.same_as(b) for a, b in zip(cpu, res)), budget_ns
 
 
-def test_auto_runs_groups_in_one_wave_and_graph_beyond() -> None:
-    """The default launch mode: groups where the batch's blocks are resident at once, graph
-    where they are not (here: the SM count pretended to be 0)."""
-    from mvopt.engine._gpu import GpuBackend
+def test_auto_runs_groups_where_experiments_fit_a_block_and_graph_beyond(monkeypatch) -> None:
+    """The default launch mode: groups, and graph for a batch with an experiment of more than
+    GROUP_THREADS_MAX nodes (here: the limit lowered below the widest experiment)."""
+    from mvopt.engine import _gpu
 
     exps = mixed_experiments(6)
     cpu = simulate(exps, backend="cpu")
-    be = GpuBackend()
+    be = _gpu.GpuBackend()
     assert be.launch == "auto"
-    for sms, launch in ((be.sms, "groups"), (0, "graph")):
-        be.sms = sms
+    for limit, launch in ((_gpu.GROUP_THREADS_MAX, "groups"), (2, "graph")):
+        monkeypatch.setattr(_gpu, "GROUP_THREADS_MAX", limit)
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch))
         assert be.last_timing["launch"] == launch
