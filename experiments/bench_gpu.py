@@ -148,8 +148,8 @@ def main() -> None:
 
     # 1. bit identity
     exps = mixed_batch() if "identity" in args.sections else []
-    rc, *_ = timed("cpu", exps)
-    rg, *_ = timed("gpu", exps)
+    rc, *_ = timed("cpu", exps) if exps else ([],)
+    rg, *_ = timed("gpu", exps) if exps else ([],)
     bad = [e.name for e, a, b in zip(exps, rc, rg) if not a.same_as(b)] if exps else ["(not run)"]
     report["identity"] = {"experiments": len(exps), "different": bad,
                           "statuses": sorted({r.status for r in rc})}

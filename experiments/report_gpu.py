@@ -69,10 +69,13 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
     """Rows of the profile files `named` (file, commit, {variant at that commit: its name now})."""
     out = ["### Launch modes and kernel variants (experiments/profile_gpu.py)\n",
            "Workload (a) at 8 MiB, kernel time only, every variant checked identical to the first. Launch modes: "
-           "`graph` = one launch per phase, 64 windows per replayed CUDA graph (the default); `coop` = one "
+           "`graph` = one launch per phase, 64 windows per replayed CUDA graph (the default until `174da19`); `coop` = one "
            "cooperative launch, grid-wide barriers between the two phases; `async` = one launch without grid-wide "
            "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
-           "advances it). `minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
+           "advances it); `groups` = one launch, each experiment's nodes in one block whose barrier separates "
+           "the phases, the blocks of a resident grid taking slices of groups of experiments from a queue (the "
+           "default, `auto`, since `174da19`, for every batch whose experiments fit a block of 512 threads). "
+           "`minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
            "resident blocks of the one-launch kernels; for graph, a full grid's blocks (the rows at `1cd2b51` and "
            "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM; from `8b3a370` on the rows show the grid "
            "that ran: 528 resident blocks when stealing on 4 per SM, the default until `76897a4`, 396 on 3 per SM). "
@@ -311,7 +314,26 @@ def render() -> str:
                                "graph-grid4": "graph, row stealing on 4 blocks/SM"}),
                            ("profile_b4096_9500e4d", "9500e4d", {
                                "graph": "graph (the default: ring packets evict-first, no direct path on the GPU)",
-                               "graph-direct": "graph, with the direct path (the CPU's default)"})])
+                               "graph-direct": "graph, with the direct path (the CPU's default)"}),
+                           ("profile_b4096_compact_silent_309b2d1", "309b2d1", {
+                               "graph": "graph (the default then)",
+                               "graph-compact": "graph, compact packet slots",
+                               "graph-silent": "graph, silent hosts",
+                               "graph-silent-window3": "graph, silent hosts, window kernel bounded for 3 blocks/SM"}),
+                           ("profile_b4096_groups_8072a30", "8072a30", {
+                               "groups": "groups, first version (reports by global atomics, a block per group)",
+                               "groups-t256": "groups, first version, blocks of 256 threads"}),
+                           ("profile_b4096_groups_7e790a1", "7e790a1", {
+                               "groups": "groups, reports in shared memory, no device-wide fence",
+                               "groups-silent": "groups, reports in shared memory, silent hosts"}),
+                           ("profile_b1024_acd1d75", "acd1d75", {
+                               "graph": "graph (dense routing tables, silent hosts)",
+                               "groups": "groups on a resident grid (the default since 174da19)"}),
+                           ("profile_b4096_acd1d75", "acd1d75", {
+                               "graph": "graph (dense routing tables, silent hosts)",
+                               "groups": "groups on a resident grid, slices of 16 windows (the default since 174da19)",
+                               "graph-search": "graph, the switches' range search instead of dense tables",
+                               "auto": "auto (runs groups)"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "

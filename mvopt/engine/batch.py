@@ -226,6 +226,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     that may end with status ``capacity`` (:mod:`mvopt.engine.capacity`). `exp_counts`: each
     experiment's :func:`~mvopt.engine.plan.experiment_counts` with its `compact`, when the
     caller has them (the planner does), else computed here."""
+    if not experiments:
+        raise ValueError("build_batch: no experiments (a batch holds at least one)")
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")

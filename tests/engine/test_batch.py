@@ -172,3 +172,8 @@ def test_node_order_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("MVOPT_NODE_ORDER", "fastest")
     with pytest.raises(MvoptError, match="MVOPT_NODE_ORDER='fastest'"):
         build_batch(exps)
+
+
+def test_an_empty_batch_is_refused_with_a_clear_message() -> None:
+    with pytest.raises(ValueError, match="no experiments"):
+        build_batch([])
