@@ -28,14 +28,16 @@ def load(name: str) -> dict:
     return json.loads((RES / f"{name}.json").read_text())
 
 
-def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str, str]] = ()) -> list[str]:
+def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str, str]] = (),
+               options: str = "--sections identity,idle,a,b,c {batches} --cpu-batches 256 --cc none --mib 64 "
+                              "--b-mib 0.25 --b-max 1200 --budget-s 250") -> list[str]:
+    """`options`: the bench_gpu.py command's options ({batches}: its --batches)."""
     cores = d.get("cores", 32)
     gpu_batches = sorted({r["batch"] for r in d["rows"] if r["backend"] == "gpu"})
+    batches = f"--batches {','.join(str(b) for b in gpu_batches)}"
     out = [f"### Workload (a): k=4 fat-tree ring all-reduce, {d['rows'][0]['mib']:g} MiB, 1500-byte packets\n",
-           f"Commit `{commit}`, {machine}. Command: `python experiments/bench_gpu.py --out OUT --sections "
-           f"identity,idle,a,b,c --batches {','.join(str(b) for b in gpu_batches)} --cpu-batches 256 --cc none --mib 64 "
-           "--b-mib 0.25 --b-max 1200 "
-           f"--budget-s 250`. CPU = all {cores} cores of the same machine in the same run (OpenMP, experiment-major). "
+           f"Commit `{commit}`, {machine}. Command: `python experiments/bench_gpu.py --out OUT "
+           f"{options.format(batches=batches)}`. CPU = all {cores} cores of the same machine in the same run (OpenMP, experiment-major). "
            "Run = upload + kernel + download of the result columns. Launch = the GPU launch mode that ran.\n",
            "| backend | cc | batch | launch | run (s) | kernel (s) | build (s) | G packet-hops/s | windows/s | experiments/hour | MiB per experiment |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -49,8 +51,9 @@ def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str,
     idle = d["idle"]["gpu"]
     out.append(f"\nBest GPU {gpu['hops_per_s'] / 1e9:.3f} G packet-hops/s (batch {gpu['batch']}), CPU "
                f"{cpu['hops_per_s'] / 1e9:.3f} on {cores} cores: ratio {gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x, side by "
-               f"side. Identity: {d['identity']['experiments'] - len(d['identity']['different'])} of "
-               f"{d['identity']['experiments']} experiments of the mixed batch identical on CPU and GPU. "
+               "side. " + (f"Identity: {d['identity']['experiments'] - len(d['identity']['different'])} of "
+                           f"{d['identity']['experiments']} experiments of the mixed batch identical on CPU and GPU. "
+                           if d["identity"]["experiments"] else "") +
                f"Idle windows (1,000 experiments, launch {idle.get('launch')}): "
                f"{idle['kernel_s'] / idle['windows'] * 1e6:.1f} µs of kernel time per window "
                f"({idle['us_per_window']:.1f} µs with the upload and download of that run); CPU "
@@ -58,7 +61,7 @@ def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str,
     for old_d, old_commit, what in before:
         old = max((r for r in old_d["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
         idle_old = old_d["idle"]["gpu"]
-        out.append(f"The same command at `{old_commit}` ({what}): best GPU {old['hops_per_s'] / 1e9:.3f} G "
+        out.append(f"Workload (a) in the same benchmark at `{old_commit}` ({what}): best GPU {old['hops_per_s'] / 1e9:.3f} G "
                    f"packet-hops/s (batch {old['batch']}); idle {idle_old['kernel_s'] / idle_old['windows'] * 1e6:.1f} µs "
                    "of kernel time per window.")
     out.append("")
@@ -236,7 +239,10 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(now, latest, one, before=[
+    lines += workload_a(load("bench_gpu_a_dddce04"), "dddce04", one, options="--sections a,idle {batches} "
+                        "--cpu-batches 256 --cc none --mib 64 --budget-s 170", before=[
+        (now, latest, "the graph launch mode by default, switches' range search, no silent hosts on the GPU, "
+                      "`nvidia-h200`"),
         (g3, grid3, "before ring packets went through the L2 as evict-first lines, `nvidia-h200`"),
         (skip, skips, "with the switch skips, before the kernels dropped their per-event writes (hop counter, last "
                       "event time) and row stealing moved to 3 blocks per SM, `nvidia-h200`"),
