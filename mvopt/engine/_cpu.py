@@ -87,7 +87,7 @@ class CpuBackend:
     def __init__(self, threads: int | None = None, defines: dict[str, int] | None = None) -> None:
         """`threads`: OpenMP threads at most (default $OMP_NUM_THREADS, else every usable core).
         `defines`: compile-time overrides of the kernels' tuning macros (MV_CACHE_PORTS,
-        MV_TREE_PORTS, MV_DIRECT, MV_SILENT_HOST, ...: docs/engine.md), for tests and
+        MV_TREE_PORTS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for tests and
         measurements; results do not depend on them."""
         cxx = _compiler()
         self.openmp = _openmp_works(cxx)

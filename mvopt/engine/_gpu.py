@@ -100,7 +100,7 @@ class GpuBackend:
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
                  window_blocks: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
-        MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, ...: docs/engine.md), for measuring
+        MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'auto' (the default: 'groups' where
         every experiment fits a block, else 'graph'), 'graph' (one launch per
