@@ -91,7 +91,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "auto": {"launch": "auto"},
             "graph-search": {"launch": "graph", "MV_DENSE_ROUTES": 0},
             "graph-nosilent": {"launch": "graph", "MV_SILENT_HOST": 0},
-            "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0}}
+            "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0},
+            # (prepared in the eleventh session, not yet run on a GPU) a group's port records in
+            # the block's shared memory for a slice (MV_GROUP_SMEM)
+            "groups-smem": {"launch": "groups", "group_smem": True}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -105,7 +108,7 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     order, compact = spec.pop("order", "auto"), spec.pop("compact", False)
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                    defines=spec)
+                    group_smem=spec.pop("group_smem", False), defines=spec)
     return be, order, compact
 
 

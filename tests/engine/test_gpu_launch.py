@@ -81,6 +81,31 @@ def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None
         assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
 
 
+@pytest.mark.parametrize("grid", [None, 2])
+def test_group_port_records_in_shared_memory_match_the_cpu(grid, monkeypatch) -> None:
+    """group_smem (MV_GROUP_SMEM): the ports' records of a block's group in shared memory for a
+    slice, loaded before and stored after it; on the whole grid and on two blocks taking turns
+    (slices of three windows). A batch whose records do not fit runs the plain groups kernel."""
+    from mvopt.engine import _gpu
+
+    monkeypatch.setattr(_gpu, "GROUP_SLICE_WINDOWS", 3)
+    exps = mixed_experiments(9)
+    cpu = simulate(exps, backend="cpu")
+    be = _gpu.GpuBackend(launch="groups", group_smem=True)
+    if grid:
+        be._groups_resident = lambda kernel, threads, smem: grid
+    batch = build_batch(exps)
+    res = extract_results(batch, be.run(batch, chunk_iters=7))
+    assert be._smem_module is not None and be.last_timing["launch"] == "groups"
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+    monkeypatch.setattr(_gpu, "GROUP_SMEM_BYTES", 0)
+    plain = _gpu.GpuBackend(launch="groups", group_smem=True)
+    batch = build_batch(exps)
+    res = extract_results(batch, plain.run(batch))
+    assert plain._smem_module is None
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
 def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
     """More groups than resident blocks (here: a grid of two, slices of three windows): the
     blocks take slices from the queue, each after its group's previous slice ended elsewhere;
@@ -93,7 +118,7 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
     for budget_ns in (_gpu.ASYNC_LAUNCH_NS, 20_000):
         monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", budget_ns)
         be = _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": 32})
-        be._groups_resident = lambda offsets, threads: 2
+        be._groups_resident = lambda kernel, threads, smem: 2
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch, chunk_iters=7))
         assert be.last_timing["launch"] == "groups" and be.last_timing["blocks"] == 2

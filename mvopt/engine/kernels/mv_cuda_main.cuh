@@ -172,20 +172,65 @@ __device__ __noinline__ int64_t group_take(int64_t n_groups, int64_t n_slices, u
   while (MV_LOAD_SHARED(done[g]) < round) __nanosleep(128);   // the group's previous slice, elsewhere
   return g;
 }
+#if MV_GROUP_SMEM
+// The group's port records (ports lo .. hi) into the block's shared memory, or back (`store`).
+MV_DEV void group_ports_copy(Ctx* c, int64_t lo, int64_t hi, bool store) {
+  static_assert(PT_COUNT == PI_COUNT, "one loop copies both records");
+  int64_t* tx = &mv_smem[mv_sm_tx];
+  int64_t* in = &mv_smem[mv_sm_in];
+  int32_t* q = (int32_t*)mv_smem + 2 * mv_sm_q;
+  for (int64_t w = threadIdx.x; w < (hi - lo) * PT_COUNT; w += blockDim.x) {
+    if (store) {
+      c->port_tx[lo * PT_COUNT + w] = tx[w];
+      c->port_in[lo * PI_COUNT + w] = in[w];
+    } else {
+      tx[w] = c->port_tx[lo * PT_COUNT + w];
+      in[w] = c->port_in[lo * PI_COUNT + w];
+    }
+  }
+  for (int64_t w = threadIdx.x; w < (hi - lo) * 4; w += blockDim.x) {
+    if (store) c->port_q[lo * 4 + w] = q[w];
+    else q[w] = c->port_q[lo * 4 + w];
+  }
+}
+// One past the last port of group g's experiments.
+MV_DEV int64_t group_ports_hi(const Ctx* c, const int64_t* group_exp, int64_t g) {
+  return c->node_port_hi[c->exp_node_hi[group_exp[g + 1] - 1] - 1];
+}
+#endif
+// `acc_words`: the reports' words at the start of the dynamic shared memory; `port_cap`: ports
+// room after them (MV_GROUP_SMEM only).
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
-                                                                    int64_t budget_ns) {
+                                                                    int64_t budget_ns, int64_t acc_words, int64_t port_cap) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
+#if MV_GROUP_SMEM
+  int64_t* acc = mv_smem;
+  if (threadIdx.x == 0) {
+    mv_sm_tx = (int32_t)acc_words;
+    mv_sm_in = (int32_t)(acc_words + PT_COUNT * port_cap);
+    mv_sm_q = (int32_t)(acc_words + (PT_COUNT + PI_COUNT) * port_cap);
+  }
+#else
   extern __shared__ int64_t acc[];
+#endif
   __shared__ int64_t group;
   __shared__ int64_t t0;
   if (threadIdx.x == 0) t0 = mv_clock_ns();
   for (;;) {
-    if (threadIdx.x == 0) group = group_take(n_groups, n_slices, queue, done, t0, budget_ns);
+    if (threadIdx.x == 0) {
+      group = group_take(n_groups, n_slices, queue, done, t0, budget_ns);
+#if MV_GROUP_SMEM
+      if (group >= 0) mv_sm_port_lo = c->node_port_lo[c->exp_node_lo[group_exp[group]]];
+#endif
+    }
     __syncthreads();
     if (group < 0) return;
     MV_FENCE();   // acquire: what the group's previous slice wrote (on another SM, maybe)
+#if MV_GROUP_SMEM
+    group_ports_copy(c, mv_sm_port_lo, group_ports_hi(c, group_exp, group), false);
+#endif
     for (int64_t k = threadIdx.x; k < group_exp[group + 1] - group_exp[group]; k += blockDim.x) {
       acc[4 * k] = acc[4 * k + 1] = MV_INF;
       acc[4 * k + 2] = acc[4 * k + 3] = 0;
@@ -206,6 +251,9 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap,
       if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
       if (!__syncthreads_or(advances && exp_active(c, mine, cap))) break;
     }
+#if MV_GROUP_SMEM
+    group_ports_copy(c, mv_sm_port_lo, group_ports_hi(c, group_exp, group), true);   // (after the last barrier)
+#endif
     MV_FENCE();        // release: the slice's writes before its count
     __syncthreads();   // (every thread's; and nobody reads `group` after this)
     if (threadIdx.x == 0) MV_STORE_SHARED(done[group], done[group] + 1);
