@@ -68,7 +68,7 @@ def experiment_groups(nodes: np.ndarray, threads: int = THREADS,
     widest = int(nodes.max()) if nodes.size else 1
     if widest > limit:
         return None
-    threads = max(threads, -(-widest // 32) * 32)
+    threads = min(max(threads, -(-widest // 32) * 32), -(-limit // 32) * 32)
     offsets, used = [0], 0
     for e, n in enumerate(nodes.tolist()):
         if used + n > threads:
@@ -150,8 +150,10 @@ class GpuBackend:
         with cupy.cuda.Device(device):
             defines = dict(defines or {})
             self.threads = int(defines.pop("MV_THREADS", THREADS))
+            self.group_threads = int(defines.pop("MV_GROUP_THREADS", GROUP_THREADS_MAX))   # the groups kernel's bound
             self.steal = steal
-            options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={self.threads}")
+            options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={self.threads}",
+                       f"-DMV_GROUP_THREADS={self.group_threads}")
             options += tuple(f"-D{k}={int(v)}" for k, v in sorted(defines.items()))
             if os.environ.get("MVOPT_LINEINFO") == "1":     # source lines for profilers (ncu)
                 options += ("-lineinfo",)
@@ -272,12 +274,12 @@ class GpuBackend:
             self.ctx_symbols.append(self._smem_module.get_global("mv_ctx"))
         return self._smem_module.get_function("mv_run_groups")
 
-    def _groups_launcher(self, cols: dict[str, np.ndarray], offsets: np.ndarray, threads: int,
-                         start: int) -> tuple[Callable[[int], None], int]:
+    def _groups_launcher(self, cols: dict[str, np.ndarray], offsets: np.ndarray, threads: int, status,
+                         iters) -> tuple[Callable[[int], None], int]:
         """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
         slices of groups from a queue), and its blocks. One slice per group when the groups fit
-        the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every group to reach
-        `cap` from the previous launch's."""
+        the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every running
+        experiment to reach `cap` (`status`, `iters`: the device's columns)."""
         cp = self.cp
         n_groups = len(offsets) - 1
         kernel, acc_words, port_cap, smem = self._groups_kernel(cols, offsets)
@@ -285,15 +287,16 @@ class GpuBackend:
         blocks = min(n_groups, resident)
         group_exp = cp.asarray(offsets)
         queue, done = cp.zeros(1, np.uint64), cp.zeros(n_groups, np.int64)
-        last = [start]
 
         def launch(cap: int) -> None:
             if n_groups <= resident:
                 slice_windows, slices = 1 << 62, n_groups
             else:
+                # enough turns for the experiment furthest behind (one a budget stopped early)
+                st, it = status.get(), iters.get()
+                lowest = int(it[st == ST_RUN].min()) if (st == ST_RUN).any() else cap
                 slice_windows = GROUP_SLICE_WINDOWS
-                slices = n_groups * max(1, -(-(cap - last[0]) // slice_windows))
-            last[0] = cap
+                slices = n_groups * max(1, -(-(cap - lowest) // slice_windows))
             stream = cp.cuda.get_current_stream().ptr
             cp.cuda.runtime.memsetAsync(queue.data.ptr, 0, queue.nbytes, stream)
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
@@ -431,7 +434,7 @@ class GpuBackend:
             groups = None
             if mode in ("groups", "auto"):
                 groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
-                                           GROUP_THREADS_MAX)
+                                           min(GROUP_THREADS_MAX, self.group_threads))
                 mode = "graph" if groups is None else "groups"   # (graph: an experiment too large for a block)
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
@@ -453,7 +456,10 @@ class GpuBackend:
             blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
             status, iters = dev["exp_status"], dev["exp_iter"]
-            start = int(batch.cols["exp_iter"].min()) if batch.cols["exp_iter"].size else 0
+            # windows from which the cap rises: the least of the experiments still running (a run
+            # continued after a stop may hold experiments that ended long before)
+            running = batch.cols["exp_status"] == ST_RUN
+            start = int(batch.cols["exp_iter"][running].min()) if running.any() else 0
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             self.phase_s = None
@@ -465,7 +471,7 @@ class GpuBackend:
                                              steer)
                 elif mode == "groups":
                     offsets, block_threads = groups
-                    launch, blocks = self._groups_launcher(batch.cols, offsets, block_threads, start)
+                    launch, blocks = self._groups_launcher(batch.cols, offsets, block_threads, status, iters)
                     self._run_launches(mode, launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1,
                                        progress, steer)
                 else:

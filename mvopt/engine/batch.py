@@ -322,7 +322,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         sizes["n_rtab"] = sizes["n_rtnh"] = 0
         owner = table_of[i]
         if owner is None:
-            add("node_rtab", np.full(nn, -1, np.int64))
+            add("node_rtab", np.full(nn, -1, np.int64)); add("node_rtnh", np.zeros(nn, np.int64))
         else:
             row = np.full(nn, -1, np.int64)
             row[nh:] = starts[owner]["n_rtab"] + np.arange(nn - nh) * nh

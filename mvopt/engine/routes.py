@@ -70,6 +70,9 @@ def dense_routes(topo: CompiledTopology) -> tuple[np.ndarray, np.ndarray] | None
     owner[sets] = np.repeat(np.arange(ns), np.diff(off)) + nh
     entry_owner = np.repeat(owner, sizes)
     rtab_nh = (set_port - port_lo[np.maximum(entry_owner, 0)]).astype(np.int32)
+    used = entry_owner >= 0     # each set is one switch's own ports (routing.py builds them so)
+    if (rtab_nh[used] < 0).any() or (rtab_nh[used] >= (port_lo[entry_owner[used] + 1] - port_lo[entry_owner[used]])).any():
+        raise AssertionError("a next-hop set holds ports of another switch than the one routing by it")
     rtab = np.zeros((ns, nh), np.int32)
     dst = np.arange(nh)
     for s in range(ns):

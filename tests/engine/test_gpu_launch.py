@@ -63,6 +63,26 @@ def test_group_launches_pause_and_resume_cleanly(monkeypatch) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, extract_results(batch, iters)))
 
 
+def test_a_run_continued_on_the_gpu_after_an_experiment_ended_early() -> None:
+    """A run stopped (max_iters) after one experiment ended and continued on the GPU, in groups
+    and graph: the cap rises from the experiments still running (it rose from the ended one's
+    window count, below every running experiment: a launch with nothing to do)."""
+    from mvopt.engine._gpu import GpuBackend
+    from mvopt.testing.scenarios import fat_tree_flows
+
+    exps = [fat_tree_flows([(0, 5)], 20_000), fat_tree_flows([(s, 0) for s in range(1, 16)], 1_000_000)]
+    cpu = simulate(exps, backend="cpu")
+    stop = cpu[0].windows + 400
+    assert cpu[1].windows > stop
+    for launch in ("groups", "graph"):
+        be = GpuBackend(launch=launch)
+        batch = build_batch(exps)
+        iters = be.run(batch, max_iters=stop)
+        assert list(batch.cols["exp_status"]) == [1, 0]     # the first ended, the second runs
+        iters += be.run(batch)
+        assert all(a.same_as(b) for a, b in zip(cpu, extract_results(batch, iters))), launch
+
+
 def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None:
     """Blocks of a warp or two (about one experiment each: the block size is that of the widest
     experiment), and a batch with an experiment beyond the largest block, which runs in the

@@ -69,3 +69,23 @@ def test_results_do_not_depend_on_the_tables(monkeypatch) -> None:
     assert (batch.cols["node_rtab"] == -1).all()
     without = simulate(exps, backend="cpu")
     assert all(x.same_as(y) for x, y in zip(with_tables, without))
+
+
+def test_a_batch_mixing_topologies_with_and_without_tables(monkeypatch) -> None:
+    """A topology too large for a table (here: the limit between a k=4 and a k=8 fat-tree) keeps
+    the range search beside experiments that read a shared table: the results of a batch
+    without tables."""
+    small = fat_tree_flows([(0, 5), (3, 12)], 200_000)
+    big_topo = cluster(**TOPOLOGIES["fat_tree_k8"])
+    big = dataclasses.replace(small, topology=big_topo, name="k8")
+    assert big_topo.n_switch * big_topo.n_host > 1000 > small.topology.n_switch * small.topology.n_host
+    monkeypatch.setattr(routes, "DENSE_ROUTE_ENTRIES", 1000)
+    exps = [small, big, small, big]
+    batch = build_batch(exps)
+    rows = batch.cols["node_rtab"]
+    assert (rows[batch.spans[0].node_lo:batch.spans[0].node_hi] >= 0).any()
+    assert (rows[batch.spans[1].node_lo:batch.spans[1].node_hi] == -1).all()
+    mixed = simulate(exps, backend="cpu")
+    monkeypatch.setattr(routes, "DENSE_ROUTE_ENTRIES", 0)
+    without = simulate(exps, backend="cpu")
+    assert all(x.same_as(y) for x, y in zip(mixed, without))
