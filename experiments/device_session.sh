@@ -8,7 +8,8 @@
 # on the `nvidia-h200` kind (`nvidia-h200-x2` for `multi`), carrying .whl (optuna, from
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
-# Steps: tests (GPU test modules), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
+# Steps: tests (GPU test modules), stress_groups (random batches of the groups launch mode
+# against the CPU, experiments/stress_groups_gpu.py), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
@@ -47,6 +48,8 @@ fi
 # the 300-example random test takes ~200 s of the GPU suite's ~220 s: GPU_TESTS=all to include it
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --durations=25 \
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
+# the groups launch mode against the CPU under random slicing, grids, budgets (and group_smem)
+run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,coop}

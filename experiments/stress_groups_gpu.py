@@ -1,0 +1,63 @@
+"""Random stress of the GPU's groups launch mode against the CPU backend, for a device session:
+random batches of the mixed test experiments (random seeds, 1-40 experiments), each run in the
+groups mode under random conditions that cut it into many pieces: blocks of 32 or 128 threads,
+a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
+launch budgets of 5 us to 0.3 s, first launches of 1-256 windows; with and without the port
+records in shared memory (group_smem). Every result must equal the CPU's.
+
+    python experiments/stress_groups_gpu.py --seconds 200
+
+Prints one line per mismatch and a summary; exits 1 on any mismatch. Needs CuPy and a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mvopt.engine import _gpu, build_batch, simulate  # noqa: E402
+from mvopt.engine.batch import extract_results  # noqa: E402
+from mvopt.testing.scenarios import mixed_experiments  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=200.0)
+    args = ap.parse_args()
+    pool = mixed_experiments(12)
+    backends = {(threads, smem): _gpu.GpuBackend(launch="groups", group_smem=smem, defines={"MV_THREADS": threads})
+                for threads in (32, 128) for smem in (False, True)}
+    t0, batches, bad = time.perf_counter(), 0, 0
+    while time.perf_counter() - t0 < args.seconds:
+        rng = np.random.default_rng(batches)
+        exps = [dataclasses.replace(pool[j], seed=int(rng.integers(1, 99)))
+                for j in rng.integers(0, len(pool), int(rng.integers(1, 41)))]
+        be = backends[(int(rng.choice([32, 128])), bool(rng.integers(2)))]
+        _gpu.GROUP_SLICE_WINDOWS = int(rng.choice([1, 2, 3, 16]))
+        _gpu.ASYNC_LAUNCH_NS = int(rng.choice([5_000, 50_000, 300_000_000]))
+        grid = int(rng.choice([0, 1, 2, 3]))
+        be.__dict__.pop("_groups_resident", None)
+        if grid:
+            be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
+        ref = simulate(exps, backend="cpu")
+        batch = build_batch(exps)
+        res = extract_results(batch, be.run(batch, chunk_iters=int(rng.choice([1, 7, 256]))))
+        same = be.last_timing["launch"] == "groups" and all(a.same_as(b) for a, b in zip(ref, res))
+        if not same:
+            bad += 1
+            print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
+                  f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, smem {be.group_smem}", flush=True)
+        batches += 1
+    print(f"groups stress: {batches} random batches in {time.perf_counter() - t0:.0f} s, {bad} different from the CPU")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
