@@ -40,9 +40,11 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # per-experiment windows inside one launch, no grid-wide barrier (async); each experiment's nodes
 # in one block, the block's barrier between the phases (groups: experiments of at most
 # GROUP_THREADS_MAX nodes; a batch with a larger one runs as graph). auto, the default: groups
-# where every experiment fits a block, else graph (docs/performance.md, "Launch modes", H200 at
-# acd1d75: an idle window of 1,000 experiments 6.0 against 12.2 us, workload (a) 8 MiB 1.065
-# against 1.031 G packet-hops/s at 4,096 experiments, 0.862 against 0.846 at 1,024).
+# where every experiment fits a block of THREADS (128) nodes, else graph (docs/performance.md,
+# "Launch modes", H200 at acd1d75: an idle window of 1,000 experiments 6.0 against 12.2 us,
+# workload (a), 36 nodes, 8 MiB: 1.065 against 1.031 G packet-hops/s at 4,096 experiments, 0.862
+# against 0.846 at 1,024; wider experiments, whose blocks wait for their widest switch, are not
+# measured yet).
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
@@ -105,7 +107,7 @@ class GpuBackend:
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
         `launch`: how the phases of a window are separated: 'auto' (the default: 'groups' where
-        every experiment fits a block, else 'graph'), 'graph' (one launch per
+        every experiment has at most MV_THREADS nodes, else 'graph'), 'graph' (one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
         barriers), 'async' (one launch, each experiment moves to its next window when its own
         nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
@@ -435,7 +437,10 @@ class GpuBackend:
             if mode in ("groups", "auto"):
                 groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
                                            min(GROUP_THREADS_MAX, self.group_threads))
-                mode = "graph" if groups is None else "groups"   # (graph: an experiment too large for a block)
+                # graph: an experiment too large for a block; auto also keeps graph for experiments
+                # wider than a block of MV_THREADS (128): groups is measured faster only up to that
+                too_wide = groups is None or (mode == "auto" and groups[1] > self.threads)
+                mode = "graph" if too_wide else "groups"
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)

@@ -145,17 +145,16 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
         assert all(a.same_as(b) for a, b in zip(cpu, res)), budget_ns
 
 
-def test_auto_runs_groups_where_experiments_fit_a_block_and_graph_beyond(monkeypatch) -> None:
-    """The default launch mode: groups, and graph for a batch with an experiment of more than
-    GROUP_THREADS_MAX nodes (here: the limit lowered below the widest experiment)."""
+def test_auto_runs_groups_where_experiments_fit_a_block_and_graph_beyond() -> None:
+    """The default launch mode: groups for experiments of at most MV_THREADS nodes (here 36),
+    graph for a batch with a wider one (blocks of 32 threads)."""
     from mvopt.engine import _gpu
 
     exps = mixed_experiments(6)
     cpu = simulate(exps, backend="cpu")
-    be = _gpu.GpuBackend()
-    assert be.launch == "auto"
-    for limit, launch in ((_gpu.GROUP_THREADS_MAX, "groups"), (2, "graph")):
-        monkeypatch.setattr(_gpu, "GROUP_THREADS_MAX", limit)
+    for threads, launch in ((128, "groups"), (32, "graph")):
+        be = _gpu.GpuBackend(defines={"MV_THREADS": threads})
+        assert be.launch == "auto"
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch))
         assert be.last_timing["launch"] == launch
