@@ -77,7 +77,7 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
            "barriers, each experiment advancing when its own nodes finished a window (the last node to report "
            "advances it); `groups` = one launch, each experiment's nodes in one block whose barrier separates "
            "the phases, the blocks of a resident grid taking slices of groups of experiments from a queue (the "
-           "default, `auto`, since `174da19`, for every batch whose experiments fit a block of 512 threads). "
+           "default, `auto`, since `174da19`, for batches whose experiments have at most 128 nodes). "
            "`minblocks4` = async capped to 128 registers for 4 blocks per SM (spills). Blocks = "
            "resident blocks of the one-launch kernels; for graph, a full grid's blocks (the rows at `1cd2b51` and "
            "`7e0e891` that steal rows ran 528 resident blocks: 4 per SM; from `8b3a370` on the rows show the grid "
