@@ -6,11 +6,12 @@ search is a dependent load: about 8 % of the window kernel's stall samples went 
 (Nsight Compute, workload (a), eleventh session). A dense table answers with one load, and two
 for an ECMP set: entry ``(a << 8) | n`` of switch s and destination d holds the size n of the
 next-hop set and, for one next hop, its port's index among the switch's ports, for several, the
-first of them in the topology's part of ``rtab_nh`` (which holds such indices). Both hold no experiment-specific value,
-so experiments of the same topology share one copy in a batch (:func:`route_key`): a batch of
-4,096 k=4 fat-trees reads one 1.3 KB table, which stays in the caches. A topology too large for
-a table (``DENSE_ROUTE_ENTRIES``) keeps the search. Results do not depend on it: the kernels
-pick from the same ordered next-hop sets with the same hash.
+first of them in the topology's part of ``rtab_nh`` (which holds such indices). Neither holds
+anything specific to an experiment, so experiments of the same topology share one copy in a
+batch (:func:`route_key`): a batch of 4,096 k=4 fat-trees reads one 1.6 KB table (1,280 + 320
+bytes), which stays in the caches. A topology too large for a table (``DENSE_ROUTE_ENTRIES``)
+keeps the search. Results do not depend on it: the kernels pick from the same ordered next-hop
+sets with the same hash.
 """
 
 from __future__ import annotations
