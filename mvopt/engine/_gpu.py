@@ -81,6 +81,14 @@ def experiment_groups(nodes: np.ndarray, threads: int = THREADS,
     return np.asarray(offsets, np.int64), threads
 
 
+def first_window(status: np.ndarray, iters: np.ndarray) -> int:
+    """The window from which a run's cap rises: the least window count of the experiments still
+    running (a run continued after a stop may hold experiments that ended long before; 0 if none
+    runs)."""
+    running = status == ST_RUN
+    return int(iters[running].min()) if running.any() else 0
+
+
 def gpu_count() -> int:
     """CUDA devices CuPy sees (0 without CuPy or a driver)."""
     try:
@@ -461,10 +469,7 @@ class GpuBackend:
             blocks = _blocks(max(int(batch.counts["n_node"]), int(batch.counts["n_exp"])), self.threads)
             blocks = min(self.max_blocks[mode], blocks) if mode in self.max_blocks else blocks
             status, iters = dev["exp_status"], dev["exp_iter"]
-            # windows from which the cap rises: the least of the experiments still running (a run
-            # continued after a stop may hold experiments that ended long before)
-            running = batch.cols["exp_status"] == ST_RUN
-            start = int(batch.cols["exp_iter"][running].min()) if running.any() else 0
+            start = first_window(batch.cols["exp_status"], batch.cols["exp_iter"])
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             self.phase_s = None
