@@ -94,7 +94,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0},
             # (prepared in the eleventh session, not yet run on a GPU) a group's port records in
             # the block's shared memory for a slice (MV_GROUP_SMEM)
-            "groups-smem": {"launch": "groups", "group_smem": True}}
+            "groups-smem": {"launch": "groups", "group_smem": True},
+            # (prepared in the eleventh session) the groups grid at 3 blocks per SM (graph's row
+            # stealing gained from 3 against 4), and slices of 64 windows instead of 16
+            "groups-3sm": {"launch": "groups", "group_blocks_per_sm": 3},
+            "groups-slice64": {"launch": "groups", "group_slice_windows": 64}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -108,7 +112,8 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     order, compact = spec.pop("order", "auto"), spec.pop("compact", False)
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                    group_smem=spec.pop("group_smem", False), defines=spec)
+                    group_smem=spec.pop("group_smem", False), group_blocks_per_sm=spec.pop("group_blocks_per_sm", None),
+                    group_slice_windows=spec.pop("group_slice_windows", None), defines=spec)
     return be, order, compact
 
 

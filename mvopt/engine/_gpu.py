@@ -110,7 +110,8 @@ class GpuBackend:
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
-                 window_blocks: int | None = None, group_smem: bool = False) -> None:
+                 window_blocks: int | None = None, group_smem: bool = False, group_blocks_per_sm: int | None = None,
+                 group_slice_windows: int | None = None) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
@@ -134,8 +135,13 @@ class GpuBackend:
         `group_smem` (groups mode, a variant to measure): the ports' queue, transmit and ingress
         records of a block's group in its shared memory while it runs a slice of their windows
         (MV_GROUP_SMEM, a module of its own; where the largest group's records fit
-        GROUP_SMEM_BYTES). Results depend on none of these."""
+        GROUP_SMEM_BYTES). `group_blocks_per_sm` (groups mode, a variant to measure): at most this
+        many resident blocks per SM (fewer groups in flight at once, as row stealing's 3 per SM
+        in graph mode); `group_slice_windows`: the windows of a slice when groups take turns
+        (default GROUP_SLICE_WINDOWS). Results depend on none of these."""
         self.group_smem = group_smem
+        self.group_blocks_per_sm = group_blocks_per_sm
+        self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         self.time_phases = time_phases
@@ -256,8 +262,11 @@ class GpuBackend:
 
     def _groups_resident(self, kernel, threads: int, smem_bytes: int) -> int:
         """Blocks of a groups kernel resident at once, with this much dynamic shared memory."""
-        per_sm = self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, smem_bytes)
-        return max(1, self.sms * int(per_sm))
+        per_sm = int(self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads,
+                                                                                   smem_bytes))
+        if self.group_blocks_per_sm:
+            per_sm = min(per_sm, self.group_blocks_per_sm)
+        return max(1, self.sms * per_sm)
 
     def _groups_kernel(self, cols: dict[str, np.ndarray], offsets: np.ndarray) -> tuple[object, int, int, int]:
         """The groups kernel for these groups (experiment_groups), the words of its reports, the
@@ -305,7 +314,7 @@ class GpuBackend:
                 # enough turns for the experiment furthest behind (one a budget stopped early)
                 st, it = status.get(), iters.get()
                 lowest = int(it[st == ST_RUN].min()) if (st == ST_RUN).any() else cap
-                slice_windows = GROUP_SLICE_WINDOWS
+                slice_windows = self.group_slice_windows or GROUP_SLICE_WINDOWS
                 slices = n_groups * max(1, -(-(cap - lowest) // slice_windows))
             stream = cp.cuda.get_current_stream().ptr
             cp.cuda.runtime.memsetAsync(queue.data.ptr, 0, queue.nbytes, stream)

@@ -45,6 +45,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     groups than resident blocks; at most `budget_windows` per launch (a budget that runs out)."""
     be = object.__new__(GpuBackend)
     be.cp, be.sms, be.group_smem, be._wait = FAKE_CP, 1, False, lambda: None
+    be.group_blocks_per_sm = be.group_slice_windows = None
     be._groups_resident = lambda kernel, threads, smem: resident
 
     def kernel(grid, block, args, shared_mem=0):
@@ -66,7 +67,9 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
 
 @pytest.mark.parametrize("resident", [100, 2])
 @pytest.mark.parametrize("budget_windows", [None, 5])
-def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budget_windows: int | None) -> None:
+@pytest.mark.parametrize("slice_windows", [None, 64])
+def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budget_windows: int | None,
+                                                             slice_windows: int | None) -> None:
     """One experiment ended long before the others (a run stopped and continued): the cap rises
     from the running ones, and launches move them to their ends, with one slice per group or
     slices of 16 windows, with or without budgets that cut launches short."""
@@ -76,6 +79,7 @@ def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budg
     assert first_window(status.a, iters.a) == 415
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
+    be.group_slice_windows = slice_windows
     launch, blocks = be._groups_launcher({}, offsets, 128, status, iters)
     assert blocks == min(resident, 3)
     be._run_launches("groups", launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0,
