@@ -98,7 +98,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (prepared in the eleventh session) the groups grid at 3 blocks per SM (graph's row
             # stealing gained from 3 against 4), and slices of 64 windows instead of 16
             "groups-3sm": {"launch": "groups", "group_blocks_per_sm": 3},
-            "groups-slice64": {"launch": "groups", "group_slice_windows": 64}}
+            "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
+            # a group's switches first (the widest first), then its hosts: warps of one kind of node
+            "groups-roles": {"launch": "groups", "group_order": True}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -113,7 +115,8 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
                     group_smem=spec.pop("group_smem", False), group_blocks_per_sm=spec.pop("group_blocks_per_sm", None),
-                    group_slice_windows=spec.pop("group_slice_windows", None), defines=spec)
+                    group_slice_windows=spec.pop("group_slice_windows", None),
+                    group_order=spec.pop("group_order", False), defines=spec)
     return be, order, compact
 
 

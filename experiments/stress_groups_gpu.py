@@ -3,7 +3,7 @@ random batches of the mixed test experiments (random seeds, 1-40 experiments), e
 groups mode under random conditions that cut it into many pieces: blocks of 32 or 128 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 5 us to 0.3 s, first launches of 1-256 windows; with and without the port
-records in shared memory (group_smem). Every result must equal the CPU's.
+records in shared memory (group_smem) and the switches-first order within groups (group_order). Every result must equal the CPU's.
 
     python experiments/stress_groups_gpu.py --seconds 200
 
@@ -46,6 +46,7 @@ def main() -> None:
         be.__dict__.pop("_groups_resident", None)
         if grid:
             be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
+        be.group_order = bool(rng.integers(2))          # switches first within each group, or not
         ref = simulate(exps, backend="cpu")
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch, chunk_iters=int(rng.choice([1, 7, 256]))))
@@ -53,7 +54,8 @@ def main() -> None:
         if not same:
             bad += 1
             print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
-                  f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, smem {be.group_smem}", flush=True)
+                  f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, smem {be.group_smem}, "
+                  f"ordered {be.group_order}", flush=True)
         batches += 1
     print(f"groups stress: {batches} random batches in {time.perf_counter() - t0:.0f} s, {bad} different from the CPU")
     sys.exit(1 if bad else 0)

@@ -111,7 +111,7 @@ class GpuBackend:
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
                  window_blocks: int | None = None, group_smem: bool = False, group_blocks_per_sm: int | None = None,
-                 group_slice_windows: int | None = None) -> None:
+                 group_slice_windows: int | None = None, group_order: bool = False) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
@@ -138,7 +138,10 @@ class GpuBackend:
         GROUP_SMEM_BYTES). `group_blocks_per_sm` (groups mode, a variant to measure): at most this
         many resident blocks per SM (fewer groups in flight at once, as row stealing's 3 per SM
         in graph mode); `group_slice_windows`: the windows of a slice when groups take turns
-        (default GROUP_SLICE_WINDOWS). Results depend on none of these."""
+        (default GROUP_SLICE_WINDOWS); `group_order`: a group's threads take its switches first,
+        the widest first, then its hosts (warps of one kind of node; node_order(groups=...)),
+        instead of the nodes in their order. Results depend on none of these."""
+        self.group_order = group_order
         self.group_smem = group_smem
         self.group_blocks_per_sm = group_blocks_per_sm
         self.group_slice_windows = group_slice_windows
@@ -321,7 +324,8 @@ class GpuBackend:
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
             kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups), np.int64(slice_windows),
                                            np.int64(slices), queue, done, np.int64(ASYNC_LAUNCH_NS),
-                                           np.int64(acc_words), np.int64(port_cap)), shared_mem=smem)
+                                           np.int64(acc_words), np.int64(port_cap), np.int32(self.group_order)),
+                   shared_mem=smem)
         return launch, blocks
 
     def _steals(self, n_node: int) -> bool:
@@ -458,6 +462,9 @@ class GpuBackend:
                 # wider than a block of MV_THREADS (128): groups is measured faster only up to that
                 too_wide = groups is None or (mode == "auto" and groups[1] > self.threads)
                 mode = "graph" if too_wide else "groups"
+            if mode == "groups" and self.group_order:
+                order = node_order(batch.cols, widest_first=True, groups=groups[0])
+                dev["node_order"] = cp.asarray(order.astype(batch.cols["node_order"].dtype))
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mvopt.engine import build_batch
 from mvopt.engine._gpu import experiment_groups
+from mvopt.engine.batch import node_order
+from mvopt.testing.scenarios import mixed_experiments
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -28,3 +31,21 @@ def test_small_experiments_share_a_block_and_large_ones_do_not_fit() -> None:
     offsets, threads = experiment_groups(np.array([36, 200, 36]), 128, 512)
     assert threads == 224 and offsets.tolist() == [0, 1, 2, 3]
     assert experiment_groups(np.array([36, 513]), 128, 512) is None
+
+
+def test_the_order_within_groups_keeps_each_group_in_its_rows_switches_first() -> None:
+    """node_order(groups=...): a permutation of each group's node rows (a block's threads),
+    its switches first (the widest first), then its hosts."""
+    batch = build_batch(mixed_experiments(9))
+    cols = batch.cols
+    offsets, _ = experiment_groups(cols["exp_node_hi"] - cols["exp_node_lo"], 64, 512)
+    order = node_order(cols, widest_first=True, groups=offsets)
+    assert sorted(order.tolist()) == list(range(int(batch.counts["n_node"])))
+    for g in range(len(offsets) - 1):
+        lo, hi = int(cols["exp_node_lo"][offsets[g]]), int(cols["exp_node_hi"][offsets[g + 1] - 1])
+        part = order[lo:hi]
+        assert part.min() == lo and part.max() == hi - 1
+        host = cols["node_is_host"][part]
+        assert (np.diff(host.astype(int)) >= 0).all()          # switches, then hosts
+        ports = (cols["node_port_hi"] - cols["node_port_lo"])[part][host == 0]
+        assert (np.diff(ports) <= 0).all()                      # the widest switch first

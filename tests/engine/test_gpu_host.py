@@ -46,6 +46,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     be = object.__new__(GpuBackend)
     be.cp, be.sms, be.group_smem, be._wait = FAKE_CP, 1, False, lambda: None
     be.group_blocks_per_sm = be.group_slice_windows = None
+    be.group_order = False
     be._groups_resident = lambda kernel, threads, smem: resident
 
     def kernel(grid, block, args, shared_mem=0):

@@ -145,16 +145,22 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
         assert all(a.same_as(b) for a, b in zip(cpu, res)), budget_ns
 
 
-def test_groups_on_one_block_per_sm_with_slices_of_two_windows() -> None:
-    """The groups mode's tuning knobs (group_blocks_per_sm, group_slice_windows) change no result."""
+@pytest.mark.parametrize("ordered", [False, True])
+def test_groups_on_one_block_per_sm_with_slices_of_two_windows(ordered: bool) -> None:
+    """The groups mode's tuning knobs (group_blocks_per_sm, group_slice_windows, group_order)
+    change no result."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
-    be = GpuBackend(launch="groups", group_blocks_per_sm=1, group_slice_windows=2, defines={"MV_THREADS": 32})
+    be = GpuBackend(launch="groups", group_blocks_per_sm=1, group_slice_windows=2, group_order=ordered,
+                    defines={"MV_THREADS": 32})
     batch = build_batch(exps)
     res = extract_results(batch, be.run(batch, chunk_iters=5))
     assert be.last_timing["launch"] == "groups"
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+    batch = build_batch(exps)
+    res = extract_results(batch, GpuBackend(launch="groups", group_order=ordered).run(batch))
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 

@@ -200,11 +200,13 @@ MV_DEV int64_t group_ports_hi(const Ctx* c, const int64_t* group_exp, int64_t g)
 }
 #endif
 // `acc_words`: the reports' words at the start of the dynamic shared memory; `port_cap`: ports
-// room after them (MV_GROUP_SMEM only).
+// room after them (MV_GROUP_SMEM only); `ordered`: thread t of a group runs node
+// node_order[first node + t] (a permutation within the group), else the node itself.
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
-                                                                    int64_t budget_ns, int64_t acc_words, int64_t port_cap) {
+                                                                    int64_t budget_ns, int64_t acc_words, int64_t port_cap,
+                                                                    int ordered) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
 #if MV_GROUP_SMEM
   int64_t* acc = mv_smem;
@@ -243,6 +245,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap,
       int64_t e_lo = group_exp[group];
       int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
+        if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
         if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
