@@ -52,7 +52,7 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
-  --variants ${PROFILE_VARIANTS:-graph,coop}
+  --variants ${PROFILE_VARIANTS:-graph,coop} ${PROFILE_IDLE:+--idle-variants $PROFILE_IDLE}
 # the kernel's source, kept in a fresh CuPy cache, is what ncu's per-line tables need (it compiles from a temporary file)
 ncu_src="CUPY_CACHE_DIR=$PWD/.ncu_cache CUPY_CACHE_SAVE_CUDA_SOURCE=1"
 run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \

@@ -100,7 +100,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-3sm": {"launch": "groups", "group_blocks_per_sm": 3},
             "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
             # a group's switches first (the widest first), then its hosts: warps of one kind of node
-            "groups-roles": {"launch": "groups", "group_order": True}}
+            "groups-roles": {"launch": "groups", "group_order": True},
+            # (twelfth session) the groups kernel bounded for 6 / 8 blocks of 128 threads per SM
+            # (80 / 64 registers, more spills) instead of 4 (128): more warps to hide the latency
+            "groups-6sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 6},
+            "groups-8sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 8}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

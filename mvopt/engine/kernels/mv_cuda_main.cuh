@@ -150,6 +150,12 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_MIN_BLOCKS) mv_run_coop(int64_t 
 #ifndef MV_GROUP_THREADS
 #define MV_GROUP_THREADS 512   // the largest block (and so experiment) this kernel takes: 128 registers
 #endif
+// Blocks of MV_GROUP_THREADS per SM the groups kernel is bounded for (registers: 65536 / product).
+// 1 with 512 threads: 128 registers, 4 blocks of 128 threads per SM. A variant to measure raises
+// it with MV_GROUP_THREADS 128 (6: 80 registers, 8: 64), more warps to hide the loads' latency.
+#ifndef MV_GROUP_MIN_BLOCKS
+#define MV_GROUP_MIN_BLOCKS 1
+#endif
 // The group's reports go to shared memory (`acc`, four words per experiment of the group: the
 // earliest next and progress times, the tasks and flows finished in this window), and the
 // advance publishes nothing beyond the block: its barrier orders the nodes' windows.
@@ -202,7 +208,7 @@ MV_DEV int64_t group_ports_hi(const Ctx* c, const int64_t* group_exp, int64_t g)
 // `acc_words`: the reports' words at the start of the dynamic shared memory; `port_cap`: ports
 // room after them (MV_GROUP_SMEM only); `ordered`: thread t of a group runs node
 // node_order[first node + t] (a permutation within the group), else the node itself.
-MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, 1) mv_run_groups(int64_t cap, const int64_t* group_exp,
+MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
                                                                     int64_t budget_ns, int64_t acc_words, int64_t port_cap,
