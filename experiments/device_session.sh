@@ -11,7 +11,7 @@
 # Steps: tests (GPU test modules), stress_groups (random batches of the groups launch mode
 # against the CPU, experiments/stress_groups_gpu.py), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
-# mode's window kernel, steady state of workload (a)), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
+# mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
 # pull vs locks on the GPU; docs/performance.md comes back in $OUT/ablation), multi (issue 8:
 # bench_multi_gpu on two GPUs), wide (time per window and per event of a 128-port spine's thread,
@@ -48,7 +48,7 @@ fi
 # the 300-example random test takes ~200 s of the GPU suite's ~220 s: GPU_TESTS=all to include it
 run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --durations=25 \
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
-# the groups launch mode against the CPU under random slicing, grids, budgets (and group_smem)
+# the groups launch mode against the CPU under random slicing, grids, budgets and node orders
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
@@ -63,6 +63,16 @@ run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUN
   && ncu --import $OUT/ncu/prof.ncu-rep --page details > $OUT/ncu/details.txt \
   && (ncu --import $OUT/ncu/prof.ncu-rep --page source --csv --print-source cuda > $OUT/ncu/source_cuda.csv || true) \
   && python3 experiments/ncu_source_lines.py $OUT/ncu/prof.ncu-rep $OUT/ncu/lines.json"
+# the same for the groups kernel (the default): one launch of slices of 16 windows of workload (a) in
+# its steady state, NCU_GROUPS_BATCH experiments (more groups than resident blocks: slices taken in turns)
+run ncu_groups 200 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=groups ncu --clock-control none --section SpeedOfLight \
+  --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+  --section SourceCounters --section InstructionStats --import-source yes --source-folders $PWD/.ncu_cache \
+  -k mv_run_groups --launch-skip ${NCU_GROUPS_SKIP:-2} -c 1 -f \
+  -o $OUT/ncu_groups/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch ${NCU_GROUPS_BATCH:-2048} --iters 2000 \
+  && ncu --import $OUT/ncu_groups/prof.ncu-rep --page details > $OUT/ncu_groups/details.txt \
+  && python3 experiments/ncu_source_lines.py $OUT/ncu_groups/prof.ncu-rep $OUT/ncu_groups/lines.json \
+  && python3 experiments/ncu_source_lines.py --by-structure $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_structure.txt"
 # idle windows per launch mode, then the graph mode's window and advance kernels timed apart (CUDA events)
 run launch 150 python3 experiments/diag_launch.py
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}

@@ -9,7 +9,7 @@ module (`extras/python/ncu_report.py` of the Nsight Compute install, on the devi
 The source itself is in the report (`--import-source yes`) and in the JSON (`source`): read it
 beside the figures with `python3 experiments/ncu_source_lines.py --top OUT.json [METRIC]`, or
 summed by the data structure each line touches (packet slots, port records, flows ...) with
-`--by-structure OUT.json`.
+`--by-structure OUT.json`, or by the function they belong to with `--by-function OUT.json`.
 """
 
 from __future__ import annotations
@@ -104,8 +104,42 @@ def by_structure(path: str) -> None:
             print(f"{100 * v / total:5.1f}%  {s}")
 
 
+def function_of_lines(lines: list[str]) -> list[str]:
+    """The function each source line belongs to: the last definition at column 0 above it
+    (MV_DEV, MV_COLD, MV_GLOBAL, templates of them); lambdas count as their enclosing function."""
+    import re
+    start = re.compile(r"^(?:template\s*<[^>]*>\s*)?(?:MV_DEV|MV_COLD|MV_GLOBAL)\b[^;(]*?\b(\w+)\s*\(")
+    current, out = "(file scope)", []
+    for text in lines:
+        m = start.match(text)
+        if m:
+            current = m.group(1)
+        out.append(current)
+    return out
+
+
+def by_function(path: str) -> None:
+    """Stall samples, instructions executed and L2 sectors requested by the kernels' function
+    (inlined code counts in the function whose source it is): where a role's time goes."""
+    data = json.load(open(path))
+    name = next(f for f in data["source"] if f.endswith(".cu"))
+    owner = function_of_lines(data["source"][name].splitlines())
+    for metric in ("smsp__pcsamp_sample_count", "inst_executed", "memory_l2_theoretical_sectors_global"):
+        sums: dict[str, float] = defaultdict(float)
+        for where, v in data["metrics"].get(metric, {}).items():
+            f, _, ln = where.rpartition(":")
+            ok = f == name and ln.isdigit() and 0 < int(ln) <= len(owner)
+            sums[owner[int(ln) - 1] if ok else "?"] += v
+        total = sum(sums.values()) or 1.0
+        print(f"== {metric} (total {total:,.0f})")
+        for fn, v in sorted(sums.items(), key=lambda kv: -kv[1])[:30]:
+            print(f"{100 * v / total:5.1f}%  {fn}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--top":
+    if sys.argv[1] == "--by-function":
+        by_function(sys.argv[2])
+    elif sys.argv[1] == "--top":
         top(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "--by-structure":
         by_structure(sys.argv[2])

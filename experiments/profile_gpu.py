@@ -92,15 +92,13 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "graph-search": {"launch": "graph", "MV_DENSE_ROUTES": 0},
             "graph-nosilent": {"launch": "graph", "MV_SILENT_HOST": 0},
             "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0},
-            # (prepared in the eleventh session, not yet run on a GPU) a group's port records in
-            # the block's shared memory for a slice (MV_GROUP_SMEM)
-            "groups-smem": {"launch": "groups", "group_smem": True},
-            # (prepared in the eleventh session) the groups grid at 3 blocks per SM (graph's row
-            # stealing gained from 3 against 4), and slices of 64 windows instead of 16
-            "groups-3sm": {"launch": "groups", "group_blocks_per_sm": 3},
+            # (eleventh session, measured in the twelfth: docs/performance.md) a group's port records
+            # in shared memory and 3 blocks per SM (both removed since); slices of 64 windows
             "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
             # a group's switches first (the widest first), then its hosts: warps of one kind of node
+            # (the default since the twelfth session); groups-plain: the nodes in their order
             "groups-roles": {"launch": "groups", "group_order": True},
+            "groups-plain": {"launch": "groups", "group_order": False},
             # (twelfth session) the groups kernel bounded for 6 / 8 blocks of 128 threads per SM
             # (80 / 64 registers, more spills) instead of 4 (128): more warps to hide the latency
             "groups-6sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 6},
@@ -118,9 +116,8 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     order, compact = spec.pop("order", "auto"), spec.pop("compact", False)
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
-                    group_smem=spec.pop("group_smem", False), group_blocks_per_sm=spec.pop("group_blocks_per_sm", None),
                     group_slice_windows=spec.pop("group_slice_windows", None),
-                    group_order=spec.pop("group_order", False), defines=spec)
+                    group_order=spec.pop("group_order", True), defines=spec)
     return be, order, compact
 
 

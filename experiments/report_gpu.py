@@ -339,7 +339,15 @@ def render() -> str:
                                "graph": "graph (dense routing tables, silent hosts)",
                                "groups": "groups on a resident grid, slices of 16 windows (the default since 174da19)",
                                "graph-search": "graph, the switches' range search instead of dense tables",
-                               "auto": "auto (runs groups)"})])
+                               "auto": "auto (runs groups)"}),
+                           ("profile_b4096_f127d09", "f127d09", {
+                               "groups": "groups, nodes in their order (the default until f127d09)",
+                               "groups-roles": "groups, a group's switches first, the widest first, then its hosts (the default since)",
+                               "groups-smem": "groups, the group's port records in shared memory (removed)",
+                               "groups-3sm": "groups, 3 resident blocks per SM (removed)",
+                               "groups-slice64": "groups, slices of 64 windows",
+                               "groups-6sm": "groups, kernel bounded for 6 blocks/SM (80 registers)",
+                               "groups-8sm": "groups, kernel bounded for 8 blocks/SM (64 registers)"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "

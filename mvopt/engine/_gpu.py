@@ -48,8 +48,6 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
-GROUP_SMEM_BYTES = 96 * 1024     # group_smem: the most shared memory a block's port records may take
-GROUP_SMEM_PORT_BYTES = 144      # a port's records there: transmit and ingress (64 bytes each), queues (16)
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
@@ -110,8 +108,8 @@ class GpuBackend:
 
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
-                 window_blocks: int | None = None, group_smem: bool = False, group_blocks_per_sm: int | None = None,
-                 group_slice_windows: int | None = None, group_order: bool = False) -> None:
+                 window_blocks: int | None = None, group_slice_windows: int | None = None,
+                 group_order: bool = True) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
@@ -132,18 +130,13 @@ class GpuBackend:
         graphs, and report the window and advance kernels' GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing): the resident
         grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so that fewer nodes'
         state is in flight at once and more of it stays in the L2 between events).
-        `group_smem` (groups mode, a variant to measure): the ports' queue, transmit and ingress
-        records of a block's group in its shared memory while it runs a slice of their windows
-        (MV_GROUP_SMEM, a module of its own; where the largest group's records fit
-        GROUP_SMEM_BYTES). `group_blocks_per_sm` (groups mode, a variant to measure): at most this
-        many resident blocks per SM (fewer groups in flight at once, as row stealing's 3 per SM
-        in graph mode); `group_slice_windows`: the windows of a slice when groups take turns
-        (default GROUP_SLICE_WINDOWS); `group_order`: a group's threads take its switches first,
-        the widest first, then its hosts (warps of one kind of node; node_order(groups=...)),
-        instead of the nodes in their order. Results depend on none of these."""
+        `group_slice_windows` (groups mode): the windows of a slice when groups take turns
+        (default GROUP_SLICE_WINDOWS); `group_order` (groups mode, the default): a group's
+        threads take its switches first, the widest first, then its hosts (warps of one kind of
+        node; node_order(groups=...)), instead of the nodes in their order (measured on an H200,
+        docs/performance.md: (a) 1.100 against 1.043 G packet-hops/s). Results depend on none
+        of these."""
         self.group_order = group_order
-        self.group_smem = group_smem
-        self.group_blocks_per_sm = group_blocks_per_sm
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
@@ -191,7 +184,6 @@ class GpuBackend:
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             self.ctx_symbols = [self.ctx_symbol, self.phase_ctx_symbol]   # every module's context
             self.options = options
-            self._smem_module = None       # the MV_GROUP_SMEM build (group_smem), when first used
             props = cupy.cuda.runtime.getDeviceProperties(device)
             self.sms = int(props["multiProcessorCount"])
             self.max_blocks = {}      # blocks resident at once, per one-launch kernel
@@ -267,36 +259,9 @@ class GpuBackend:
         """Blocks of a groups kernel resident at once, with this much dynamic shared memory."""
         per_sm = int(self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads,
                                                                                    smem_bytes))
-        if self.group_blocks_per_sm:
-            per_sm = min(per_sm, self.group_blocks_per_sm)
         return max(1, self.sms * per_sm)
 
-    def _groups_kernel(self, cols: dict[str, np.ndarray], offsets: np.ndarray) -> tuple[object, int, int, int]:
-        """The groups kernel for these groups (experiment_groups), the words of its reports, the
-        ports its shared memory holds per group (0: none) and its dynamic shared memory: the
-        MV_GROUP_SMEM build where asked for (`group_smem`) and the largest group's port records
-        fit in GROUP_SMEM_BYTES, else the plain one."""
-        acc_words = 4 * int(np.diff(offsets).max())      # four per experiment of the largest group
-        if self.group_smem:
-            first_node = cols["exp_node_lo"][offsets[:-1]]
-            last_node = cols["exp_node_hi"][offsets[1:] - 1] - 1
-            ports = int((cols["node_port_hi"][last_node] - cols["node_port_lo"][first_node]).max())
-            smem = 8 * acc_words + ports * GROUP_SMEM_PORT_BYTES
-            if smem <= GROUP_SMEM_BYTES:
-                kernel = self._smem_groups_kernel()
-                kernel.max_dynamic_shared_size_bytes = smem
-                return kernel, acc_words, ports, smem
-        return self.groups_kernel, acc_words, 0, 8 * acc_words
-
-    def _smem_groups_kernel(self):
-        """mv_run_groups of a module built with MV_GROUP_SMEM (compiled at its first use)."""
-        if self._smem_module is None:
-            self._smem_module = self.cp.RawModule(code=kernel_source("cuda"),
-                                                  options=self.options + ("-DMV_GROUP_SMEM=1",))
-            self.ctx_symbols.append(self._smem_module.get_global("mv_ctx"))
-        return self._smem_module.get_function("mv_run_groups")
-
-    def _groups_launcher(self, cols: dict[str, np.ndarray], offsets: np.ndarray, threads: int, status,
+    def _groups_launcher(self, offsets: np.ndarray, threads: int, status,
                          iters) -> tuple[Callable[[int], None], int]:
         """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
         slices of groups from a queue), and its blocks. One slice per group when the groups fit
@@ -304,7 +269,9 @@ class GpuBackend:
         experiment to reach `cap` (`status`, `iters`: the device's columns)."""
         cp = self.cp
         n_groups = len(offsets) - 1
-        kernel, acc_words, port_cap, smem = self._groups_kernel(cols, offsets)
+        kernel = self.groups_kernel
+        acc_words = 4 * int(np.diff(offsets).max())      # reports: four per experiment of the largest group
+        smem = 8 * acc_words
         resident = self._groups_resident(kernel, threads, smem)
         blocks = min(n_groups, resident)
         group_exp = cp.asarray(offsets)
@@ -324,7 +291,7 @@ class GpuBackend:
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
             kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups), np.int64(slice_windows),
                                            np.int64(slices), queue, done, np.int64(ASYNC_LAUNCH_NS),
-                                           np.int64(acc_words), np.int64(port_cap), np.int32(self.group_order)),
+                                           np.int64(acc_words), np.int32(self.group_order)),
                    shared_mem=smem)
         return launch, blocks
 
@@ -477,8 +444,6 @@ class GpuBackend:
             if dev["pkt"].data.ptr % 32:
                 raise AssertionError(f"packet slots at {dev['pkt'].data.ptr:#x}: not 32-byte aligned")
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
-            if self.group_smem and mode == "groups":
-                self._smem_groups_kernel()    # (its module's constant memory gets the context too)
             for symbol in self.ctx_symbols:
                 symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             # one-launch modes: a resident grid; graph modes launch full grids (for the record)
@@ -497,7 +462,7 @@ class GpuBackend:
                                              steer)
                 elif mode == "groups":
                     offsets, block_threads = groups
-                    launch, blocks = self._groups_launcher(batch.cols, offsets, block_threads, status, iters)
+                    launch, blocks = self._groups_launcher(offsets, block_threads, status, iters)
                     self._run_launches(mode, launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1,
                                        progress, steer)
                 else:

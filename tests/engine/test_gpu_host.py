@@ -44,8 +44,8 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     slices for: to the cap with one slice per group, by `slice` windows per slice with more
     groups than resident blocks; at most `budget_windows` per launch (a budget that runs out)."""
     be = object.__new__(GpuBackend)
-    be.cp, be.sms, be.group_smem, be._wait = FAKE_CP, 1, False, lambda: None
-    be.group_blocks_per_sm = be.group_slice_windows = None
+    be.cp, be.sms, be._wait = FAKE_CP, 1, lambda: None
+    be.group_slice_windows = None
     be.group_order = False
     be._groups_resident = lambda kernel, threads, smem: resident
 
@@ -81,7 +81,7 @@ def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budg
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
     be.group_slice_windows = slice_windows
-    launch, blocks = be._groups_launcher({}, offsets, 128, status, iters)
+    launch, blocks = be._groups_launcher(offsets, 128, status, iters)
     assert blocks == min(resident, 3)
     be._run_launches("groups", launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0,
                      None)
@@ -94,7 +94,7 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
     lengths = np.array([15, 1259])
     status, iters = HostArray([ST_DONE, ST_RUN]), HostArray([15, 415])
     be = backend(status, iters, lengths, 100, None)
-    launch, _ = be._groups_launcher({}, np.array([0, 2]), 128, status, iters)
+    launch, _ = be._groups_launcher(np.array([0, 2]), 128, status, iters)
     with pytest.raises(RuntimeError, match="no progress"):
         be._run_launches("groups", launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
 

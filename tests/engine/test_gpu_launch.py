@@ -101,28 +101,25 @@ def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None
         assert all(a.same_as(b) for a, b in zip(cpu, res)), launch
 
 
-@pytest.mark.parametrize("grid", [None, 2])
-def test_group_port_records_in_shared_memory_match_the_cpu(grid, monkeypatch) -> None:
-    """group_smem (MV_GROUP_SMEM): the ports' records of a block's group in shared memory for a
-    slice, loaded before and stored after it; on the whole grid and on two blocks taking turns
-    (slices of three windows). A batch whose records do not fit runs the plain groups kernel."""
+def test_every_groups_launch_moves_an_experiment_forward(monkeypatch) -> None:
+    """A launch whose budget is spent at once (1 ns) still runs a window of a running experiment:
+    a block takes no more slices once the budget is spent only after it ran one, so the slices
+    of groups whose experiments all ended (the first slices of every launch, here, once the
+    shortest experiment, first in the batch, has ended) cannot use up a launch (it stopped with
+    "no progress", experiments/stress_groups_gpu.py). One block, slices of one window: the
+    CPU's results."""
     from mvopt.engine import _gpu
 
-    monkeypatch.setattr(_gpu, "GROUP_SLICE_WINDOWS", 3)
-    exps = mixed_experiments(9)
+    exps = mixed_experiments(6)
     cpu = simulate(exps, backend="cpu")
-    be = _gpu.GpuBackend(launch="groups", group_smem=True)
-    if grid:
-        be._groups_resident = lambda kernel, threads, smem: grid
+    order = sorted(range(len(exps)), key=lambda j: cpu[j].makespan_ps)
+    exps, cpu = [exps[j] for j in order], [cpu[j] for j in order]
+    monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", 1)
+    be = _gpu.GpuBackend(launch="groups", group_slice_windows=1, defines={"MV_THREADS": 32})
+    be._groups_resident = lambda kernel, threads, smem: 1
     batch = build_batch(exps)
-    res = extract_results(batch, be.run(batch, chunk_iters=7))
-    assert be._smem_module is not None and be.last_timing["launch"] == "groups"
-    assert all(a.same_as(b) for a, b in zip(cpu, res))
-    monkeypatch.setattr(_gpu, "GROUP_SMEM_BYTES", 0)
-    plain = _gpu.GpuBackend(launch="groups", group_smem=True)
-    batch = build_batch(exps)
-    res = extract_results(batch, plain.run(batch))
-    assert plain._smem_module is None
+    res = extract_results(batch, be.run(batch))
+    assert be.last_timing["launch"] == "groups" and be.last_timing["blocks"] == 1
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
@@ -147,14 +144,14 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
 
 @pytest.mark.parametrize("ordered", [False, True])
 def test_groups_on_one_block_per_sm_with_slices_of_two_windows(ordered: bool) -> None:
-    """The groups mode's tuning knobs (group_blocks_per_sm, group_slice_windows, group_order)
+    """The groups mode's knobs (group_slice_windows, group_order) on a grid of one block per SM
     change no result."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
-    be = GpuBackend(launch="groups", group_blocks_per_sm=1, group_slice_windows=2, group_order=ordered,
-                    defines={"MV_THREADS": 32})
+    be = GpuBackend(launch="groups", group_slice_windows=2, group_order=ordered, defines={"MV_THREADS": 32})
+    be._groups_resident = lambda kernel, threads, smem: be.sms
     batch = build_batch(exps)
     res = extract_results(batch, be.run(batch, chunk_iters=5))
     assert be.last_timing["launch"] == "groups"

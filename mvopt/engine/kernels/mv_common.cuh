@@ -125,30 +125,11 @@ MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
 // ---- a port's queue heads and tails (port_q) and wire record (port_wire), each one sector ----
 enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
 #define PORT_W(c, p, k) ((c)->port_wire[(p) * 4 + (k)])
-// MV_GROUP_SMEM (a variant of the groups launch mode, a module of its own: docs/engine.md): the
-// ports' queue heads and tails, transmit and ingress records (port_q, port_tx, port_in) of the
-// block's group of experiments are in the block's shared memory while it runs a slice of their
-// windows (mv_run_groups loads them before and stores them after): words mv_sm_tx, mv_sm_in and
-// mv_sm_q on of the dynamic shared memory, for the ports from mv_sm_port_lo on. Every kernel of
-// such a module but mv_run_groups would read the wrong memory.
-#ifndef MV_GROUP_SMEM
-#define MV_GROUP_SMEM 0
-#endif
-#if defined(MV_BACKEND_CUDA) && MV_GROUP_SMEM
-extern __shared__ int64_t mv_smem[];
-__shared__ int64_t mv_sm_port_lo;
-__shared__ int32_t mv_sm_tx, mv_sm_in, mv_sm_q;
-#define PORT_QH(c, p, q) (((int32_t*)mv_smem)[2 * mv_sm_q + ((p) - mv_sm_port_lo) * 4 + (q)])
-#define PORT_QT(c, p, q) (((int32_t*)mv_smem)[2 * mv_sm_q + ((p) - mv_sm_port_lo) * 4 + 2 + (q)])
-#define PORT_T(c, p, k) (mv_smem[mv_sm_tx + ((p) - mv_sm_port_lo) * PT_COUNT + (k)])
-#define PORT_I(c, p, k) (mv_smem[mv_sm_in + ((p) - mv_sm_port_lo) * PI_COUNT + (k)])
-#else
 #define PORT_QH(c, p, q) ((c)->port_q[(p) * 4 + (q)])
 #define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
 // ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
 #define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
 #define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
-#endif
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 // Slot s holds a packet of `bytes` wire bytes whose `next` is already -1 (its writer stored it so).

@@ -168,79 +168,50 @@ __device__ __noinline__ void group_advance(Ctx* c, int64_t e, int64_t* a) {
   a[0] = a[1] = MV_INF;
   a[2] = a[3] = 0;
 }
-// Take the next slice (thread 0): its group, or -1 when none is left or the budget is spent.
-__device__ __noinline__ int64_t group_take(int64_t n_groups, int64_t n_slices, unsigned long long* queue,
-                                           int64_t* done, int64_t t0, int64_t budget_ns) {
-  if (mv_clock_ns() - t0 > budget_ns) return -1;
-  int64_t i = (int64_t)atomicAdd(queue, 1ull);
-  if (i >= n_slices) return -1;
-  int64_t g = i % n_groups, round = i / n_groups;
-  while (MV_LOAD_SHARED(done[g]) < round) __nanosleep(128);   // the group's previous slice, elsewhere
-  MV_FENCE();   // acquire (with the block's barrier after it): what that slice wrote
-  return g;
-}
-#if MV_GROUP_SMEM
-// The group's port records (ports lo .. hi) into the block's shared memory, or back (`store`).
-MV_DEV void group_ports_copy(Ctx* c, int64_t lo, int64_t hi, bool store) {
-  static_assert(PT_COUNT == PI_COUNT, "one loop copies both records");
-  int64_t* tx = &mv_smem[mv_sm_tx];
-  int64_t* in = &mv_smem[mv_sm_in];
-  int32_t* q = (int32_t*)mv_smem + 2 * mv_sm_q;
-  for (int64_t w = threadIdx.x; w < (hi - lo) * PT_COUNT; w += blockDim.x) {
-    if (store) {
-      c->port_tx[lo * PT_COUNT + w] = tx[w];
-      c->port_in[lo * PI_COUNT + w] = in[w];
-    } else {
-      tx[w] = c->port_tx[lo * PT_COUNT + w];
-      in[w] = c->port_in[lo * PI_COUNT + w];
-    }
-  }
-  for (int64_t w = threadIdx.x; w < (hi - lo) * 4; w += blockDim.x) {
-    if (store) c->port_q[lo * 4 + w] = q[w];
-    else q[w] = c->port_q[lo * 4 + w];
+// Take the next slice (thread 0): its group, or -1 when none is left, or when the budget is spent
+// and this block has run a slice already (`worked`). A slice of a group whose experiments all
+// ended or reached the cap is passed over here (counted as ended), so that every launch moves
+// some experiment forward: such slices come first in every launch once the first groups ended,
+// and a budget spent on them stopped launches with "no progress" (experiments/stress_groups_gpu.py).
+__device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int64_t* group_exp, int64_t n_groups,
+                                           int64_t n_slices, unsigned long long* queue, int64_t* done, int64_t t0,
+                                           int64_t budget_ns, bool worked) {
+  for (;;) {
+    if (worked && mv_clock_ns() - t0 > budget_ns) return -1;
+    int64_t i = (int64_t)atomicAdd(queue, 1ull);
+    if (i >= n_slices) return -1;
+    int64_t g = i % n_groups, round = i / n_groups;
+    while (MV_LOAD_SHARED(done[g]) < round) __nanosleep(128);   // the group's previous slice, elsewhere
+    MV_FENCE();   // acquire (with the block's barrier after it): what that slice wrote
+    for (int64_t e = group_exp[g]; e < group_exp[g + 1]; ++e)
+      if (exp_active(c, e, cap)) return g;
+    MV_STORE_SHARED(done[g], round + 1);   // (an empty slice: it wrote nothing)
   }
 }
-// One past the last port of group g's experiments.
-MV_DEV int64_t group_ports_hi(const Ctx* c, const int64_t* group_exp, int64_t g) {
-  return c->node_port_hi[c->exp_node_hi[group_exp[g + 1] - 1] - 1];
-}
-#endif
-// `acc_words`: the reports' words at the start of the dynamic shared memory; `port_cap`: ports
-// room after them (MV_GROUP_SMEM only); `ordered`: thread t of a group runs node
-// node_order[first node + t] (a permutation within the group), else the node itself.
+// `acc_words`: the reports' words (the dynamic shared memory); `ordered`: thread t of a group
+// runs node node_order[first node + t] (a permutation within the group), else the node itself.
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
-                                                                    int64_t budget_ns, int64_t acc_words, int64_t port_cap,
-                                                                    int ordered) {
+                                                                    int64_t budget_ns, int64_t acc_words, int ordered) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-#if MV_GROUP_SMEM
-  int64_t* acc = mv_smem;
-  if (threadIdx.x == 0) {
-    mv_sm_tx = (int32_t)acc_words;
-    mv_sm_in = (int32_t)(acc_words + PT_COUNT * port_cap);
-    mv_sm_q = (int32_t)(acc_words + (PT_COUNT + PI_COUNT) * port_cap);
-  }
-#else
   extern __shared__ int64_t acc[];
-#endif
   __shared__ int64_t group;
   __shared__ int64_t t0;
-  __shared__ int stop;   // the budget is spent: the slice ends after this window
-  if (threadIdx.x == 0) t0 = mv_clock_ns();
+  __shared__ int stop;     // the budget is spent: the slice ends after this window
+  __shared__ int worked;   // this block took a slice (thread 0's)
+  if (threadIdx.x == 0) {
+    t0 = mv_clock_ns();
+    worked = 0;
+  }
   for (;;) {
     if (threadIdx.x == 0) {
-      group = group_take(n_groups, n_slices, queue, done, t0, budget_ns);
-#if MV_GROUP_SMEM
-      if (group >= 0) mv_sm_port_lo = c->node_port_lo[c->exp_node_lo[group_exp[group]]];
-#endif
+      group = group_take(c, cap, group_exp, n_groups, n_slices, queue, done, t0, budget_ns, worked);
+      worked = 1;
     }
     __syncthreads();
     if (group < 0) return;
     MV_FENCE();   // acquire, in every thread too (the previous slice may have run on another SM)
-#if MV_GROUP_SMEM
-    group_ports_copy(c, mv_sm_port_lo, group_ports_hi(c, group_exp, group), false);
-#endif
     for (int64_t k = threadIdx.x; k < group_exp[group + 1] - group_exp[group]; k += blockDim.x) {
       acc[4 * k] = acc[4 * k + 1] = MV_INF;
       acc[4 * k + 2] = acc[4 * k + 3] = 0;
@@ -263,9 +234,6 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       if (threadIdx.x == 0) stop = mv_clock_ns() - t0 > budget_ns;
       if (!__syncthreads_or(advances && exp_active(c, mine, cap)) || stop) break;
     }
-#if MV_GROUP_SMEM
-    group_ports_copy(c, mv_sm_port_lo, group_ports_hi(c, group_exp, group), true);   // (after the last barrier)
-#endif
     MV_FENCE();        // release: the slice's writes before its count (every thread's, and then
     __syncthreads();   // thread 0's after the barrier; nobody reads `group` after it)
     if (threadIdx.x == 0) {
