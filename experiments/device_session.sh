@@ -72,7 +72,8 @@ run ncu_groups 200 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_G
   -o $OUT/ncu_groups/prof python3 experiments/profile_gpu.py --ncu-once --mib 64 --batch ${NCU_GROUPS_BATCH:-2048} --iters 2000 \
   && ncu --import $OUT/ncu_groups/prof.ncu-rep --page details > $OUT/ncu_groups/details.txt \
   && python3 experiments/ncu_source_lines.py $OUT/ncu_groups/prof.ncu-rep $OUT/ncu_groups/lines.json \
-  && python3 experiments/ncu_source_lines.py --by-structure $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_structure.txt"
+  && python3 experiments/ncu_source_lines.py --by-structure $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_structure.txt \
+  && python3 experiments/ncu_source_lines.py --by-function $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_function.txt"
 # idle windows per launch mode, then the graph mode's window and advance kernels timed apart (CUDA events)
 run launch 150 python3 experiments/diag_launch.py
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
