@@ -3,7 +3,8 @@ random batches of the mixed test experiments (random seeds, 1-40 experiments), e
 groups mode under random conditions that cut it into many pieces: blocks of 32 or 128 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
-switches-first order within groups (group_order). Every result must equal the CPU's.
+switches-first order within groups (group_order); a group per block (groups) or per warp
+(warps). Every result must equal the CPU's.
 
     python experiments/stress_groups_gpu.py --seconds 200
 
@@ -46,15 +47,20 @@ def main() -> None:
         if grid:
             be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
         be.group_order = bool(rng.integers(2))          # switches first within each group, or not
+        be.launch = str(rng.choice(["groups", "warps"]))  # a group per block, or per warp
+        t_batch = time.perf_counter()
         ref = simulate(exps, backend="cpu")
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch, chunk_iters=int(rng.choice([1, 7, 256]))))
-        same = be.last_timing["launch"] == "groups" and all(a.same_as(b) for a, b in zip(ref, res))
+        same = be.last_timing["launch"] == be.launch and all(a.same_as(b) for a, b in zip(ref, res))
         if not same:
             bad += 1
             print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
                   f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, "
-                  f"ordered {be.group_order}", flush=True)
+                  f"ordered {be.group_order}, {be.launch}", flush=True)
+        print(f"batch {batches}: {len(exps)} experiments, {be.launch}, grid {grid or 'full'}, slices of "
+              f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns: {time.perf_counter() - t_batch:.1f} s, "
+              f"{'same' if same else 'DIFFERENT'}", flush=True)
         batches += 1
     print(f"groups stress: {batches} random batches in {time.perf_counter() - t0:.0f} s, {bad} different from the CPU")
     sys.exit(1 if bad else 0)
