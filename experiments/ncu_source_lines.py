@@ -106,12 +106,14 @@ def by_structure(path: str) -> None:
 
 def function_of_lines(lines: list[str]) -> list[str]:
     """The function each source line belongs to: the last definition at column 0 above it
-    (MV_DEV, MV_COLD, MV_GLOBAL, templates of them); lambdas count as their enclosing function."""
+    (MV_DEV, MV_COLD, MV_GLOBAL, __device__, templates of them); lambdas count as their
+    enclosing function."""
     import re
-    start = re.compile(r"^(?:template\s*<[^>]*>\s*)?(?:MV_DEV|MV_COLD|MV_GLOBAL)\b[^;(]*?\b(\w+)\s*\(")
+    start = re.compile(r"^(?:template\s*<[^>]*>\s*)?(?:MV_DEV|MV_COLD|MV_GLOBAL|__device__)\b[^;(]*?\b(\w+)\s*\(")
+    bounds = re.compile(r"__launch_bounds__\([^)]*\)")
     current, out = "(file scope)", []
     for text in lines:
-        m = start.match(text)
+        m = start.match(bounds.sub("", text))
         if m:
             current = m.group(1)
         out.append(current)

@@ -103,15 +103,15 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (80 / 64 registers, more spills) instead of 4 (128): more warps to hide the latency
             "groups-6sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 6},
             "groups-8sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 8},
-            # (twelfth session) a group per warp (__syncwarp: no warp waits for another's nodes;
-            # a lane runs two nodes of a group of 33-64, the lightest pair up): 4 experiments of
-            # (a) per block of 128 threads instead of 3; its node loop as a call (MV_WARP_NODE_CALL),
-            # its nodes in their order; the switches' direct path (MV_DIRECT, the CPU's default)
-            "warps": {"launch": "warps"},
-            "warps-call": {"launch": "warps", "MV_WARP_NODE_CALL": 1},
-            "warps-plain": {"launch": "warps", "group_order": False},
-            "warps-direct": {"launch": "warps", "MV_DIRECT": 1},
-            "groups-direct": {"launch": "groups", "MV_DIRECT": 1}}
+            # (twelfth session; "warps", a group per warp, was measured at 6cbc114 and removed:
+            # docs/performance.md) the switches' direct path (MV_DIRECT, the CPU's default) in the
+            # groups mode; blocks of 96 / 64 threads (2 / 1 experiments of (a) per block, 5 / 8
+            # blocks per SM: fewer experiments' state per SM's L1); ring packets as ordinary loads
+            # and stores (MV_RING_STREAM 0)
+            "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
+            "groups-t96": {"launch": "groups", "MV_THREADS": 96},
+            "groups-t64": {"launch": "groups", "MV_THREADS": 64},
+            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

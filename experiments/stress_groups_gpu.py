@@ -3,12 +3,12 @@ random batches of the mixed test experiments (random seeds, 1-40 experiments), e
 groups mode under random conditions that cut it into many pieces: blocks of 32 or 128 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
-switches-first order within groups (group_order); a group per block (groups) or per warp
-(warps). Every result must equal the CPU's.
+switches-first order within groups (group_order). Every result must equal the CPU's. One line
+per batch (its conditions, seconds, same or different).
 
     python experiments/stress_groups_gpu.py --seconds 200
 
-Prints one line per mismatch and a summary; exits 1 on any mismatch. Needs CuPy and a GPU.
+Prints a summary at the end; exits 1 on any mismatch. Needs CuPy and a GPU.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ def main() -> None:
         if grid:
             be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
         be.group_order = bool(rng.integers(2))          # switches first within each group, or not
-        be.launch = str(rng.choice(["groups", "warps"]))  # a group per block, or per warp
         t_batch = time.perf_counter()
         ref = simulate(exps, backend="cpu")
         batch = build_batch(exps)
@@ -57,8 +56,8 @@ def main() -> None:
             bad += 1
             print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
                   f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, "
-                  f"ordered {be.group_order}, {be.launch}", flush=True)
-        print(f"batch {batches}: {len(exps)} experiments, {be.launch}, grid {grid or 'full'}, slices of "
+                  f"ordered {be.group_order}", flush=True)
+        print(f"batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
               f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns: {time.perf_counter() - t_batch:.1f} s, "
               f"{'same' if same else 'DIFFERENT'}", flush=True)
         batches += 1

@@ -45,9 +45,8 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # workload (a), 36 nodes, 8 MiB: 1.065 against 1.031 G packet-hops/s at 4,096 experiments, 0.862
 # against 0.846 at 1,024; wider experiments, whose blocks wait for their widest switch, are not
 # measured yet).
-LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups", "warps")
+LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
-WARP_FOLD_MAX = 2                # warps mode: a lane runs at most this many of its group's nodes
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
@@ -78,24 +77,6 @@ def experiment_groups(nodes: np.ndarray, threads: int = THREADS,
         used += n
     offsets.append(int(nodes.size))
     return np.asarray(offsets, np.int64), threads
-
-
-def warp_groups(nodes: np.ndarray, lanes: int = 32, fold: int | None = None) -> np.ndarray | None:
-    """The warps launch mode's groups: consecutive experiments (`nodes[e]` nodes each) packed
-    greedily into groups of at most `lanes` nodes, a wider experiment (up to `fold` x `lanes`
-    nodes, its lanes then running two nodes each where needed) in a group of its own. Offsets as
-    experiment_groups', or None if an experiment is wider than that (`fold`: WARP_FOLD_MAX)."""
-    nodes = np.asarray(nodes, np.int64)
-    if nodes.size and int(nodes.max()) > lanes * (fold or WARP_FOLD_MAX):
-        return None
-    offsets, used = [0], 0
-    for e, n in enumerate(nodes.tolist()):
-        if used and used + n > lanes:
-            offsets.append(e)
-            used = 0
-        used += n
-    offsets.append(int(nodes.size))
-    return np.asarray(offsets, np.int64)
 
 
 def first_window(status: np.ndarray, iters: np.ndarray) -> int:
@@ -136,12 +117,9 @@ class GpuBackend:
         every experiment has at most MV_THREADS nodes, else 'graph'), 'graph' (one launch per
         phase, many windows replayed as a CUDA graph), 'coop' (one cooperative launch, grid-wide
         barriers), 'async' (one launch, each experiment moves to its next window when its own
-        nodes finished the last one), 'groups' (one launch, each experiment's nodes in one block,
+        nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
         whose barrier separates the phases; a batch with an experiment of more than
-        GROUP_THREADS_MAX nodes runs as 'graph') or 'warps' (the same with a group per warp,
-        __syncwarp as its barrier, a lane running two of its group's nodes where it has more than
-        32; a batch with an experiment of more than 64 nodes runs as 'groups'); default from
-        $MVOPT_GPU_LAUNCH. `steal`: whether the graph
+        GROUP_THREADS_MAX nodes runs as 'graph'); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
         mode's window kernel runs on a resident grid whose warps take rows from a counter
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
@@ -152,13 +130,12 @@ class GpuBackend:
         graphs, and report the window and advance kernels' GPU seconds in last_timing["phase_s"]. `window_blocks` (with row stealing): the resident
         grid's blocks (default: STEAL_BLOCKS_PER_SM per SM, fewer than fit, so that fewer nodes'
         state is in flight at once and more of it stays in the L2 between events).
-        `group_slice_windows` (groups and warps modes): the windows of a slice when groups take
-        turns (default GROUP_SLICE_WINDOWS); `group_order` (the default): a group's threads take
-        its switches first, the widest first, then its hosts (warps of one kind of node;
-        node_order(groups=...)), instead of the nodes in their order (measured on an H200,
-        docs/performance.md: (a) 1.100 against 1.043 G packet-hops/s); in the warps mode, the
-        lightest nodes pair up on the lanes that run two (node_order(lanes=32)). Results depend
-        on none of these."""
+        `group_slice_windows` (groups mode): the windows of a slice when groups take turns
+        (default GROUP_SLICE_WINDOWS); `group_order` (groups mode, the default): a group's
+        threads take its switches first, the widest first, then its hosts (warps of one kind of
+        node; node_order(groups=...)), instead of the nodes in their order (measured on an H200,
+        docs/performance.md: (a) 1.100 against 1.043 G packet-hops/s). Results depend on none
+        of these."""
         self.group_order = group_order
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
@@ -204,7 +181,6 @@ class GpuBackend:
             self.phases = {p: self.phase_module.get_function(f"mv_phase_{p}")
                            for p in ("window", "advance")}
             self.groups_kernel = self.phase_module.get_function("mv_run_groups")
-            self.warp_groups_kernel = self.phase_module.get_function("mv_run_warp_groups")
             self.phase_ctx_symbol = self.phase_module.get_global("mv_ctx")
             self.ctx_symbols = [self.ctx_symbol, self.phase_ctx_symbol]   # every module's context
             self.options = options
@@ -264,7 +240,7 @@ class GpuBackend:
         cap, chunk = start, max(1, chunk_iters)
         windows = iters.get()
         while self._poll(status, iters, cap_total, progress, steer):
-            cap = min(cap_total, cap + chunk) if mode in ("coop", "groups", "warps") else cap_total
+            cap = min(cap_total, cap + chunk) if mode in ("coop", "groups") else cap_total
             t = time.perf_counter()
             launch_to(cap)
             self._wait()
@@ -285,22 +261,19 @@ class GpuBackend:
                                                                                    smem_bytes))
         return max(1, self.sms * per_sm)
 
-    def _groups_launcher(self, offsets: np.ndarray, threads: int, status, iters,
-                         warps: bool = False) -> tuple[Callable[[int], None], int]:
+    def _groups_launcher(self, offsets: np.ndarray, threads: int, status,
+                         iters) -> tuple[Callable[[int], None], int]:
         """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
-        slices of groups from a queue; `warps`: a group per warp, blocks of `threads` threads,
-        else a group per block of `threads`), and its blocks. One slice per group when the
-        groups fit the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every running
+        slices of groups from a queue), and its blocks. One slice per group when the groups fit
+        the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every running
         experiment to reach `cap` (`status`, `iters`: the device's columns)."""
         cp = self.cp
         n_groups = len(offsets) - 1
-        kernel = self.warp_groups_kernel if warps else self.groups_kernel
-        per_block = threads // 32 if warps else 1         # groups a block runs at once
+        kernel = self.groups_kernel
         acc_words = 4 * int(np.diff(offsets).max())      # reports: four per experiment of the largest group
-        smem = 8 * acc_words * per_block
-        resident_blocks = self._groups_resident(kernel, threads, smem)
-        resident = resident_blocks * per_block
-        blocks = min(-(-n_groups // per_block), resident_blocks)
+        smem = 8 * acc_words
+        resident = self._groups_resident(kernel, threads, smem)
+        blocks = min(n_groups, resident)
         group_exp = cp.asarray(offsets)
         queue, done = cp.zeros(1, np.uint64), cp.zeros(n_groups, np.int64)
 
@@ -449,21 +422,15 @@ class GpuBackend:
                    or not a.size else cp.asarray(a) for name, a in cols.items()}
             mode, block_threads = self.launch, self.threads
             groups = None
-            nodes = batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"]
-            if mode == "warps":
-                offsets = warp_groups(nodes)
-                if offsets is not None:
-                    groups = (offsets, self.threads)
-                else:
-                    mode = "groups"    # an experiment wider than a warp's lanes can fold
             if mode in ("groups", "auto"):
-                groups = experiment_groups(nodes, self.threads, min(GROUP_THREADS_MAX, self.group_threads))
+                groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
+                                           min(GROUP_THREADS_MAX, self.group_threads))
                 # graph: an experiment too large for a block; auto also keeps graph for experiments
                 # wider than a block of MV_THREADS (128): groups is measured faster only up to that
                 too_wide = groups is None or (mode == "auto" and groups[1] > self.threads)
                 mode = "graph" if too_wide else "groups"
-            if mode in ("groups", "warps") and self.group_order:
-                order = node_order(batch.cols, widest_first=True, groups=groups[0], lanes=32 if mode == "warps" else 0)
+            if mode == "groups" and self.group_order:
+                order = node_order(batch.cols, widest_first=True, groups=groups[0])
                 dev["node_order"] = cp.asarray(order.astype(batch.cols["node_order"].dtype))
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
@@ -493,9 +460,9 @@ class GpuBackend:
                 if mode == "graph":     # (blocks: the window kernel's grid)
                     blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
                                              steer)
-                elif mode in ("groups", "warps"):
+                elif mode == "groups":
                     offsets, block_threads = groups
-                    launch, blocks = self._groups_launcher(offsets, block_threads, status, iters, mode == "warps")
+                    launch, blocks = self._groups_launcher(offsets, block_threads, status, iters)
                     self._run_launches(mode, launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1,
                                        progress, steer)
                 else:

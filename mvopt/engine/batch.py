@@ -471,7 +471,7 @@ def node_order_setting() -> str:
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
-               tile: int = 0, groups: np.ndarray | None = None, lanes: int = 0) -> np.ndarray:
+               tile: int = 0, groups: np.ndarray | None = None) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
@@ -485,11 +485,7 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     experiments/diag_wide_switch.py --orders). `tile` (with `interleave`): role-major within
     tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments).
     `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
-    group of experiments, whose nodes stay in the group's rows (a block's threads). With `lanes`
-    too (the warps launch mode: a group's i-th node runs on lane i mod lanes, so a group of n >
-    lanes nodes, at most 2 * lanes, puts two on each of its first n - lanes lanes): the group's
-    2 (n - lanes) lightest nodes (hosts, then switches by port count) pair up on those lanes, and
-    the rest, the heaviest, each have a lane of their own."""
+    group of experiments, whose nodes stay in the group's rows (a block's threads)."""
     ports = cols["node_port_hi"] - cols["node_port_lo"]
     if widest_first:
         kind_key = np.where(cols["node_is_host"] == 1, 1, -ports)
@@ -498,21 +494,7 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     if groups is not None:
         nodes = cols["exp_node_hi"] - cols["exp_node_lo"]
         per_group = np.add.reduceat(nodes, groups[:-1]) if nodes.size else nodes
-        group_of = np.repeat(np.arange(per_group.size), per_group)
-        if not lanes:
-            return np.lexsort((kind_key, group_of))
-        # the group's nodes from the lightest (rank 0) up; then each rank's row in the group
-        light_key = np.where(cols["node_is_host"] == 1, 0, 1 + ports)
-        by_weight = np.lexsort((light_key, group_of))
-        start = np.repeat(np.cumsum(per_group) - per_group, per_group)
-        rank = np.arange(by_weight.size) - start
-        extra = np.repeat(np.maximum(per_group - lanes, 0), per_group)
-        if (extra > lanes).any():
-            raise ValueError(f"node_order: a group of more than 2 x {lanes} nodes")
-        row = np.where(rank < extra, rank, np.where(rank < 2 * extra, lanes + rank - extra, rank - extra))
-        order = np.empty_like(by_weight)
-        order[start + row] = by_weight
-        return order
+        return np.lexsort((kind_key, np.repeat(np.arange(per_group.size), per_group)))
     if not interleave:
         return np.argsort(kind_key, kind="stable")
     if tile > 0:

@@ -123,43 +123,6 @@ def test_every_groups_launch_moves_an_experiment_forward(monkeypatch) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-@pytest.mark.parametrize("ordered", [False, True])
-def test_warps_match_the_cpu_on_any_grid_and_budget(ordered: bool, monkeypatch) -> None:
-    """The warps launch mode (a group per warp, lanes running two nodes of a group of 33-64):
-    the CPU's results on the whole grid, on one block of four warps taking turns (slices of
-    three windows), and with launches whose budget is spent at once; with and without the order
-    that pairs the lightest nodes."""
-    from mvopt.engine import _gpu
-
-    monkeypatch.setattr(_gpu, "GROUP_SLICE_WINDOWS", 3)
-    exps = mixed_experiments(9)
-    cpu = simulate(exps, backend="cpu")
-    for grid, budget_ns in ((None, _gpu.ASYNC_LAUNCH_NS), (1, _gpu.ASYNC_LAUNCH_NS), (1, 1)):
-        monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", budget_ns)
-        be = _gpu.GpuBackend(launch="warps", group_order=ordered)
-        if grid:
-            be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
-        batch = build_batch(exps)
-        res = extract_results(batch, be.run(batch, chunk_iters=7))
-        assert be.last_timing["launch"] == "warps"
-        assert all(a.same_as(b) for a, b in zip(cpu, res)), (grid, budget_ns)
-
-
-def test_warps_run_a_batch_with_a_wider_experiment_as_groups(monkeypatch) -> None:
-    """An experiment wider than a warp's lanes can fold (here: one node per lane) runs its
-    batch in the groups mode."""
-    from mvopt.engine import _gpu
-
-    monkeypatch.setattr(_gpu, "WARP_FOLD_MAX", 1)
-    exps = mixed_experiments(4)
-    cpu = simulate(exps, backend="cpu")
-    be = _gpu.GpuBackend(launch="warps")
-    batch = build_batch(exps)
-    res = extract_results(batch, be.run(batch))
-    assert be.last_timing["launch"] == "groups"
-    assert all(a.same_as(b) for a, b in zip(cpu, res))
-
-
 def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
     """More groups than resident blocks (here: a grid of two, slices of three windows): the
     blocks take slices from the queue, each after its group's previous slice ended elsewhere;

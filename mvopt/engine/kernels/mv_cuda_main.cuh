@@ -188,106 +188,59 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
     MV_STORE_SHARED(done[g], round + 1);   // (an empty slice: it wrote nothing)
   }
 }
-// The window of a group's i-th node (`ordered`: node node_order[i]), reported to the group's
-// experiment's words in `acc` (e_lo: the group's first experiment).
-MV_DEV void group_node(Ctx* c, int64_t i, int64_t e_lo, int64_t* acc, int64_t cap, int ordered) {
-  int64_t v = ordered ? c->node_order[i] : i;
-  int64_t e = c->node_exp[v];
-  int64_t* a = acc + 4 * (e - e_lo);
-  if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
-}
-// MV_WARP_NODE_CALL (a variant to measure): the warps' loop over their nodes calls this, not
-// inlined; the kernel then spills 272 / 264 bytes (stores / loads) instead of 164 / 452, and the
-// call 124 / 208 (nvcc 13, sm_90).
-#ifndef MV_WARP_NODE_CALL
-#define MV_WARP_NODE_CALL 0
-#endif
-__device__ __noinline__ void group_node_call(Ctx* c, int64_t i, int64_t e_lo, int64_t* acc, int64_t cap, int ordered) {
-  group_node(c, i, e_lo, acc, cap, ordered);
-}
-// The slice loop of a group's threads: a block (WARP false: the block's barrier) or a warp
-// (WARP true: each warp of the block runs groups of its own, __syncwarp as its barrier, so that
-// a warp never waits for another warp's nodes). Thread t of a group of `width` threads runs the
-// group's nodes t, t + width, ... (`ordered`: node node_order[first node + i] for the group's
-// i-th, a permutation within the group's rows; else the i-th itself); one pass with the block
-// (the host packs at most blockDim nodes per group), and where a warp's group has more than 32
-// nodes, its lanes fold the rest (the host puts the lightest nodes on the lanes with two).
-// `acc_words`: each group's reports' words in the dynamic shared memory (`acc`).
-template <bool WARP>
-MV_DEV void run_groups(Ctx* c, int64_t cap, const int64_t* group_exp, int64_t n_groups, int64_t slice,
-                       int64_t n_slices, unsigned long long* queue, int64_t* done, int64_t budget_ns,
-                       int64_t acc_words, int ordered) {
-  extern __shared__ int64_t acc_all[];
-  __shared__ int64_t group_of[WARP ? MV_GROUP_THREADS / 32 : 1];
-  __shared__ int64_t t0_of[WARP ? MV_GROUP_THREADS / 32 : 1];
-  __shared__ int stop_of[WARP ? MV_GROUP_THREADS / 32 : 1];     // the budget is spent: the slice ends after this window
-  __shared__ int worked_of[WARP ? MV_GROUP_THREADS / 32 : 1];   // this group of threads took a slice
-  const int slot = WARP ? (int)(threadIdx.x >> 5) : 0;
-  const int t = WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
-  const int width = WARP ? 32 : (int)blockDim.x;   // (the reports' initialisation)
-  int64_t* acc = acc_all + slot * acc_words;
-  auto sync = [] { if (WARP) __syncwarp(); else __syncthreads(); };
-  auto any = [](bool x) -> bool { return WARP ? __any_sync(0xffffffffu, x) != 0 : __syncthreads_or(x) != 0; };
-  if (t == 0) {
-    t0_of[slot] = mv_clock_ns();
-    worked_of[slot] = 0;
-  }
-  for (;;) {
-    if (t == 0) {
-      group_of[slot] = group_take(c, cap, group_exp, n_groups, n_slices, queue, done, t0_of[slot], budget_ns,
-                                  worked_of[slot]);
-      worked_of[slot] = 1;
-    }
-    sync();
-    int64_t group = group_of[slot];
-    if (group < 0) return;
-    MV_FENCE();   // acquire, in every thread too (the previous slice may have run on another SM)
-    for (int64_t k = t; k < group_exp[group + 1] - group_exp[group]; k += width) {
-      acc[4 * k] = acc[4 * k + 1] = MV_INF;
-      acc[4 * k + 2] = acc[4 * k + 3] = 0;
-    }
-    sync();
-    for (int64_t w = 0; w < slice; ++w) {
-      // (the group's rows are read again each window, not kept: registers the window needs)
-      int64_t e_lo = group_exp[group];
-      int64_t i = c->exp_node_lo[e_lo] + t, end = c->exp_node_hi[group_exp[group + 1] - 1];
-      if (WARP) {
-        for (; i < end; i += 32) {
-          if (MV_WARP_NODE_CALL) group_node_call(c, i, e_lo, acc, cap, ordered);
-          else group_node(c, i, e_lo, acc, cap, ordered);
-        }
-      } else if (i < end) {
-        group_node(c, i, e_lo, acc, cap, ordered);
-      }
-      sync();   // (also makes the window's global writes visible to the group)
-      int64_t mine = group_exp[group] + t;   // the experiment this thread advances, if any
-      bool advances = mine < group_exp[group + 1];
-      if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * t);
-      if (t == 0) stop_of[slot] = mv_clock_ns() - t0_of[slot] > budget_ns;
-      if (!any(advances && exp_active(c, mine, cap)) || stop_of[slot]) break;
-    }
-    MV_FENCE();   // release: the slice's writes before its count (every thread's, and then
-    sync();       // thread 0's after the barrier; nobody reads the group's slot after it)
-    if (t == 0) {
-      MV_FENCE();
-      MV_STORE_SHARED(done[group], done[group] + 1);
-    }
-  }
-}
+// `acc_words`: the reports' words (the dynamic shared memory); `ordered`: thread t of a group
+// runs node node_order[first node + t] (a permutation within the group), else the node itself.
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
                                                                     int64_t budget_ns, int64_t acc_words, int ordered) {
-  run_groups<false>(const_cast<Ctx*>(&mv_ctx), cap, group_exp, n_groups, slice, n_slices, queue, done, budget_ns,
-                    acc_words, ordered);
-}
-// "warps": the same with a group per warp (kernel of its own: its registers are its own).
-MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_warp_groups(int64_t cap, const int64_t* group_exp,
-                                                                         int64_t n_groups, int64_t slice, int64_t n_slices,
-                                                                         unsigned long long* queue, int64_t* done,
-                                                                         int64_t budget_ns, int64_t acc_words, int ordered) {
-  run_groups<true>(const_cast<Ctx*>(&mv_ctx), cap, group_exp, n_groups, slice, n_slices, queue, done, budget_ns,
-                   acc_words, ordered);
+  Ctx* c = const_cast<Ctx*>(&mv_ctx);
+  extern __shared__ int64_t acc[];
+  __shared__ int64_t group;
+  __shared__ int64_t t0;
+  __shared__ int stop;     // the budget is spent: the slice ends after this window
+  __shared__ int worked;   // this block took a slice (thread 0's)
+  if (threadIdx.x == 0) {
+    t0 = mv_clock_ns();
+    worked = 0;
+  }
+  for (;;) {
+    if (threadIdx.x == 0) {
+      group = group_take(c, cap, group_exp, n_groups, n_slices, queue, done, t0, budget_ns, worked);
+      worked = 1;
+    }
+    __syncthreads();
+    if (group < 0) return;
+    MV_FENCE();   // acquire, in every thread too (the previous slice may have run on another SM)
+    for (int64_t k = threadIdx.x; k < group_exp[group + 1] - group_exp[group]; k += blockDim.x) {
+      acc[4 * k] = acc[4 * k + 1] = MV_INF;
+      acc[4 * k + 2] = acc[4 * k + 3] = 0;
+    }
+    __syncthreads();
+    for (int64_t w = 0; w < slice; ++w) {
+      // (the block's rows are read again each window, not kept: registers the window needs)
+      int64_t e_lo = group_exp[group];
+      int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
+      if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
+        if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
+        int64_t e = c->node_exp[v];
+        int64_t* a = acc + 4 * (e - e_lo);
+        if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+      }
+      __syncthreads();   // (also makes the window's global writes visible to the block)
+      int64_t mine = group_exp[group] + threadIdx.x;   // the experiment this thread advances, if any
+      bool advances = mine < group_exp[group + 1];
+      if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
+      if (threadIdx.x == 0) stop = mv_clock_ns() - t0 > budget_ns;
+      if (!__syncthreads_or(advances && exp_active(c, mine, cap)) || stop) break;
+    }
+    MV_FENCE();        // release: the slice's writes before its count (every thread's, and then
+    __syncthreads();   // thread 0's after the barrier; nobody reads `group` after it)
+    if (threadIdx.x == 0) {
+      MV_FENCE();
+      MV_STORE_SHARED(done[group], done[group] + 1);
+    }
+  }
 }
 
 MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
