@@ -111,7 +111,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
             "groups-t96": {"launch": "groups", "MV_THREADS": 96},
             "groups-t64": {"launch": "groups", "MV_THREADS": 64},
-            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0}}
+            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
+            # a group's top-of-rack switches (those with more hosts on their ports) first
+            "groups-tor": {"launch": "groups", "group_order": "tor"},
+            # the switches' hashes computed from the seed per packet (before node_hash)
+            "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

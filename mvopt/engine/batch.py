@@ -14,7 +14,7 @@ import numpy as np
 
 from mvopt.engine import routes, schema
 from mvopt.engine.capacity import node_pool_slots, pools_compact, port_ring_capacities
-from mvopt.engine.params import Experiment, ResolvedParams
+from mvopt.engine.params import TAG_ECMP, TAG_ECN, TAG_SPRAY, Experiment, ResolvedParams, hash_prefixes
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.tasks import DELAY, FLOW
 
@@ -31,6 +31,8 @@ ST_RUN, ST_CAPACITY, ST_CANCELLED = 0, 5, 6
 # (batch indices) to cancel
 Steer = Callable[[np.ndarray], Iterable[int]]
 
+# node_hash's words (schema.HT): the hash tags in that order
+HASH_TAGS = tuple({"ecn": TAG_ECN, "ecmp": TAG_ECMP, "spray": TAG_SPRAY}[k] for k in schema.HT)
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
@@ -304,6 +306,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         # ---- nodes
         is_host = np.arange(nn) < nh
         add("node_exp", np.full(nn, i)); add("node_local", np.arange(nn))
+        add("node_hash", hash_prefixes(exp.seed, HASH_TAGS, np.arange(nn)).view(np.int64).ravel())
         add("node_is_host", is_host.astype(np.int8))
         add("node_port_lo", poff[:-1] + port_base); add("node_port_hi", poff[1:] + port_base)
         # switch routing: ranges + deduplicated next-hop sets
@@ -471,7 +474,7 @@ def node_order_setting() -> str:
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
-               tile: int = 0, groups: np.ndarray | None = None) -> np.ndarray:
+               tile: int = 0, groups: np.ndarray | None = None, tor_first: bool = False) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
@@ -485,7 +488,9 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     experiments/diag_wide_switch.py --orders). `tile` (with `interleave`): role-major within
     tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments).
     `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
-    group of experiments, whose nodes stay in the group's rows (a block's threads)."""
+    group of experiments, whose nodes stay in the group's rows (a block's threads); `tor_first`
+    (with `groups`): among switches of a width, those with more hosts on their ports first (the
+    top-of-rack switches, which carry every packet of their hosts)."""
     ports = cols["node_port_hi"] - cols["node_port_lo"]
     if widest_first:
         kind_key = np.where(cols["node_is_host"] == 1, 1, -ports)
@@ -494,7 +499,12 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     if groups is not None:
         nodes = cols["exp_node_hi"] - cols["exp_node_lo"]
         per_group = np.add.reduceat(nodes, groups[:-1]) if nodes.size else nodes
-        return np.lexsort((kind_key, np.repeat(np.arange(per_group.size), per_group)))
+        group_of = np.repeat(np.arange(per_group.size), per_group)
+        if not tor_first:
+            return np.lexsort((kind_key, group_of))
+        host_ports = np.bincount(cols["port_node"], weights=cols["node_is_host"][cols["port_node"][cols["port_peer"]]],
+                                 minlength=ports.size)
+        return np.lexsort((-host_ports, kind_key, group_of))
     if not interleave:
         return np.argsort(kind_key, kind="stable")
     if tile > 0:

@@ -32,6 +32,9 @@ NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
 # its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
 # reads), queued bytes by class, dequeued bytes and data packets in its second (a dequeue)
 PT = {"tail": 0, "free_ps": 2, "wire_bytes": 3, "qbytes": 4, "tx_bytes": 6, "deq": 7}
+# node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
+HT = {"ecn": 0, "ecmp": 1, "spray": 2}
+NHT = len(HT)
 NPI = 8            # words of a port's ingress record (PI_* in mv_common.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link, and its two parameters (PFC
 # headroom, dynamic-threshold shift) in the first sector (an arrival's admission); the PFC state
@@ -111,6 +114,8 @@ COLUMNS: tuple[Column, ...] = (
        "switches by port count, so that a warp's threads run the same code"),
     _c("node_local", "i32", "n_node", "node id inside its experiment (hash input; batch-independent)"),
     _c("node_is_host", "i8", "n_node", "1 for a host (NIC), 0 for a switch"),
+    _c("node_hash", "i64", "n_node", "the experiment's hash state after (seed, tag, node_local) for tags "
+       "ECN, ECMP, spray (HT; params.hash_prefixes; the kernels' mv_hash_from goes on from it)", NHT),
     _c("node_port_lo", "i32", "n_node", "first port (global id)"),
     _c("node_port_hi", "i32", "n_node", "one past its last port"),
     _c("node_route_lo", "i32", "n_node", "switch: first route range"),
@@ -256,7 +261,8 @@ def c_struct_source() -> str:
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
              f"#define NPI {NPI}",
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
-             *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()), "struct Ctx {"]
+             *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
+             f"#define NHT {NHT}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:

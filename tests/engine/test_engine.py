@@ -1330,3 +1330,21 @@ def test_silent_hosts_change_nothing() -> None:
     for a_, b_, exp in zip(res[0], res[1], exps):
         assert a_.same_as(b_) and a_.end_ps == b_.end_ps, f"{a_.name}: " + "; ".join(differences(a_, b_))
     assert_matches_reference(res[1][0], exps[0])
+
+
+def test_hashes_from_the_nodes_prefixes_are_the_hashes_from_the_seed() -> None:
+    """The switches' ECMP, spraying and ECN hashes go on from node_hash (the hash state after
+    seed, tag and node, built with the batch): the same results as computed from the seed per
+    packet (MV_HASH_PREFIX 0), over mixed experiments (ECMP and spraying, DCQCN's ECN marks)."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    exps = [*sc.mixed_experiments(8), incast("dcqcn", 200_000)]
+    runs = []
+    for prefix in (1, 0):
+        batch = build_batch(exps)
+        runs.append(extract_results(batch, CpuBackend(defines={"MV_HASH_PREFIX": prefix}).run(batch)))
+    assert runs[0][-1].counters["ecn_marks"] > 0
+    for a, b in zip(*runs):
+        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))

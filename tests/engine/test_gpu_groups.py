@@ -49,3 +49,26 @@ def test_the_order_within_groups_keeps_each_group_in_its_rows_switches_first() -
         assert (np.diff(host.astype(int)) >= 0).all()          # switches, then hosts
         ports = (cols["node_port_hi"] - cols["node_port_lo"])[part][host == 0]
         assert (np.diff(ports) <= 0).all()                      # the widest switch first
+
+
+def test_the_tor_first_order_puts_the_switches_with_hosts_first() -> None:
+    """node_order(groups=..., tor_first=True): within each group, a permutation of its rows with
+    switches before hosts, the widest first, and among switches of a width those with more
+    hosts on their ports first (a k=4 fat-tree's edge switches before its aggregation and core)."""
+    from mvopt.bench import allreduce_config
+    from mvopt.experiment import build_experiment
+
+    exp = build_experiment(allreduce_config("none", 2**20))
+    cols = build_batch([exp] * 7).cols
+    offsets, _ = experiment_groups(cols["exp_node_hi"] - cols["exp_node_lo"], 128, 512)
+    order = node_order(cols, widest_first=True, groups=offsets, tor_first=True)
+    peer_host = cols["node_is_host"][cols["port_node"][cols["port_peer"]]]
+    hosts_on = np.bincount(cols["port_node"], weights=peer_host, minlength=cols["node_is_host"].size)
+    for g in range(len(offsets) - 1):
+        lo, hi = int(cols["exp_node_lo"][offsets[g]]), int(cols["exp_node_hi"][offsets[g + 1] - 1])
+        part = order[lo:hi]
+        assert sorted(part.tolist()) == list(range(lo, hi))
+        host = cols["node_is_host"][part]
+        assert (np.diff(host.astype(int)) >= 0).all()
+        sw = part[host == 0]
+        assert (np.diff(hosts_on[sw]) <= 0).all() and hosts_on[sw[0]] == 2      # edge switches first

@@ -81,9 +81,9 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
     if (n == 1) return c->route_nh[a];
   }
   if (n <= 0) return -1;
-  uint64_t seed = (uint64_t)EI(c, e, EI_SEED);
-  uint64_t h = spray ? mv_hash(seed, TAG_SPRAY, c->node_local[v], c->f_local[f], seq, sendno)
-                     : mv_hash(seed, TAG_ECMP, c->node_local[v], c->f_local[f], 0, 0);
+  // hash64(seed, TAG_SPRAY / TAG_ECMP, node_local[v], f_local[f], ...), from the switch's row
+  uint64_t h = spray ? mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_SPRAY, TAG_SPRAY), c->f_local[f], seq, sendno)
+                     : mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECMP, TAG_ECMP), c->f_local[f], 0, 0);
   // h % n; a mask when n is a power of two (fat-trees of k = 2^j, most ECMP sets): the same
   // value, without the 64-bit division a GPU runs as a ~70-instruction routine
   uint64_t un = (uint64_t)n;
@@ -128,7 +128,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     if (q > c->port_kmax[p]) mark = true;
     else if (q > c->port_kmin[p]) {
       double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
-      uint64_t h = mv_hash((uint64_t)EI(c, e, EI_SEED), TAG_ECN, c->node_local[v], p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
+      uint64_t h = mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECN, TAG_ECN), p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
       mark = mv_uniform(h) < prob;
     }
     if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
