@@ -95,8 +95,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (eleventh session, measured in the twelfth: docs/performance.md) a group's port records
             # in shared memory and 3 blocks per SM (both removed since); slices of 64 windows
             "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
-            # a group's switches first (the widest first), then its hosts: warps of one kind of node
-            # (the default since the twelfth session); groups-plain: the nodes in their order
+            # a group's switches first (the widest first, top-of-rack switches first since
+            # b4e062d), then its hosts: warps of one kind of node (the default since the twelfth
+            # session); groups-plain: the nodes in their order
             "groups-roles": {"launch": "groups", "group_order": True},
             "groups-plain": {"launch": "groups", "group_order": False},
             # (twelfth session) the groups kernel bounded for 6 / 8 blocks of 128 threads per SM
@@ -112,8 +113,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-t96": {"launch": "groups", "MV_THREADS": 96},
             "groups-t64": {"launch": "groups", "MV_THREADS": 64},
             "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
-            # a group's top-of-rack switches (those with more hosts on their ports) first
-            "groups-tor": {"launch": "groups", "group_order": "tor"},
+            # (measured at b4e062d, where group_order took "tor"; the default since) a group's
+            # top-of-rack switches (those with more hosts on their ports) first
             # the switches' hashes computed from the seed per packet (before node_hash)
             "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")

@@ -239,8 +239,10 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_dddce04"), "dddce04", one, options="--sections a,idle {batches} "
-                        "--cpu-batches 256 --cc none --mib 64 --budget-s 170", before=[
+    lines += workload_a(load("bench_gpu_a_b4e062d"), "b4e062d", one, options="--sections a,idle {batches} "
+                        "--cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+        (load("bench_gpu_a_dddce04"), "dddce04", "the groups launch mode's nodes in their order, hashes from the "
+                                                "seed per packet, `nvidia-h200`"),
         (now, latest, "the graph launch mode by default, switches' range search, no silent hosts on the GPU, "
                       "`nvidia-h200`"),
         (g3, grid3, "before ring packets went through the L2 as evict-first lines, `nvidia-h200`"),

@@ -109,7 +109,7 @@ class GpuBackend:
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
                  window_blocks: int | None = None, group_slice_windows: int | None = None,
-                 group_order: bool | str = True) -> None:
+                 group_order: bool = True) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
@@ -132,11 +132,12 @@ class GpuBackend:
         state is in flight at once and more of it stays in the L2 between events).
         `group_slice_windows` (groups mode): the windows of a slice when groups take turns
         (default GROUP_SLICE_WINDOWS); `group_order` (groups mode, the default): a group's
-        threads take its switches first, the widest first, then its hosts (warps of one kind of
-        node; node_order(groups=...)), instead of the nodes in their order (measured on an H200,
-        docs/performance.md: (a) 1.100 against 1.043 G packet-hops/s); "tor" (a variant to
-        measure): among switches of a width, those with more hosts first. Results depend on none
-        of these."""
+        threads take its switches first, the widest first and among those of a width the ones
+        with more hosts (top-of-rack) first, then its hosts (warps of one kind of node;
+        node_order(groups=..., tor_first=True)), instead of the nodes in their order (measured
+        on an H200, docs/performance.md, workload (a) 8 MiB x 4,096: switches first 1.100
+        against 1.043 G packet-hops/s; top-of-rack first 1.140 against 1.117). Results depend
+        on none of these."""
         self.group_order = group_order
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
@@ -292,7 +293,7 @@ class GpuBackend:
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
             kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups), np.int64(slice_windows),
                                            np.int64(slices), queue, done, np.int64(ASYNC_LAUNCH_NS),
-                                           np.int64(acc_words), np.int32(bool(self.group_order))),
+                                           np.int64(acc_words), np.int32(self.group_order)),
                    shared_mem=smem)
         return launch, blocks
 
@@ -431,7 +432,7 @@ class GpuBackend:
                 too_wide = groups is None or (mode == "auto" and groups[1] > self.threads)
                 mode = "graph" if too_wide else "groups"
             if mode == "groups" and self.group_order:
-                order = node_order(batch.cols, widest_first=True, groups=groups[0], tor_first=self.group_order == "tor")
+                order = node_order(batch.cols, widest_first=True, groups=groups[0], tor_first=True)
                 dev["node_order"] = cp.asarray(order.astype(batch.cols["node_order"].dtype))
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
