@@ -116,7 +116,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (measured at b4e062d, where group_order took "tor"; the default since) a group's
             # top-of-rack switches (those with more hosts on their ports) first
             # the switches' hashes computed from the seed per packet (before node_hash)
-            "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0}}
+            "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
+            # (prepared in the twelfth session, not yet run on a GPU) every packet routed by its
+            # switch, as before the flows' ECMP paths (f_path, MV_FLOW_PATHS)
+            "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

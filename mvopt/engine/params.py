@@ -17,7 +17,7 @@ from mvopt._cfg.network import NetworkConfig
 from mvopt.engine.tasks import FLOW, TaskGraph
 from mvopt.errors import ConfigError
 
-__all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "hash64", "hash_prefixes", "uniform01",
+__all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "mix64_array", "hash64", "hash_from", "hash_prefixes", "uniform01",
            "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
 
 PS_PER_S = 10**12
@@ -49,20 +49,31 @@ def hash64(seed: int, tag: int, a: int, b: int = 0, c: int = 0, d: int = 0) -> i
     return h
 
 
-def hash_prefixes(seed: int, tags: tuple[int, ...], a: np.ndarray) -> np.ndarray:
-    """hash64's state after (seed, tag, a) for each tag and each a: an array [len(a), len(tags)]
-    of uint64. hash64(seed, tag, a, b, c, d) continues from it with b, c, d (the kernels'
-    mv_hash_from), so that a switch's hashes start from its row of node_hash instead of
-    running the first three rounds per packet."""
-    def mix(z: np.ndarray) -> np.ndarray:
+def mix64_array(z: np.ndarray) -> np.ndarray:
+    """mix64 of every element of a uint64 array (wrapping arithmetic, as the kernels')."""
+    with np.errstate(over="ignore"):
         z = z + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
+
+
+def hash_from(prefix: np.ndarray, b, c=0, d=0) -> np.ndarray:
+    """hash64 from its state after (seed, tag, a) (`prefix`, uint64) with b, c, d: the kernels'
+    mv_hash_from, element-wise."""
+    h = mix64_array(prefix ^ np.asarray(b, np.int64).astype(np.uint64))
+    h = mix64_array(h ^ np.asarray(c, np.int64).astype(np.uint64))
+    return mix64_array(h ^ np.asarray(d, np.int64).astype(np.uint64))
+
+
+def hash_prefixes(seed: int, tags: tuple[int, ...], a: np.ndarray) -> np.ndarray:
+    """hash64's state after (seed, tag, a) for each tag and each a: an array [len(a), len(tags)]
+    of uint64. hash64(seed, tag, a, b, c, d) continues from it with b, c, d (the kernels'
+    mv_hash_from, hash_from here), so that a switch's hashes start from its row of node_hash
+    instead of running the first three rounds per packet."""
     a = np.asarray(a, np.int64).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        h0 = mix(np.array([seed & MASK64], np.uint64))
-        cols = [mix(mix(h0 ^ np.uint64(tag)) ^ a) for tag in tags]
+    h0 = mix64_array(np.array([seed & MASK64], np.uint64))
+    cols = [mix64_array(mix64_array(h0 ^ np.uint64(tag)) ^ a) for tag in tags]
     return np.stack(cols, axis=1) if cols else np.zeros((a.size, 0), np.uint64)
 
 

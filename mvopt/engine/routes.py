@@ -22,7 +22,7 @@ import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
 
-__all__ = ["DENSE_ROUTE_ENTRIES", "dense_routes", "has_table", "route_key", "table_owners"]
+__all__ = ["DENSE_ROUTE_ENTRIES", "dense_routes", "flow_paths", "has_table", "route_key", "table_owners"]
 
 # The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
 DENSE_ROUTE_ENTRIES = 1 << 22
@@ -95,3 +95,55 @@ def table_owners(topologies: list[CompiledTopology], keys: list[bytes | None] | 
     keys = [route_key(t) for t in topologies] if keys is None else keys
     first: dict[bytes, int] = {}
     return [None if k is None else first.setdefault(k, i) for i, k in enumerate(keys)]
+
+
+def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np.ndarray:
+    """Every flow's ECMP path through a batch's dense tables: f_path's rows [n_flow, 2, npath],
+    the egress port's index among the ports of the flow's i-th switch, the data way (from the
+    source host to f_dst_local) and back (to f_src_local: ACKs, NACKs); -1 where the switch
+    must route the packet itself (no dense table, no route, a path longer than `npath`
+    switches, or the data way of an experiment that sprays: `spray` per experiment). The
+    kernels' `route` on the same inputs, ahead of time: the same table entries, next-hop sets
+    and hash (hash64(seed, TAG_ECMP, switch, flow, 0, 0), from node_hash), one hop at a time for
+    all flows at once."""
+    from mvopt.engine import schema
+    from mvopt.engine.params import hash_from
+
+    nf = cols["f_local"].size
+    out = np.full((nf, 2, npath), -1, np.int16)
+    if not nf:
+        return out
+    src = cols["task_src"][cols["f_task"]]
+    base = cols["exp_node_lo"][cols["node_exp"][src]]
+    ecmp_prefix = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]].view(np.uint64)
+    port_lo, rtab, rtab_nh = cols["node_port_lo"], cols["rtab"], cols["rtab_nh"]
+    for way, (start, dst) in enumerate(((cols["f_src_local"], cols["f_dst_local"]),
+                                        (cols["f_dst_local"], cols["f_src_local"]))):
+        host = base + start
+        node = cols["port_node"][cols["port_peer"][port_lo[host]]]     # a host's one port leads to its switch
+        live = np.flatnonzero(cols["node_is_host"][node] == 0)
+        if way == 0:
+            live = live[~spray[cols["node_exp"][node[live]]].astype(bool)]
+        for hop in range(npath):
+            v = node[live]
+            row = cols["node_rtab"][v]
+            live, v, row = live[row >= 0], v[row >= 0], row[row >= 0]
+            x = rtab[row + dst[live]].astype(np.int64)
+            a, n = x >> _SET_BITS, x & ((1 << _SET_BITS) - 1)
+            keep = n > 0
+            live, v, a, n = live[keep], v[keep], a[keep], n[keep]
+            k = a.copy()
+            many = n > 1
+            if many.any():
+                h = hash_from(ecmp_prefix[v[many]], cols["f_local"][live[many]])
+                un = n[many].astype(np.uint64)
+                pick = np.where((un & (un - np.uint64(1))) == 0, h & (un - np.uint64(1)), h % un).astype(np.int64)
+                k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]
+            out[live, way, hop] = k
+            nxt = cols["port_node"][cols["port_peer"][port_lo[v] + k]]
+            onward = cols["node_is_host"][nxt] == 0
+            live = live[onward]
+            node[live] = nxt[onward]
+            if not live.size:
+                break
+    return out

@@ -32,6 +32,8 @@ NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
 # its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
 # reads), queued bytes by class, dequeued bytes and data packets in its second (a dequeue)
 PT = {"tail": 0, "free_ps": 2, "wire_bytes": 3, "qbytes": 4, "tx_bytes": 6, "deq": 7}
+# f_path: a flow's egress port index at each of its first NPATH switches, data way then back
+NPATH = 8
 # node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
@@ -46,7 +48,7 @@ PI = {"in_bytes": 0, "in_hdrm": 1, "headroom": 2, "shift": 3, "in_paused": 4, "p
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
 PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<i4"), ("sendno", "<i4"),
                       ("bytes", "<i2"), ("in_port", "<i2"), ("type", "i1"), ("flags", "i1"), ("nint", "i1"),
-                      ("pad", "i1")])
+                      ("hop", "i1")])
 # One INT hop record (HPCC), MAX_INT_HOPS per packet slot when the batch uses HPCC.
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
@@ -200,6 +202,9 @@ COLUMNS: tuple[Column, ...] = (
     _c("f_local", "i32", "n_flow", "the flow's task id inside the experiment (hash input)"),
     _c("f_src_local", "i32", "n_flow", "source host id inside the experiment"),
     _c("f_dst_local", "i32", "n_flow", "routing destination: destination host id inside the experiment"),
+    _c("f_path", "i16", "n_flow", "the flow's ECMP path: at its i-th switch, the egress port's index among the "
+       "switch's ports, for the data way (first NPATH) and back (ACKs, NACKs); -1: not known here (the switch "
+       "routes the packet itself: spraying, no dense table, longer paths; routes.flow_paths)", 2 * NPATH),
     _c("f_size", "i64", "n_flow", "bytes"),
     _c("f_npkt", "i32", "n_flow", "packets of the flow"),
     _c("f_line_bps", "i64", "n_flow", "NIC rate of the source"),
@@ -262,7 +267,7 @@ def c_struct_source() -> str:
              f"#define NPI {NPI}",
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
-             f"#define NHT {NHT}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
+             f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
     for col in COLUMNS:

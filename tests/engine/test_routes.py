@@ -11,6 +11,7 @@ import pytest
 from mvopt.cluster import CompiledTopology, build_topology
 from mvopt.config import load_config
 from mvopt.engine import build_batch, routes, simulate
+from mvopt.engine.params import TAG_ECMP, hash64
 from mvopt.testing.scenarios import fat_tree_flows, mixed_experiments
 
 
@@ -89,3 +90,47 @@ def test_a_batch_mixing_topologies_with_and_without_tables(monkeypatch) -> None:
     monkeypatch.setattr(routes, "DENSE_ROUTE_ENTRIES", 0)
     without = simulate(exps, backend="cpu")
     assert all(x.same_as(y) for x, y in zip(mixed, without))
+
+
+def ecmp_ports(topo: CompiledTopology, seed: int, flow: int, src: int, dst: int) -> list[int]:
+    """The egress port's index at each switch from host src to host dst under ECMP, walked
+    through the topology's own next-hop sets (hash64 of seed, switch, flow: docs/engine.md)."""
+    node = int(topo.port_peer_node[int(topo.node_port_offset[src])])
+    out = []
+    while node != dst:
+        nh = topo.next_hop_ports(node, dst)
+        port = int(nh[hash64(seed, TAG_ECMP, node, flow) % len(nh)])
+        out.append(port - int(topo.node_port_offset[node]))
+        node = int(topo.port_peer_node[port])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("lb", ["ecmp", "spray"])
+def test_flow_paths_are_the_ecmp_paths_both_ways(name: str, lb: str) -> None:
+    """routes.flow_paths (f_path): for every flow, the egress ports of its ECMP path, the data
+    way and back, as walking the topology's next-hop sets gives them; -1 beyond the path, and
+    on the data way of an experiment that sprays (its switches hash every packet)."""
+    from mvopt.engine.schema import NPATH
+
+    topo = cluster(**TOPOLOGIES[name])
+    hosts = min(int(topo.n_host), 6)
+    pairs = [(s, d) for s in range(hosts) for d in range(hosts) if s != d]
+    base = fat_tree_flows(pairs, 10_000)
+    net = dataclasses.replace(base.network, lb=lb)
+    exp = dataclasses.replace(base, topology=topo, network=net, seed=11)
+    cols = build_batch([exp]).cols
+    paths = cols["f_path"].reshape(-1, 2, NPATH)
+    assert paths.shape[0] == len(pairs)
+    known = 0
+    for f in range(paths.shape[0]):
+        flow, src, dst = (int(cols[k][f]) for k in ("f_local", "f_src_local", "f_dst_local"))
+        for way, (a, b) in enumerate(((src, dst), (dst, src))):
+            want = ecmp_ports(topo, exp.seed, flow, a, b)[:NPATH]
+            got = paths[f, way].tolist()
+            if way == 0 and lb == "spray":
+                assert got == [-1] * NPATH
+                continue
+            assert got == want + [-1] * (NPATH - len(want)), (name, f, way)
+            known += len(want)
+    assert known > 0

@@ -41,7 +41,7 @@ MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, in
   if (s < 0) { ctr_add(c, v, C_CTL_DROP, 1); return; }
   Pkt pk;
   pk.t = t; pk.flow = f; pk.seq = (int32_t)seq; pk.next = -1; pk.sendno = 0; pk.bytes = (int16_t)EI(c, e, EI_ACK);
-  pk.in_port = -1; pk.type = (int8_t)type; pk.flags = (int8_t)flags; pk.nint = (int8_t)nint; pk.pad = 0;
+  pk.in_port = -1; pk.type = (int8_t)type; pk.flags = (int8_t)flags; pk.nint = (int8_t)nint; pk.hop = 0;
   c->pkt[s] = pk;
   if (int_src >= 0) copy_int(c, s, int_src, nint);
   q_push(c, p, Q_CTL, s, pk.bytes);
@@ -172,7 +172,7 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     if (left < pay) pay = left;
     Pkt pk;
     pk.t = 0; pk.flow = f; pk.seq = (int32_t)seq; pk.bytes = (int16_t)(pay + EI(c, e, EI_HEADER));
-    pk.type = PK_DATA; pk.flags = 0; pk.next = -1; pk.in_port = -1; pk.nint = 0; pk.pad = 0;
+    pk.type = PK_DATA; pk.flags = 0; pk.next = -1; pk.in_port = -1; pk.nint = 0; pk.hop = 0;
     pk.sendno = (int32_t)c->f_sends[f];
     c->f_sends[f] += 1;
     c->f_snd_nxt[f] = seq + 1;

@@ -91,6 +91,26 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[k] : (int64_t)c->route_nh[k];
 }
 
+// MV_FLOW_PATHS: a packet's egress port from its flow's path (f_path, routes.flow_paths: the
+// batch builder ran `route` for every flow's ECMP path ahead of time), one load instead of the
+// table entries and the hash; the switch routes it itself where the path holds -1 (spraying, no
+// dense table, beyond NPATH switches). 0 builds the variant that always routes (results do not
+// depend on it). Advances the packet's hop count.
+#ifndef MV_FLOW_PATHS
+#define MV_FLOW_PATHS 1
+#endif
+MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
+  int32_t f = pk->flow;
+  int hop = pk->hop;
+  if (hop < 127) pk->hop = (int8_t)(hop + 1);
+  if (MV_FLOW_PATHS && hop < NPATH) {
+    int16_t k = c->f_path[(int64_t)f * 2 * NPATH + (data ? 0 : NPATH) + hop];
+    if (k >= 0) return c->node_port_lo[v] + k;
+  }
+  int32_t dst = data ? c->f_dst_local[f] : c->f_src_local[f];
+  return route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk->seq, pk->sendno);
+}
+
 // MV_DIRECT: the direct path below, on by default on the CPU only. Measured on an H200
 // (experiments/profile_gpu.py, 8 MiB x 4,096, tenth session): (a) 0.976 G packet-hops/s with it and
 // without, the idle window 12.6 against 11.9 us (marginal, medians of three): the GPU waits on
@@ -173,9 +193,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     return -1;
   }
   bool data = pk.type == PK_DATA;
-  int32_t f = pk.flow;
-  int32_t dst = data ? c->f_dst_local[f] : c->f_src_local[f];
-  int64_t out = route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk.seq, pk.sendno);
+  int64_t out = route_packet(c, e, v, &pk, data);
   int64_t b = pk.bytes;
   if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return -1; }
   if (data && !mmu_admit(c, e, v, i, b)) {
@@ -256,7 +274,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     Pkt pk;
     pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int16_t)EI(c, e, EI_PFC_FRAME);
     pk.type = PORT_I(c, p, PI_IN_PAUSED) ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
-    pk.in_port = -1; pk.nint = 0; pk.sendno = 0; pk.pad = 0;
+    pk.in_port = -1; pk.nint = 0; pk.sendno = 0; pk.hop = 0;
     PORT_I(c, p, PI_PFC_SENT) = PORT_I(c, p, PI_IN_PAUSED);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);

@@ -16,7 +16,7 @@ struct Pkt {
   int8_t type;      // PK_*
   int8_t flags;     // FL_*
   int8_t nint;      // INT hops recorded
-  int8_t pad;
+  int8_t hop;       // switches the packet has passed (its row of f_path; saturates at 127)
 };
 
 struct IntHop { int64_t ts; int64_t tx; int64_t qlen; int64_t port; };
