@@ -119,7 +119,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
             # (prepared in the twelfth session, not yet run on a GPU) every packet routed by its
             # switch, as before the flows' ECMP paths (f_path, MV_FLOW_PATHS)
-            "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0}}
+            "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0},
+            # (prepared in the twelfth session) a switch arrival caches its in-ring's next arrival
+            # time after the arrival, so that the load overlaps the arrival's own
+            "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

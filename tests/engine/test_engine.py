@@ -1332,22 +1332,25 @@ def test_silent_hosts_change_nothing() -> None:
     assert_matches_reference(res[1][0], exps[0])
 
 
-@pytest.mark.parametrize("off", ["MV_HASH_PREFIX", "MV_FLOW_PATHS"])
-def test_switch_shortcuts_give_the_results_without_them(off: str) -> None:
+@pytest.mark.parametrize("on, off", [({"MV_HASH_PREFIX": 1}, {"MV_HASH_PREFIX": 0}),
+                                     ({"MV_FLOW_PATHS": 1}, {"MV_FLOW_PATHS": 0}),
+                                     ({"MV_DIRECT": 0, "MV_LATE_NEXT_ARRIVAL": 1}, {"MV_DIRECT": 0})])
+def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:
     """The switches' hashes from node_hash (the hash state after seed, tag and node, built with
-    the batch; MV_HASH_PREFIX 0 computes it from the seed per packet) and their egress ports
-    from the flows' ECMP paths (f_path; MV_FLOW_PATHS 0 routes every packet): the same results
-    as without them, over mixed experiments (ECMP and spraying, several topologies) and a DCQCN
-    incast (ECN marks, whose hash starts from node_hash too)."""
+    the batch; MV_HASH_PREFIX 0 computes it from the seed per packet), their egress ports from
+    the flows' ECMP paths (f_path; MV_FLOW_PATHS 0 routes every packet), and an arrival's next
+    in-ring time cached after the arrival (MV_LATE_NEXT_ARRIVAL, the GPU's queued path): the
+    same results as without them, over mixed experiments (ECMP and spraying, several
+    topologies) and a DCQCN incast (ECN marks, whose hash starts from node_hash too)."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
 
     exps = [*sc.mixed_experiments(8), incast("dcqcn", 200_000)]
     runs = []
-    for value in (1, 0):
+    for defines in (on, off):
         batch = build_batch(exps)
-        runs.append(extract_results(batch, CpuBackend(defines={off: value}).run(batch)))
+        runs.append(extract_results(batch, CpuBackend(defines=defines).run(batch)))
     assert (batch.cols["f_path"] >= 0).any()
     assert runs[0][-1].counters["ecn_marks"] > 0
     for a, b in zip(*runs):

@@ -189,6 +189,19 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
+@pytest.mark.parametrize("defines", [{"MV_FLOW_PATHS": 0}, {"MV_HASH_PREFIX": 0}, {"MV_LATE_NEXT_ARRIVAL": 1}])
+def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
+    """The GPU without the flows' paths or the hash prefixes, and with the late next-arrival
+    cache: the CPU's results (the default build's, with them)."""
+    from mvopt.engine._gpu import GpuBackend
+
+    exps = mixed_experiments(12)
+    cpu = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    res = extract_results(batch, GpuBackend(defines=defines).run(batch))
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
 def test_l2_fetch_granularity_is_a_hint_set_for_the_run_only() -> None:
     """`l2_fetch_bytes` (a device limit) changes no result and is restored after the run."""
     import cupy

@@ -160,6 +160,13 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
 }
 
+// MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
+// arrival stores its in-ring's next arrival time in the cache after the arrival, not before
+// (see switch_window_of). Results do not depend on it.
+#ifndef MV_LATE_NEXT_ARRIVAL
+#define MV_LATE_NEXT_ARRIVAL 0
+#endif
+
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
 // before transmissions, lower port index first.
@@ -245,10 +252,17 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       int64_t head = c->port_head[q * 2 + par];
       // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
       // arrival then runs out of slots, the experiment ends and is run again from its start with
-      // full ones, so a persisted cache one packet ahead of port_head is never read)
+      // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
+      // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
+      // there, so that its load overlaps the arrival's own instead of stalling before it.
+      const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
+      int64_t next_ta = MV_INF;
       if (cached) {
-        ta_p[ia - lo] = ring_t_at(c, q, head + 1, par);
-        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+        next_ta = ring_t_at(c, q, head + 1, par);
+        if (!late) {
+          ta_p[ia - lo] = next_ta;
+          if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+        }
       }
       // whether a transmission of port `out` at `now` would be the next event: no arrival at
       // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
@@ -272,6 +286,10 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
         return;
       }
       c->port_head[q * 2 + par] = head + 1;
+      if (late && cached) {
+        ta_p[ia - lo] = next_ta;
+        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+      }
       if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     } else {
       a = id;
