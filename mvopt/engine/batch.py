@@ -32,7 +32,7 @@ ST_RUN, ST_CAPACITY, ST_CANCELLED = 0, 5, 6
 Steer = Callable[[np.ndarray], Iterable[int]]
 
 # node_hash's words (schema.HT): the hash tags in that order
-HASH_TAGS = tuple({"ecn": TAG_ECN, "ecmp": TAG_ECMP, "spray": TAG_SPRAY}[k] for k in schema.HT)
+HASH_TAGS = tuple({"ecn": TAG_ECN, "ecmp": TAG_ECMP, "spray": TAG_SPRAY}[k] for k in sorted(schema.HT, key=schema.HT.get))
 # exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
 EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",

@@ -43,7 +43,7 @@ def mix64(z: int) -> int:
 
 def hash64(seed: int, tag: int, a: int, b: int = 0, c: int = 0, d: int = 0) -> int:
     """Counter-based hash of (seed, tag, a, b, c, d): the only source of randomness."""
-    h = mix64(seed & MASK64)
+    h = mix64(int(seed) & MASK64)
     for x in (tag, a, b, c, d):
         h = mix64(h ^ (x & MASK64))
     return h
@@ -72,7 +72,7 @@ def hash_prefixes(seed: int, tags: tuple[int, ...], a: np.ndarray) -> np.ndarray
     mv_hash_from, hash_from here), so that a switch's hashes start from its row of node_hash
     instead of running the first three rounds per packet."""
     a = np.asarray(a, np.int64).astype(np.uint64)
-    h0 = mix64_array(np.array([seed & MASK64], np.uint64))
+    h0 = mix64_array(np.array([int(seed) & MASK64], np.uint64))   # (int: a NumPy seed would overflow)
     cols = [mix64_array(mix64_array(h0 ^ np.uint64(tag)) ^ a) for tag in tags]
     return np.stack(cols, axis=1) if cols else np.zeros((a.size, 0), np.uint64)
 

@@ -116,12 +116,13 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np
     src = cols["task_src"][cols["f_task"]]
     base = cols["exp_node_lo"][cols["node_exp"][src]]
     ecmp_prefix = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]].view(np.uint64)
+    lost = np.zeros(nf, bool)     # the data way reached another host: no path back either
     port_lo, rtab, rtab_nh = cols["node_port_lo"], cols["rtab"], cols["rtab_nh"]
     for way, (start, dst) in enumerate(((cols["f_src_local"], cols["f_dst_local"]),
                                         (cols["f_dst_local"], cols["f_src_local"]))):
         host = base + start
         node = cols["port_node"][cols["port_peer"][port_lo[host]]]     # a host's one port leads to its switch
-        live = np.flatnonzero(cols["node_is_host"][node] == 0)
+        live = np.flatnonzero((cols["node_is_host"][node] == 0) & ~lost)
         if way == 0:
             live = live[~spray[cols["node_exp"][node[live]]].astype(bool)]
         for hop in range(npath):
@@ -142,6 +143,11 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np
             out[live, way, hop] = k
             nxt = cols["port_node"][cols["port_peer"][port_lo[v] + k]]
             onward = cols["node_is_host"][nxt] == 0
+            # (defensive: a walk that reached another host than the destination keeps no path,
+            # and on the data way neither does the way back, which would start elsewhere)
+            astray = live[~onward][nxt[~onward] != base[live[~onward]] + dst[live[~onward]]]
+            out[astray, way, :] = -1
+            lost[astray] = True
             live = live[onward]
             node[live] = nxt[onward]
             if not live.size:
