@@ -426,6 +426,11 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
     counts["n_hop"] = max(1, counts["n_flow"]) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
+    # the flows' ECMP paths, for every flow if one experiment wants them (routes.wants_paths)
+    paths = any(sp.flow_hi > sp.flow_lo and routes.wants_paths(e.topology, sp.flow_hi - sp.flow_lo)
+                for e, sp in zip(experiments, spans))
+    counts["has_paths"] = int(paths)
+    counts["n_fpath"] = max(1, counts["n_flow"]) if paths else 1
 
     cols: dict[str, np.ndarray] = {}
     zero: set[str] = set()
@@ -454,8 +459,11 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
-    spray = cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index("spray")]
-    cols["f_path"][:] = routes.flow_paths(cols, spray, schema.NPATH).ravel()
+    if paths:
+        spray = cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index("spray")]
+        cols["f_path"][:] = routes.flow_paths(cols, spray, schema.NPATH).ravel()
+    else:
+        cols["f_path"][:] = -1
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order", "f_path"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),

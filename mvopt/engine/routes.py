@@ -22,10 +22,16 @@ import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
 
-__all__ = ["DENSE_ROUTE_ENTRIES", "dense_routes", "flow_paths", "has_table", "route_key", "table_owners"]
+__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "flow_paths", "has_table", "route_key",
+           "table_owners", "wants_paths"]
 
 # The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
 DENSE_ROUTE_ENTRIES = 1 << 22
+# The most flows of an experiment whose ECMP paths a batch holds (f_path: 32 bytes per flow, so
+# 32 MiB at most): the many small experiments of a search, whose switches the paths shorten; a
+# paper-scale training iteration (145 M flows: 4.6 GB and a minute of building) routes its
+# packets itself.
+FLOW_PATHS_MAX_FLOWS = 1 << 20
 _SET_BITS = 8    # n: next hops per destination, below 2 ** 8; a: below 2 ** 23
 
 
@@ -95,6 +101,13 @@ def table_owners(topologies: list[CompiledTopology], keys: list[bytes | None] | 
     keys = [route_key(t) for t in topologies] if keys is None else keys
     first: dict[bytes, int] = {}
     return [None if k is None else first.setdefault(k, i) for i, k in enumerate(keys)]
+
+
+def wants_paths(topo: CompiledTopology, n_flow: int) -> bool:
+    """Whether an experiment of `topo` with `n_flow` flows gets its flows' paths (f_path) in a
+    batch: it has a dense table and at most FLOW_PATHS_MAX_FLOWS flows. A batch holds the paths
+    of all its flows when one of its experiments wants them."""
+    return has_table(topo) and n_flow <= FLOW_PATHS_MAX_FLOWS
 
 
 def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np.ndarray:

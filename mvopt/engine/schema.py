@@ -53,12 +53,12 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw")
+          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw", "n_fpath")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
-# column has a valid address): INT records, HPCC's per-flow hop state, the monitor tables and the
-# dense routing tables.
-MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh")
-SCALARS = COUNTS + ("has_int",)
+# column has a valid address): INT records, HPCC's per-flow hop state, the monitor tables, the
+# dense routing tables and the flows' paths.
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath")
+SCALARS = COUNTS + ("has_int", "has_paths")
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
            "pkt": "Pkt", "int": "IntHop"}
@@ -202,9 +202,10 @@ COLUMNS: tuple[Column, ...] = (
     _c("f_local", "i32", "n_flow", "the flow's task id inside the experiment (hash input)"),
     _c("f_src_local", "i32", "n_flow", "source host id inside the experiment"),
     _c("f_dst_local", "i32", "n_flow", "routing destination: destination host id inside the experiment"),
-    _c("f_path", "i16", "n_flow", "the flow's ECMP path: at its i-th switch, the egress port's index among the "
+    _c("f_path", "i16", "n_fpath", "the flow's ECMP path: at its i-th switch, the egress port's index among the "
        "switch's ports, for the data way (first NPATH) and back (ACKs, NACKs); -1: not known here (the switch "
-       "routes the packet itself: spraying, no dense table, longer paths; routes.flow_paths)", 2 * NPATH),
+       "routes the packet itself: spraying, no dense table, longer paths; routes.flow_paths). A row per flow "
+       "where has_paths, else one row", 2 * NPATH),
     _c("f_size", "i64", "n_flow", "bytes"),
     _c("f_npkt", "i32", "n_flow", "packets of the flow"),
     _c("f_line_bps", "i64", "n_flow", "NIC rate of the source"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvopt.engine import build_batch, simulate
+from mvopt.engine import build_batch, schema, simulate
 from mvopt.engine.plan import (Worker, balance, batch_bytes, batch_counts, batch_route_counts, experiment_cost, experiment_counts,
                                parse_backend, run_experiments, run_share, split_by_memory)
 from mvopt.errors import BackendUnavailable, MvoptError
@@ -31,9 +31,10 @@ def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
     planner's plain sum counts one per experiment, an upper bound."""
     batch = build_batch(EXPS)
     counts = batch_route_counts(EXPS, [experiment_counts(e) for e in EXPS])
-    summed = {k: sum(c[k] for c in counts) for k in batch.counts if k != "has_int"}
-    assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k != "has_int"}
+    summed = {k: sum(c[k] for c in counts) for k in schema.COUNTS}
+    assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k in schema.COUNTS}
     assert batch.counts["n_hop"] == batch.counts["n_flow"]    # HPCC in the mix: hop state for every flow
+    assert batch.counts["n_fpath"] == batch.counts["n_flow"] and batch.counts["has_paths"] == 1
     no_hpcc = [e for e in EXPS if e.network.cc != "hpcc"]
     assert build_batch(no_hpcc).counts["n_hop"] == 1
     total = {k: sum(c[k] for c in counts) for k in counts[0]}

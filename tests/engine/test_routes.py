@@ -134,3 +134,20 @@ def test_flow_paths_are_the_ecmp_paths_both_ways(name: str, lb: str) -> None:
             assert got == want + [-1] * (NPATH - len(want)), (name, f, way)
             known += len(want)
     assert known > 0
+
+
+def test_experiments_with_many_flows_route_their_packets_themselves(monkeypatch) -> None:
+    """A batch whose experiments all have more flows than FLOW_PATHS_MAX_FLOWS holds no paths
+    (one row, has_paths 0: a paper-scale iteration's 145 M flows would take 4.6 GB), and the
+    planner counts it so; the results are those of a batch with paths."""
+    from mvopt.engine.plan import batch_bytes, batch_route_counts, experiment_counts
+
+    exps = mixed_experiments(6)
+    with_paths = simulate(exps, backend="cpu")
+    monkeypatch.setattr(routes, "FLOW_PATHS_MAX_FLOWS", 0)
+    batch = build_batch(exps)
+    assert batch.counts["has_paths"] == 0 and batch.counts["n_fpath"] == 1
+    counts = batch_route_counts(exps, [experiment_counts(e) for e in exps])
+    assert all(c["n_fpath"] == 0 for c in counts)
+    assert batch_bytes({k: sum(c[k] for c in counts) for k in counts[0]}) == batch.nbytes
+    assert all(x.same_as(y) for x, y in zip(with_paths, simulate(exps, backend="cpu")))

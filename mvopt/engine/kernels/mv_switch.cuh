@@ -94,8 +94,9 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
 // MV_FLOW_PATHS: a packet's egress port from its flow's path (f_path, routes.flow_paths: the
 // batch builder ran `route` for every flow's ECMP path ahead of time), one load instead of the
 // table entries and the hash; the switch routes it itself where the path holds -1 (spraying, no
-// dense table, beyond NPATH switches). 0 builds the variant that always routes (results do not
-// depend on it). Advances the packet's hop count.
+// dense table, beyond NPATH switches; a batch without paths: has_paths 0, routes.wants_paths).
+// 0 builds the variant that always routes (results do not depend on it). Advances the packet's
+// hop count.
 #ifndef MV_FLOW_PATHS
 #define MV_FLOW_PATHS 1
 #endif
@@ -103,7 +104,7 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
   int32_t f = pk->flow;
   int hop = pk->hop;
   if (hop < 127) pk->hop = (int8_t)(hop + 1);
-  if (MV_FLOW_PATHS && hop < NPATH) {
+  if (MV_FLOW_PATHS && c->has_paths && hop < NPATH) {
     int16_t k = c->f_path[(int64_t)f * 2 * NPATH + (data ? 0 : NPATH) + hop];
     if (k >= 0) return c->node_port_lo[v] + k;
   }
