@@ -9,7 +9,7 @@
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
 # Steps: tests (GPU test modules), stress_groups (random batches of the groups launch mode
-# against the CPU, experiments/stress_groups_gpu.py), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
+# against the CPU, experiments/stress_groups_gpu.py), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
@@ -100,6 +100,9 @@ run spme ${SPME_LIMIT:-170} bash -c "python3 experiments/paper_spme_vs_process.p
 # and k=16 did not finish its three variants in 130 s (59d8db8)
 run ablation 120 bash -c "python3 experiments/paper_ablation_pull.py --backend gpu --batch 1024,4096 --mib 4 --k 0 \
   --repeats 3 && cp docs/performance.md $OUT/ablation/"
+# workload (a) and the idle window alone (the throughput target's figure, ~110 s)
+run bench_a 200 python3 experiments/bench_gpu.py --out "$OUT/bench_a" --sections a,idle --batches 2048,4096 \
+  --cpu-batches 256 --cc none --mib 64 --budget-s 160
 run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections identity,idle,a,b,c \
   --batches ${BENCH_BATCHES:-1024,4096} --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 if [ -d .whl ]; then
