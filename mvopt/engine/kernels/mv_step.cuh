@@ -160,6 +160,12 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
 }
 
+// MV_PORT_CLASS_AGAIN 1 (a variant to measure): a transmission decides what its port sends
+// again even when its start was not moved (switch_window_of); results do not depend on it.
+#ifndef MV_PORT_CLASS_AGAIN
+#define MV_PORT_CLASS_AGAIN 0
+#endif
+
 // MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
 // arrival stores its in-ring's next arrival time in the cache after the arrival, not before
 // (see switch_window_of). Results do not depend on it.
@@ -243,6 +249,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       return;
     }
     busy = true;
+    int64_t before = now;   // (the scan moved the starts of transmissions due before it up to it)
     now = ta <= td ? ta : td;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
     note_event(c, v, now);
@@ -293,8 +300,12 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     } else {
       a = id;
-      // the start may have been moved up to `now`, when more may be queued: decide what goes then
-      what_d = switch_port_class(c, id, td);
+      // a start moved up to `before` (it was due earlier) may send something else then, when
+      // more may be queued: decide what goes. One not moved keeps the class its port's next
+      // transmission was computed with (switch_port_next: switch_port_class at that time, from
+      // the port's state, which every event that changes it recomputes), unless
+      // MV_PORT_CLASS_AGAIN asks for it anyway.
+      if (MV_PORT_CLASS_AGAIN || td <= before) what_d = switch_port_class(c, id, td);
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;   // ring full: compact capacities ran out
         note_window_end(c, v, busy, now);
