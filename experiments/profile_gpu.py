@@ -123,9 +123,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (prepared in the twelfth session) a switch arrival caches its in-ring's next arrival
             # time after the arrival, so that the load overlaps the arrival's own
             "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1},
-            # (prepared in the twelfth session) a transmission decides its port's class again even
-            # when its start was not moved, as before
-            "groups-classagain": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 1}}
+            # (prepared in the twelfth session) a transmission whose start was not moved takes its
+            # port's cached class (the CPU's default) instead of deciding again
+            "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

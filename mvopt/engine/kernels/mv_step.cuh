@@ -160,10 +160,17 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
 }
 
-// MV_PORT_CLASS_AGAIN 1 (a variant to measure): a transmission decides what its port sends
-// again even when its start was not moved (switch_window_of); results do not depend on it.
+// MV_PORT_CLASS_AGAIN: a transmission decides what its port sends again even when its start
+// was not moved (switch_window_of); 0 takes the port's cached class then. Results do not depend
+// on it. 0 on the CPU (one core, workload (a) 8 x 16 MiB, five alternating pairs: medians 0.706
+// against 0.728 s); 1 on the GPU until measured there (with 0 nvcc 13 spills 60 / 204 bytes in
+// the graph mode's window kernel instead of 32 / 32).
 #ifndef MV_PORT_CLASS_AGAIN
+#if defined(MV_BACKEND_CUDA)
+#define MV_PORT_CLASS_AGAIN 1
+#else
 #define MV_PORT_CLASS_AGAIN 0
+#endif
 #endif
 
 // MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
@@ -235,7 +242,14 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
       else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
       if (!tree && t < ta) { ta = t; ia = lo + k; }
+#if MV_PORT_CLASS_AGAIN
       if (t2 < MV_INF && t2 < now) t2 = now;
+#else
+      if (t2 < MV_INF && t2 < now) {   // due before `now`: starts then, what it sends decided then
+        t2 = now;
+        what = -1;
+      }
+#endif
       if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
     if (ta >= te && td >= te) {
@@ -249,7 +263,6 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       return;
     }
     busy = true;
-    int64_t before = now;   // (the scan moved the starts of transmissions due before it up to it)
     now = ta <= td ? ta : td;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
     note_event(c, v, now);
@@ -300,12 +313,16 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     } else {
       a = id;
-      // a start moved up to `before` (it was due earlier) may send something else then, when
-      // more may be queued: decide what goes. One not moved keeps the class its port's next
+      // a start the scan moved up (what_d -1: it was due earlier) may send something else then,
+      // when more may be queued: decide what goes. One not moved keeps the class its port's next
       // transmission was computed with (switch_port_next: switch_port_class at that time, from
       // the port's state, which every event that changes it recomputes), unless
       // MV_PORT_CLASS_AGAIN asks for it anyway.
-      if (MV_PORT_CLASS_AGAIN || td <= before) what_d = switch_port_class(c, id, td);
+#if MV_PORT_CLASS_AGAIN
+      what_d = switch_port_class(c, id, td);
+#else
+      if (what_d < 0) what_d = switch_port_class(c, id, td);
+#endif
       if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
         c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;   // ring full: compact capacities ran out
         note_window_end(c, v, busy, now);
