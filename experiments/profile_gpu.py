@@ -96,7 +96,7 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # in shared memory and 3 blocks per SM (both removed since); slices of 64 windows
             "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
             # a group's switches first (the widest first, top-of-rack switches first since
-            # b4e062d), then its hosts: warps of one kind of node (the default since the twelfth
+            # 4a01ccc), then its hosts: warps of one kind of node (the default since the twelfth
             # session); groups-plain: the nodes in their order
             "groups-roles": {"launch": "groups", "group_order": True},
             "groups-plain": {"launch": "groups", "group_order": False},
