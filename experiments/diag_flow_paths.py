@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch, routes, schema  # noqa: E402
-from mvopt.engine.batch import EI  # noqa: E402
+from mvopt.engine.batch import exp_int  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
@@ -27,9 +27,8 @@ def main() -> None:
     t = time.perf_counter()
     cols = build_batch([exp] * args.n).cols
     build_s = time.perf_counter() - t
-    spray = cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index("spray")]
     t = time.perf_counter()
-    routes.flow_paths(cols, spray, schema.NPATH)
+    routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH)
     paths_s = time.perf_counter() - t
     print(f"{args.n} experiments, {cols['f_local'].size:,} flows: build_batch {build_s:.2f} s, "
           f"of which flow_paths {paths_s:.3f} s")

@@ -112,12 +112,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
             "groups-t96": {"launch": "groups", "MV_THREADS": 96},
             "groups-t64": {"launch": "groups", "MV_THREADS": 64},
+            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
             # (prepared) blocks of 160 threads: 4 experiments of (a) each, 3 blocks per SM (the
             # same 12 experiments per SM), and with top-of-rack switches first a warp of 32 of them
             "groups-t160": {"launch": "groups", "MV_THREADS": 160},
-            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
-            # (measured at b4e062d, where group_order took "tor"; the default since) a group's
-            # top-of-rack switches (those with more hosts on their ports) first
             # the switches' hashes computed from the seed per packet (before node_hash)
             "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
             # (prepared in the twelfth session, not yet run on a GPU) every packet routed by its

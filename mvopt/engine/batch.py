@@ -460,14 +460,18 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
     if paths:
-        spray = cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index("spray")]
-        cols["f_path"][:] = routes.flow_paths(cols, spray, schema.NPATH).ravel()
+        cols["f_path"][:] = routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order", "f_path"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
+
+
+def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """Integer parameter `name` (one of EI) of every experiment of a batch's columns."""
+    return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index(name)]
 
 
 def node_order_setting() -> str:

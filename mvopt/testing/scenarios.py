@@ -21,7 +21,7 @@ import numpy as np
 
 from mvopt._cfg.base import build
 from mvopt._cfg.network import NetworkConfig
-from mvopt.engine.params import Experiment
+from mvopt.engine.params import TAG_ECMP, Experiment, hash64
 from mvopt.engine.tasks import TaskGraph, TaskGraphBuilder
 
 __all__ = ["MiniTopology", "Link", "line", "star", "dumbbell", "leaf_spine", "ring",
@@ -199,6 +199,20 @@ def fat_tree_incast(**net: Any) -> Experiment:
     """15 hosts of a k=4 fat-tree send 2 MB each to host 0 at line rate: a deep queue at its
     switch (~6,800 packets at the peak with PFC on)."""
     return fat_tree_flows([(s, 0) for s in range(1, 16)], 2_000_000, **net)
+
+
+def ecmp_path(topo, seed: int, flow: int, src: int, dst: int) -> list[int]:
+    """Ports a flow's packets take under ECMP from host src to host dst, the host's own first,
+    walked through the topology's next-hop sets (as docs/engine.md hashes them)."""
+    port = int(topo.node_port_offset[src])
+    path = [port]
+    node = int(topo.port_peer_node[port])
+    while node != dst:
+        nh = topo.next_hop_ports(node, dst)
+        port = int(nh[hash64(seed, TAG_ECMP, node, flow) % len(nh)])
+        path.append(port)
+        node = int(topo.port_peer_node[port])
+    return path
 
 
 def mixed_experiments(n: int = 9) -> list[Experiment]:

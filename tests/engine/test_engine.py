@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from mvopt.cluster import CompiledTopology, build_topology
 from mvopt.config import load_config
 from mvopt.engine import COUNTERS, Experiment, ExperimentResult, TaskGraphBuilder, simulate
-from mvopt.engine.params import TAG_ECMP, hash64, ser_ps
+from mvopt.engine.params import ser_ps
 from mvopt.engine.reference import simulate_reference
 from mvopt.errors import ConfigError
 from mvopt.testing import scenarios as sc
@@ -96,19 +96,6 @@ def flows(topo, pairs, size, cc: str = "none", **net) -> Experiment:
     return sc.experiment(topo, g, cc=cc, **net)
 
 
-def ecmp_path(topo, seed: int, flow: int, src: int, dst: int) -> list[int]:
-    """Ports a flow's packets take under ECMP (as docs/engine.md hashes them)."""
-    port = int(topo.node_port_offset[src])
-    path = [port]
-    node = int(topo.port_peer_node[port])
-    while node != dst:
-        nh = topo.next_hop_ports(node, dst)
-        port = int(nh[hash64(seed, TAG_ECMP, node, flow) % len(nh)])
-        path.append(port)
-        node = int(topo.port_peer_node[port])
-    return path
-
-
 def last_delivery(n: int, hops: int, last_payload: int, d: int = D) -> int:
     """Delivery of packet n-1 of a lone flow sent from 0 over ``hops`` equal 100 Gb/s links.
 
@@ -166,7 +153,7 @@ def test_single_flow_closed_form_on_a_fat_tree(backend, dst: int, hops: int, siz
     exp = sc.experiment(topo, g, cc="none")
     r = run1(backend, exp)
     assert r.status == "done", r.diagnostic
-    assert len(ecmp_path(topo, exp.seed, 0, 0, dst)) == hops
+    assert len(sc.ecmp_path(topo, exp.seed, 0, 0, dst)) == hops
     n = -(-size // PAYLOAD)
     delivery = last_delivery(n, hops, size - (n - 1) * PAYLOAD)
     # The last ACK leaves the receiver's NIC at the delivery, unless the previous packet's ACK
@@ -211,7 +198,7 @@ def test_two_flows_share_a_bottleneck_round_robin(backend, sizes, seed: int) -> 
     exp = sc.experiment(topo, g, cc="none", seed=seed)
     r = run1(backend, exp)
     assert r.status == "done", r.diagnostic
-    paths = [ecmp_path(topo, seed, f, f, 2) for f in (0, 1)]
+    paths = [sc.ecmp_path(topo, seed, f, f, 2) for f in (0, 1)]
     hops = len(paths[0])
     m = next(i for i, (p, q) in enumerate(zip(*paths)) if p == q)   # the shared egress, hop m
     ingress = [int(topo.port_peer_port[path[m - 1]]) for path in paths]
@@ -789,7 +776,7 @@ def ecmp_load(topo, seed: int, pairs) -> dict[int, int]:
     """Flows per port under ECMP."""
     load: dict[int, int] = {}
     for f, (s, d) in enumerate(pairs):
-        for port in ecmp_path(topo, seed, f, s, d):
+        for port in sc.ecmp_path(topo, seed, f, s, d):
             load[port] = load.get(port, 0) + 1
     return load
 

@@ -11,8 +11,7 @@ import pytest
 from mvopt.cluster import CompiledTopology, build_topology
 from mvopt.config import load_config
 from mvopt.engine import build_batch, routes, simulate
-from mvopt.engine.params import TAG_ECMP, hash64
-from mvopt.testing.scenarios import fat_tree_flows, mixed_experiments
+from mvopt.testing.scenarios import ecmp_path, fat_tree_flows, mixed_experiments
 
 
 def cluster(**fields) -> CompiledTopology:
@@ -93,16 +92,9 @@ def test_a_batch_mixing_topologies_with_and_without_tables(monkeypatch) -> None:
 
 
 def ecmp_ports(topo: CompiledTopology, seed: int, flow: int, src: int, dst: int) -> list[int]:
-    """The egress port's index at each switch from host src to host dst under ECMP, walked
-    through the topology's own next-hop sets (hash64 of seed, switch, flow: docs/engine.md)."""
-    node = int(topo.port_peer_node[int(topo.node_port_offset[src])])
-    out = []
-    while node != dst:
-        nh = topo.next_hop_ports(node, dst)
-        port = int(nh[hash64(seed, TAG_ECMP, node, flow) % len(nh)])
-        out.append(port - int(topo.node_port_offset[node]))
-        node = int(topo.port_peer_node[port])
-    return out
+    """The egress port's index among its switch's ports at each switch from host src to host dst
+    under ECMP (scenarios.ecmp_path, without the host's own port)."""
+    return [p - int(topo.node_port_offset[topo.port_node[p]]) for p in ecmp_path(topo, seed, flow, src, dst)[1:]]
 
 
 @pytest.mark.parametrize("name", sorted(TOPOLOGIES))

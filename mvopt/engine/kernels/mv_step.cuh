@@ -276,14 +276,12 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
       // there, so that its load overlaps the arrival's own instead of stalling before it.
       const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
-      int64_t next_ta = MV_INF;
-      if (cached) {
-        next_ta = ring_t_at(c, q, head + 1, par);
-        if (!late) {
-          ta_p[ia - lo] = next_ta;
-          if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
-        }
-      }
+      int64_t next_ta = cached ? ring_t_at(c, q, head + 1, par) : MV_INF;
+      auto cache_next_arrival = [&] {
+        ta_p[ia - lo] = next_ta;
+        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+      };
+      if (cached && !late) cache_next_arrival();
       // whether a transmission of port `out` at `now` would be the next event: no arrival at
       // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
       // port goes first). A tree answers for its minima only: conservative.
@@ -306,10 +304,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
         return;
       }
       c->port_head[q * 2 + par] = head + 1;
-      if (late && cached) {
-        ta_p[ia - lo] = next_ta;
-        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
-      }
+      if (cached && late) cache_next_arrival();
       if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     } else {
       a = id;
