@@ -126,7 +126,21 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1},
             # (prepared in the twelfth session) a transmission whose start was not moved takes its
             # port's cached class (the CPU's default) instead of deciding again
-            "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0}}
+            "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0},
+            # (thirteenth session; the cached class is the default since) each transmission's
+            # class decided again, in both launch modes
+            "groups-classagain": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 1},
+            "graph-classagain": {"launch": "graph", "MV_PORT_CLASS_AGAIN": 1},
+            # (thirteenth session) one event per turn of a switch's event loop instead of an
+            # arrival and the transmission after it (MV_EVENT_PAIRS, the GPU's default)
+            "groups-onebyone": {"launch": "groups", "MV_EVENT_PAIRS": 0},
+            "graph-onebyone": {"launch": "graph", "MV_EVENT_PAIRS": 0},
+            # (thirteenth session) the groups mode's blocks of 128 / 224 / 480 threads instead of
+            # 160 (GROUP_BLOCK_THREADS): 3 / 6 / 13 experiments of (a) per block, 4 / 2 / 1
+            # blocks per SM
+            "groups-b128": {"launch": "groups", "MV_GROUP_BLOCK": 128},
+            "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
+            "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

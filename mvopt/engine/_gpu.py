@@ -48,6 +48,12 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
+# The groups mode packs consecutive experiments into blocks of this many threads (MV_GROUP_BLOCK
+# in `defines` for a variant). Measured on an H200 (docs/performance.md, thirteenth session,
+# workload (a) 8 MiB x 4,096, 36 nodes): 160 (four experiments a block, three blocks per SM)
+# 1.269 against 1.232 G packet-hops/s with 128 (three, four): the same 12 experiments per SM,
+# and a warp of the four experiments' 32 top-of-rack switches, the busiest nodes.
+GROUP_BLOCK_THREADS = 160
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
@@ -58,7 +64,7 @@ GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 wi
 STEAL_BLOCKS_PER_SM = 3
 
 
-def experiment_groups(nodes: np.ndarray, threads: int = THREADS,
+def experiment_groups(nodes: np.ndarray, threads: int = GROUP_BLOCK_THREADS,
                       limit: int = GROUP_THREADS_MAX) -> tuple[np.ndarray, int] | None:
     """The groups launch mode's blocks: consecutive experiments (`nodes[e]` nodes each) packed
     greedily into blocks of `threads` threads (more, in warps, if an experiment needs them), as
@@ -165,6 +171,7 @@ class GpuBackend:
             defines = dict(defines or {})
             self.threads = int(defines.pop("MV_THREADS", THREADS))
             self.group_threads = int(defines.pop("MV_GROUP_THREADS", GROUP_THREADS_MAX))   # the groups kernel's bound
+            self.group_block = int(defines.pop("MV_GROUP_BLOCK", GROUP_BLOCK_THREADS))
             self.steal = steal
             options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={self.threads}",
                        f"-DMV_GROUP_THREADS={self.group_threads}")
@@ -425,11 +432,11 @@ class GpuBackend:
             mode, block_threads = self.launch, self.threads
             groups = None
             if mode in ("groups", "auto"):
-                groups = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], self.threads,
-                                           min(GROUP_THREADS_MAX, self.group_threads))
+                widths = batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"]
+                groups = experiment_groups(widths, self.group_block, min(GROUP_THREADS_MAX, self.group_threads))
                 # graph: an experiment too large for a block; auto also keeps graph for experiments
                 # wider than a block of MV_THREADS (128): groups is measured faster only up to that
-                too_wide = groups is None or (mode == "auto" and groups[1] > self.threads)
+                too_wide = groups is None or (mode == "auto" and int(widths.max(initial=0)) > self.threads)
                 mode = "graph" if too_wide else "groups"
             if mode == "groups" and self.group_order:
                 order = node_order(batch.cols, widest_first=True, groups=groups[0], tor_first=True)

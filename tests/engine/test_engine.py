@@ -1323,14 +1323,18 @@ def test_silent_hosts_change_nothing() -> None:
                                      ({"MV_FLOW_PATHS": 1}, {"MV_FLOW_PATHS": 0}),
                                      ({"MV_DIRECT": 0, "MV_LATE_NEXT_ARRIVAL": 1}, {"MV_DIRECT": 0}),
                                      ({"MV_PORT_CLASS_AGAIN": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3},
-                                      {"MV_PORT_CLASS_AGAIN": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3})])
+                                      {"MV_PORT_CLASS_AGAIN": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}),
+                                     ({"MV_EVENT_PAIRS": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3},
+                                      {"MV_EVENT_PAIRS": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3})])
 def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:
     """The switches' hashes from node_hash (the hash state after seed, tag and node, built with
     the batch; MV_HASH_PREFIX 0 computes it from the seed per packet), their egress ports from
     the flows' ECMP paths (f_path; MV_FLOW_PATHS 0 routes every packet), an arrival's next
     in-ring time cached after the arrival (MV_LATE_NEXT_ARRIVAL, the GPU's queued path), and a
     transmission's class from its port's cache unless its start moved (MV_PORT_CLASS_AGAIN 1
-    decides it again; small cache limits put switches on the scan, tree and rescan paths): the
+    decides it again), and an arrival and the transmission after it in one turn of the event loop
+    (MV_EVENT_PAIRS 0 takes one event per turn; small cache limits put switches on the scan, tree
+    and rescan paths): the
     same results as without them, over mixed experiments (ECMP and spraying, several
     topologies) and a DCQCN incast (ECN marks, whose hash starts from node_hash too)."""
     from mvopt.engine import build_batch

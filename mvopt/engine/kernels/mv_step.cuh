@@ -162,15 +162,12 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
 
 // MV_PORT_CLASS_AGAIN: a transmission decides what its port sends again even when its start
 // was not moved (switch_window_of); 0 takes the port's cached class then. Results do not depend
-// on it. 0 on the CPU (one core, workload (a) 8 x 16 MiB, five alternating pairs: medians 0.706
-// against 0.728 s); 1 on the GPU until measured there (with 0 nvcc 13 spills 60 / 204 bytes in
-// the graph mode's window kernel instead of 32 / 32).
+// on it. 0, the default: CPU, one core, workload (a) 8 x 16 MiB, five alternating pairs: medians
+// 0.706 against 0.728 s; H200, groups mode, (a) 8 MiB x 4,096: 1.248 against 1.232 G packet-hops/s
+// (thirteenth session; nvcc 13 spills more in the graph mode's window kernel with it, 60 / 204
+// bytes instead of 32 / 32: `graph-classagain` in experiments/profile_gpu.py compares).
 #ifndef MV_PORT_CLASS_AGAIN
-#if defined(MV_BACKEND_CUDA)
-#define MV_PORT_CLASS_AGAIN 1
-#else
 #define MV_PORT_CLASS_AGAIN 0
-#endif
 #endif
 
 // MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
@@ -178,6 +175,18 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
 // (see switch_window_of). Results do not depend on it.
 #ifndef MV_LATE_NEXT_ARRIVAL
 #define MV_LATE_NEXT_ARRIVAL 0
+#endif
+
+// MV_EVENT_PAIRS: a turn of a switch's event loop takes an arrival and then, if the next event
+// is a transmission, that transmission too (0: one event per turn; see switch_window_of).
+// Results do not depend on it (the same events in the same order). On by default on the GPU,
+// whose warps it is for; off on the CPU (measured: docs/engine.md, "Event pairs").
+#ifndef MV_EVENT_PAIRS
+#if defined(MV_BACKEND_CUDA)
+#define MV_EVENT_PAIRS 1
+#else
+#define MV_EVENT_PAIRS 0
+#endif
 #endif
 
 // `now` is the time of the event being processed: a port whose data became sendable through an
@@ -222,9 +231,13 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       what_p[k] = what;
     }
   }
-  for (;;) {
-    int64_t ta = MV_INF, ia = -1, td = MV_INF, id = -1;
-    int what_d = -1;
+  int64_t ta, ia, td, id;   // the next arrival (time, port) and transmission (time, port, what)
+  int what_d;
+  // find them: the earliest in-ring head, and the earliest port start (one due before `now`
+  // starts at `now`)
+  auto pick = [&] {
+    ta = MV_INF; ia = -1; td = MV_INF; id = -1;
+    what_d = -1;
     bool scan = true;
     if (tree) {
       int ka = tree_min(wa, P), kd = tree_min(wd, P);
@@ -252,83 +265,120 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
 #endif
       if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
-    if (ta >= te && td >= te) {
-      if (ms <= te) mon_record(c, e, v, ms, te);
-      int64_t next = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
-      c->node_next_ps[v] = c->node_prog_ps[v] = next;
-      // read only after a window that left nothing pending, so written only then (a busy
-      // switch pays no store)
-      if (next >= MV_INF) c->node_quiet[v] = !busy;
-      note_window_end(c, v, busy, now);
-      return;
-    }
+  };
+  // the switch's state is left as the serial order of its events left it; `now` the last one's
+  // time (every event: a monitor sample due by then first)
+  auto begin_event = [&](int64_t t) {
     busy = true;
-    now = ta <= td ? ta : td;
+    now = t;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
     note_event(c, v, now);
-    int64_t a = -1, b = -1;   // ports whose cached transmission times the event may have changed
-    if (ta <= td) {
-      int64_t q = c->port_peer[ia];
-      int64_t head = c->port_head[q * 2 + par];
-      // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
-      // arrival then runs out of slots, the experiment ends and is run again from its start with
-      // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
-      // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
-      // there, so that its load overlaps the arrival's own instead of stalling before it.
-      const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
-      int64_t next_ta = cached ? ring_t_at(c, q, head + 1, par) : MV_INF;
-      auto cache_next_arrival = [&] {
-        ta_p[ia - lo] = next_ta;
-        if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
-      };
-      if (cached && !late) cache_next_arrival();
-      // whether a transmission of port `out` at `now` would be the next event: no arrival at
-      // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
-      // port goes first). A tree answers for its minima only: conservative.
-      auto alone = [&](int64_t out) -> bool {
-        if (!cached) return false;
-        int k0 = (int)(out - lo);
-        if (tree) {
-          int ka = tree_min(wa, P), kd = tree_min(wd, P);
-          return !(ka < n && ta_p[ka] <= now) && !(kd < n && td_p[kd] <= now);
-        }
-        for (int k = 0; k < (int)n; ++k)
-          if (ta_p[k] <= now || (k < k0 && td_p[k] <= now)) return false;
-        return true;
-      };
-      bool ia_changed;
-      b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
-      if (b == SW_OUT_OF_SLOTS) {
-        c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-        note_window_end(c, v, busy, now);
-        return;
+  };
+  auto out_of_slots = [&] {   // the compact capacities ran out: the experiment runs again
+    c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+    note_window_end(c, v, busy, now);
+  };
+  // the window's end: the report, and the next pending event
+  auto end_window = [&] {
+    if (ms <= te) mon_record(c, e, v, ms, te);
+    int64_t next = mv_min(mv_min(ta, td), node_sent_min(c, v, par));
+    c->node_next_ps[v] = c->node_prog_ps[v] = next;
+    // read only after a window that left nothing pending, so written only then (a busy
+    // switch pays no store)
+    if (next >= MV_INF) c->node_quiet[v] = !busy;
+    note_window_end(c, v, busy, now);
+  };
+  // the arrival at ta on port ia (false: the compact capacities ran out, the window ended)
+  auto arrival = [&]() -> bool {
+    begin_event(ta);
+    int64_t a = -1, b;   // ports whose cached transmission times the arrival may have changed
+    int64_t q = c->port_peer[ia];
+    int64_t head = c->port_head[q * 2 + par];
+    // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
+    // arrival then runs out of slots, the experiment ends and is run again from its start with
+    // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
+    // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
+    // there, so that its load overlaps the arrival's own instead of stalling before it.
+    const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
+    int64_t next_ta = cached ? ring_t_at(c, q, head + 1, par) : MV_INF;
+    auto cache_next_arrival = [&] {
+      ta_p[ia - lo] = next_ta;
+      if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
+    };
+    if (cached && !late) cache_next_arrival();
+    // whether a transmission of port `out` at `now` would be the next event: no arrival at
+    // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
+    // port goes first). A tree answers for its minima only: conservative.
+    auto alone = [&](int64_t out) -> bool {
+      if (!cached) return false;
+      int k0 = (int)(out - lo);
+      if (tree) {
+        int ka = tree_min(wa, P), kd = tree_min(wd, P);
+        return !(ka < n && ta_p[ka] <= now) && !(kd < n && td_p[kd] <= now);
       }
-      c->port_head[q * 2 + par] = head + 1;
-      if (cached && late) cache_next_arrival();
-      if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
-    } else {
-      a = id;
-      // a start the scan moved up (what_d -1: it was due earlier) may send something else then,
-      // when more may be queued: decide what goes. One not moved keeps the class its port's next
-      // transmission was computed with (switch_port_next: switch_port_class at that time, from
-      // the port's state, which every event that changes it recomputes), unless
-      // MV_PORT_CLASS_AGAIN asks for it anyway.
-#if MV_PORT_CLASS_AGAIN
-      what_d = switch_port_class(c, id, td);
-#else
-      if (what_d < 0) what_d = switch_port_class(c, id, td);
-#endif
-      if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) {
-        c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;   // ring full: compact capacities ran out
-        note_window_end(c, v, busy, now);
-        return;
-      }
-    }
+      for (int k = 0; k < (int)n; ++k)
+        if (ta_p[k] <= now || (k < k0 && td_p[k] <= now)) return false;
+      return true;
+    };
+    bool ia_changed;
+    b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
+    if (b == SW_OUT_OF_SLOTS) { out_of_slots(); return false; }
+    c->port_head[q * 2 + par] = head + 1;
+    if (cached && late) cache_next_arrival();
+    if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     if (cached) {
       if (a >= 0) refresh(a);
       if (b >= 0 && b != a) refresh(b);
     }
+    return true;
+  };
+  // the transmission of port id at td (false: as above)
+  auto transmission = [&]() -> bool {
+    begin_event(td);
+    // a start the scan moved up (what_d -1: it was due earlier) may send something else then,
+    // when more may be queued: decide what goes. One not moved keeps the class its port's next
+    // transmission was computed with (switch_port_next: switch_port_class at that time, from
+    // the port's state, which every event that changes it recomputes), unless
+    // MV_PORT_CLASS_AGAIN asks for it anyway.
+#if MV_PORT_CLASS_AGAIN
+    what_d = switch_port_class(c, id, td);
+#else
+    if (what_d < 0) what_d = switch_port_class(c, id, td);
+#endif
+    int64_t b;   // the ingress port whose PFC state the dequeue changed (-1: none)
+    if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) { out_of_slots(); return false; }
+    if (cached) {
+      refresh(id);
+      if (b >= 0 && b != id) refresh(b);
+    }
+    return true;
+  };
+  // The events in time order (ties: arrivals first). MV_EVENT_PAIRS: a turn of the loop takes the
+  // next event if it is an arrival, and then the next one if it is a transmission. The order of
+  // events is the same; the turn matters on a GPU, where a warp's lanes are different switches:
+  // the lanes whose next event is an arrival run the arrival's code together, then all those
+  // whose next event is a transmission run that code together, so a switch that forwards
+  // (arrival, transmission, arrival, ...) takes half as many turns of its warp, each turn with
+  // one scan of the ports more. 0: one event per turn.
+#if MV_EVENT_PAIRS
+  pick();
+  for (;;) {
+    if (ta >= te && td >= te) { end_window(); return; }
+    if (ta <= td) {
+      if (!arrival()) return;
+      pick();
+      if (!(td < ta && td < te)) continue;   // the next event is not a transmission in this window
+    }
+    if (!transmission()) return;
+    pick();
   }
+#else
+  for (;;) {
+    pick();
+    if (ta >= te && td >= te) { end_window(); return; }
+    if (!(ta <= td ? arrival() : transmission())) return;
+  }
+#endif
 }
 
 // MV_SILENT_HOST: the silent hosts' path below, on by default (0 builds the variant without).
