@@ -135,11 +135,14 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # arrival and the transmission after it (MV_EVENT_PAIRS, the GPU's default)
             "groups-onebyone": {"launch": "groups", "MV_EVENT_PAIRS": 0},
             "graph-onebyone": {"launch": "graph", "MV_EVENT_PAIRS": 0},
-            # (thirteenth session) the groups mode's blocks of 128 / 224 / 480 threads instead of
-            # 160 (GROUP_BLOCK_THREADS): 3 / 6 / 13 experiments of (a) per block, 4 / 2 / 1
-            # blocks per SM
+            # (thirteenth session) the groups mode's blocks of 128 / 160 / 192 / 224 / 256 / 480
+            # threads (GROUP_BLOCK_THREADS 160 when measured first, 224 since): 3 / 4 / 5 / 6 / 7 /
+            # 13 experiments of (a) per block, 4 / 3 / 2 / 2 / 2 / 1 blocks per SM
             "groups-b128": {"launch": "groups", "MV_GROUP_BLOCK": 128},
+            "groups-b160": {"launch": "groups", "MV_GROUP_BLOCK": 160},
+            "groups-b192": {"launch": "groups", "MV_GROUP_BLOCK": 192},
             "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
+            "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256},
             "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 

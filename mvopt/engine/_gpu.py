@@ -50,10 +50,11 @@ GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
 # The groups mode packs consecutive experiments into blocks of this many threads (MV_GROUP_BLOCK
 # in `defines` for a variant). Measured on an H200 (docs/performance.md, thirteenth session,
-# workload (a) 8 MiB x 4,096, 36 nodes): 160 (four experiments a block, three blocks per SM)
-# 1.269 against 1.232 G packet-hops/s with 128 (three, four): the same 12 experiments per SM,
-# and a warp of the four experiments' 32 top-of-rack switches, the busiest nodes.
-GROUP_BLOCK_THREADS = 160
+# workload (a) 8 MiB x 4,096, 36 nodes, G packet-hops/s side by side): 224 (six experiments a
+# block, two blocks per SM) 1.353, against 1.311 with 160 (four, three), 1.284 with 128 (three,
+# four) and 1.332 with 480 (thirteen, one): the same 12 experiments per SM, in fewer blocks whose
+# busiest nodes (the top-of-rack switches, first in a group) fill whole warps.
+GROUP_BLOCK_THREADS = 224
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls
