@@ -239,8 +239,10 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_b4e062d"), "b4e062d", one, options="--sections a,idle {batches} "
+    lines += workload_a(load("bench_gpu_a_bb9ef57"), "bb9ef57", one, options="--sections a,idle {batches} "
                         "--cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+        (load("bench_gpu_a_b4e062d"), "b4e062d", "before the flows' paths, event pairs, the cached transmission "
+                                                "class and the groups mode's blocks of 224 threads, `nvidia-h200`"),
         (load("bench_gpu_a_dddce04"), "dddce04", "the groups launch mode's nodes in their order, hashes from the "
                                                 "seed per packet, `nvidia-h200`"),
         (now, latest, "the graph launch mode by default, switches' range search, no silent hosts on the GPU, "
@@ -349,7 +351,23 @@ def render() -> str:
                                "groups-3sm": "groups, 3 resident blocks per SM (removed)",
                                "groups-slice64": "groups, slices of 64 windows",
                                "groups-6sm": "groups, kernel bounded for 6 blocks/SM (80 registers)",
-                               "groups-8sm": "groups, kernel bounded for 8 blocks/SM (64 registers)"})])
+                               "groups-8sm": "groups, kernel bounded for 8 blocks/SM (64 registers)"}),
+                           ("profile_b4096_variants13a_fa8aa26", "fa8aa26", {
+                               "groups": "groups, blocks of 128 threads, the flows' paths (the default since 03e33f9)",
+                               "groups-nopaths": "groups, every packet routed by its switch",
+                               "groups-late": "groups, next arrival cached after the arrival",
+                               "groups-classcache": "groups, the cached transmission class (the default since 8c20e08)",
+                               "groups-t160": "groups, blocks of 160 threads"}),
+                           ("profile_b4096_variants13b_8c20e08", "8c20e08", {
+                               "groups": "groups, event pairs, cached class, blocks of 160 threads",
+                               "groups-onebyone": "groups, one event per turn",
+                               "groups-b128": "groups, blocks of 128 threads",
+                               "groups-b224": "groups, blocks of 224 threads (the default since bb9ef57)",
+                               "groups-b480": "groups, blocks of 480 threads",
+                               "groups-classagain": "groups, each transmission's class decided again",
+                               "graph": "graph, event pairs, cached class",
+                               "graph-classagain": "graph, each transmission's class decided again",
+                               "graph-onebyone": "graph, one event per turn"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
