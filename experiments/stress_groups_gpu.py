@@ -1,6 +1,6 @@
 """Random stress of the GPU's groups launch mode against the CPU backend, for a device session:
 random batches of the mixed test experiments (random seeds, 1-40 experiments), each run in the
-groups mode under random conditions that cut it into many pieces: blocks of 32 or 128 threads,
+groups mode under random conditions that cut it into many pieces: blocks of 32, 128 or 224 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
 switches-first order within groups (group_order). Every result must equal the CPU's. One line
@@ -33,13 +33,15 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=200.0)
     args = ap.parse_args()
     pool = mixed_experiments(12)
-    backends = {threads: _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": threads}) for threads in (32, 128)}
+    # (the block size is the host's packing: one compiled module serves all three)
+    backends = {threads: _gpu.GpuBackend(launch="groups", defines={"MV_GROUP_BLOCK": threads})
+                for threads in (32, 128, 224)}
     t0, batches, bad = time.perf_counter(), 0, 0
     while time.perf_counter() - t0 < args.seconds:
         rng = np.random.default_rng(batches)
         exps = [dataclasses.replace(pool[j], seed=int(rng.integers(1, 99)))
                 for j in rng.integers(0, len(pool), int(rng.integers(1, 41)))]
-        be = backends[int(rng.choice([32, 128]))]
+        be = backends[int(rng.choice(list(backends)))]
         _gpu.GROUP_SLICE_WINDOWS = int(rng.choice([1, 2, 3, 16]))
         _gpu.ASYNC_LAUNCH_NS = int(rng.choice([1, 5_000, 50_000, 300_000_000]))
         grid = int(rng.choice([0, 1, 2, 3]))
@@ -57,7 +59,7 @@ def main() -> None:
             print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
                   f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, "
                   f"ordered {be.group_order}", flush=True)
-        print(f"batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
+        print(f"batch {batches}: {len(exps)} experiments, blocks of {be.group_block}, grid {grid or 'full'}, slices of "
               f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns: {time.perf_counter() - t_batch:.1f} s, "
               f"{'same' if same else 'DIFFERENT'}", flush=True)
         batches += 1

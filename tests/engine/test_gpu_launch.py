@@ -84,8 +84,8 @@ def test_a_run_continued_on_the_gpu_after_an_experiment_ended_early() -> None:
 
 
 def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None:
-    """Blocks of a warp or two (about one experiment each: the block size is that of the widest
-    experiment), and a batch with an experiment beyond the largest block, which runs in the
+    """Blocks of a warp or two (MV_GROUP_BLOCK 32: about one experiment each, the block size is
+    that of the widest experiment), and a batch with an experiment beyond the largest block, which runs in the
     graph mode."""
     from mvopt.engine import _gpu
 
@@ -94,7 +94,7 @@ def test_groups_of_one_experiment_and_too_large_experiments(monkeypatch) -> None
     widest = max(int(n) for n in (lambda b: b.cols["exp_node_hi"] - b.cols["exp_node_lo"])(build_batch(exps)))
     for limit, launch in ((512, "groups"), (widest - 1, "graph")):
         monkeypatch.setattr(_gpu, "GROUP_THREADS_MAX", limit)
-        be = _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": 32})
+        be = _gpu.GpuBackend(launch="groups", defines={"MV_GROUP_BLOCK": 32})
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch))
         assert be.last_timing["launch"] == launch
@@ -115,7 +115,7 @@ def test_every_groups_launch_moves_an_experiment_forward(monkeypatch) -> None:
     order = sorted(range(len(exps)), key=lambda j: cpu[j].makespan_ps)
     exps, cpu = [exps[j] for j in order], [cpu[j] for j in order]
     monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", 1)
-    be = _gpu.GpuBackend(launch="groups", group_slice_windows=1, defines={"MV_THREADS": 32})
+    be = _gpu.GpuBackend(launch="groups", group_slice_windows=1, defines={"MV_GROUP_BLOCK": 32})
     be._groups_resident = lambda kernel, threads, smem: 1
     batch = build_batch(exps)
     res = extract_results(batch, be.run(batch))
@@ -134,7 +134,7 @@ def test_groups_take_turns_on_a_small_grid(monkeypatch) -> None:
     cpu = simulate(exps, backend="cpu")
     for budget_ns in (_gpu.ASYNC_LAUNCH_NS, 20_000):
         monkeypatch.setattr(_gpu, "ASYNC_LAUNCH_NS", budget_ns)
-        be = _gpu.GpuBackend(launch="groups", defines={"MV_THREADS": 32})
+        be = _gpu.GpuBackend(launch="groups", defines={"MV_GROUP_BLOCK": 32})
         be._groups_resident = lambda kernel, threads, smem: 2
         batch = build_batch(exps)
         res = extract_results(batch, be.run(batch, chunk_iters=7))
@@ -150,7 +150,7 @@ def test_groups_on_one_block_per_sm_with_slices_of_two_windows(ordered: bool) ->
 
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
-    be = GpuBackend(launch="groups", group_slice_windows=2, group_order=ordered, defines={"MV_THREADS": 32})
+    be = GpuBackend(launch="groups", group_slice_windows=2, group_order=ordered, defines={"MV_GROUP_BLOCK": 32})
     be._groups_resident = lambda kernel, threads, smem: be.sms
     batch = build_batch(exps)
     res = extract_results(batch, be.run(batch, chunk_iters=5))
