@@ -367,7 +367,12 @@ def render() -> str:
                                "groups-classagain": "groups, each transmission's class decided again",
                                "graph": "graph, event pairs, cached class",
                                "graph-classagain": "graph, each transmission's class decided again",
-                               "graph-onebyone": "graph, one event per turn"})])
+                               "graph-onebyone": "graph, one event per turn"}),
+                           ("profile_b4096_blocks13c_bb9ef57", "bb9ef57", {
+                               "groups": "groups, blocks of 224 threads (the default)",
+                               "groups-b160": "groups, blocks of 160 threads",
+                               "groups-b192": "groups, blocks of 192 threads (5 experiments, 2 blocks/SM)",
+                               "groups-b256": "groups, blocks of 256 threads (7 experiments, 2 blocks/SM)"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
