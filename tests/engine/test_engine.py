@@ -1325,7 +1325,10 @@ def test_silent_hosts_change_nothing() -> None:
                                      ({"MV_PORT_CLASS_AGAIN": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3},
                                       {"MV_PORT_CLASS_AGAIN": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}),
                                      ({"MV_EVENT_PAIRS": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3},
-                                      {"MV_EVENT_PAIRS": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3})])
+                                      {"MV_EVENT_PAIRS": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}),
+                                     ({"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 0}),
+                                     ({"MV_SWITCH_LANES": 1, "MV_PER_EVENT_WRITES": 1},
+                                      {"MV_SWITCH_LANES": 0, "MV_PER_EVENT_WRITES": 1})])
 def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:
     """The switches' hashes from node_hash (the hash state after seed, tag and node, built with
     the batch; MV_HASH_PREFIX 0 computes it from the seed per packet), their egress ports from
@@ -1334,7 +1337,8 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
     transmission's class from its port's cache unless its start moved (MV_PORT_CLASS_AGAIN 1
     decides it again), and an arrival and the transmission after it in one turn of the event loop
     (MV_EVENT_PAIRS 0 takes one event per turn; small cache limits put switches on the scan, tree
-    and rescan paths): the
+    and rescan paths), and switch windows run port by port where no decision depends on the
+    order of their ports' events (MV_SWITCH_LANES; the incast's PFC windows run serially): the
     same results as without them, over mixed experiments (ECMP and spraying, several
     topologies) and a DCQCN incast (ECN marks, whose hash starts from node_hash too)."""
     from mvopt.engine import build_batch

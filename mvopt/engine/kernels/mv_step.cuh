@@ -459,6 +459,166 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   }
 }
 
+// ---- a switch's window as one lane per egress port (MV_SWITCH_LANES) -----------------------
+// docs/engine.md, "Switch lanes". A switch's ports interact only through its shared buffer (MMU
+// admission, the dynamic threshold, PFC) and its packet pool. When no decision of a window can
+// depend on the order of the events of different ports (switch_lanes_apply), the window's
+// events of each egress port — the arrivals routed to it in their serial order, the PFC frames
+// its peer sent it, its transmissions — give the serial loop's results run apart from the other
+// ports' events, port after port. This is the groundwork of running them on separate GPU lanes
+// (performance.md, "Next steps"); here one thread runs the ports one after the other, and
+// results are identical either way (tests/engine/test_engine.py). 0 (the default): the serial
+// loop only.
+#ifndef MV_SWITCH_LANES
+#define MV_SWITCH_LANES 0
+#endif
+
+// Whether switch v's window (end te, parity par; n <= MV_TREE_PORTS ports, node_begin done) may
+// run port by port: from the state at its start and the packets that arrive in it (all visible
+// now), no admission can fail, no PFC state can change and the pool cannot run out, in any
+// order of its events: with PFC, no port paused or asking to pause, no PFC frame pending, no
+// headroom in use, and every ingress port's bytes plus all its arrivals below the dynamic
+// threshold computed with every arrival of the window counted as shared; without PFC, room in
+// the buffer for every arrival; never-used pool slots for every arrival; no monitor sample due
+// (a sample records every port at one instant).
+MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  if (mon_next(c, e) <= te) return false;
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  int64_t data[MV_TREE_PORTS], biggest[MV_TREE_PORTS];   // per in-ring: data bytes, largest data packet
+  int64_t arrivals = 0, data_all = 0;
+  bool pfc = EI(c, e, EI_PFC);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t i = lo + k, q = c->port_peer[i];
+    if (pfc && (PORT_I(c, i, PI_IN_PAUSED) || PORT_I(c, i, PI_PFC_SENT) || PORT_I(c, i, PI_IN_HDRM))) return false;
+    data[k] = biggest[k] = 0;
+    for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
+      if (ring_t_at(c, q, pos, par) >= te) break;
+      const Pkt& pk = c->pkt[ring_slot(c, q, pos)];
+      arrivals += 1;
+      if (pk.type == PK_DATA) {
+        data[k] += pk.bytes;
+        biggest[k] = mv_max(biggest[k], (int64_t)pk.bytes);
+      }
+    }
+    data_all += data[k];
+  }
+  if (arrivals == 0) return false;   // (the serial loop's window is as short)
+  if (c->node_pool_hi[v] - c->node_pool_next[v] < arrivals) return false;
+  if (!pfc) return c->node_data_bytes[v] + data_all <= c->node_buffer[v];
+  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (c->node_shared_used[v] + data_all);
+  if (free_b < 0) free_b = 0;
+  // the threshold only grows as shared bytes leave, so th is its least value in the window; an
+  // ingress port's shared bytes never exceed `over`: no pause (shared >= th), no headroom (the
+  // bytes above the reserve > th), and admission (a packet that fits the headroom, or whose bytes
+  // with the shared ones fit the threshold)
+  int64_t r = EI(c, e, EI_RESERVE);
+  for (int64_t k = 0; k < n; ++k) {
+    if (!data[k]) continue;
+    int64_t i = lo + k, th = free_b >> PORT_I(c, i, PI_SHIFT);
+    int64_t over = mv_max(PORT_I(c, i, PI_IN_BYTES) + data[k] - r, (int64_t)0);
+    if (over >= th) return false;
+    if (biggest[k] > PORT_I(c, i, PI_HEADROOM) && mv_max(biggest[k], over) > th) return false;
+  }
+  return true;
+}
+
+// The egress port (its index among v's ports) whose events include the packet in ring slot
+// `slot` of in-ring k (our port lo + k): a PFC frame's own link's port, a packet's route, port k
+// for a packet without a route (its drop is counted once, there).
+MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, int64_t k, int64_t slot) {
+  Pkt pk = c->pkt[slot];
+  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) return (int32_t)k;
+  int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on a copy)
+  return (int32_t)(out < 0 ? k : out - lo);
+}
+
+// Switch v's window port by port (switch_lanes_apply said it may): for each egress port, its
+// arrivals (the earliest among the in-rings' next packets of its own, lower port first on ties)
+// and transmissions in time order, arrivals first on ties, as switch_window_of takes them; then
+// the in-rings' heads, and the report of switch_window_of's window end.
+MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
+  bool busy = false;
+  auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
+  // route every arrival once, into its ring slot's `next` (unused in a ring: an arrival copies
+  // the packet into the pool with its own), so that each port skips the others' packets with
+  // one load of the line it reads the time from
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t q = c->port_peer[lo + k];
+    for (int64_t pos = c->port_head[q * 2 + par]; ring_t_at(c, q, pos, par) < te; ++pos) {
+      int64_t slot = ring_slot(c, q, pos);
+      c->pkt[slot].next = switch_lane_of(c, e, v, lo, k, slot);
+    }
+  }
+  for (int64_t p = lo; p < lo + n; ++p) {
+    int64_t pos[MV_TREE_PORTS];
+    for (int64_t k = 0; k < n; ++k) pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
+    int64_t now = c->exp_T_ps[e];
+    int what;
+    int64_t td = switch_port_next(c, p, &what);
+    for (;;) {
+      // the earliest arrival of port p's own: each in-ring's next one, past the others' packets
+      int64_t ta = MV_INF, ka = -1;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t q = c->port_peer[lo + k];
+        int64_t t;
+        while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].next != p - lo) ++pos[k];
+        if (t < te && t < ta) { ta = t; ka = k; }
+      }
+      int64_t tx = td;
+      int what_x = what;
+      if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
+        tx = now;
+        what_x = -1;
+      }
+      if (ta >= te && tx >= te) break;
+      busy = true;
+      if (ta <= tx) {
+        now = ta;
+        int64_t q = c->port_peer[lo + ka];
+        bool changed;
+        int64_t out = switch_arrival(c, e, v, lo + ka, ring_slot(c, q, pos[ka]), ta, par, &changed, never_alone);
+        ++pos[ka];
+        if (out == SW_OUT_OF_SLOTS) {   // (cannot happen: switch_lanes_apply counted the slots)
+          c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+          note_window_end(c, v, busy, now);
+          return;
+        }
+      } else {
+        now = tx;
+#if MV_PORT_CLASS_AGAIN
+        what_x = switch_port_class(c, p, tx);
+#else
+        if (what_x < 0) what_x = switch_port_class(c, p, tx);
+#endif
+        int64_t touched;   // (no PFC state changes in such a window)
+        if (!switch_transmit(c, e, v, p, what_x, tx, par, &touched)) {   // a compact ring is full
+          c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+          note_window_end(c, v, busy, now);
+          return;
+        }
+      }
+      td = switch_port_next(c, p, &what);
+    }
+    last = mv_max(last, now);
+  }
+  // every arrival of the window was taken: the in-rings' heads move past them
+  int64_t next = node_sent_min(c, v, par);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t q = c->port_peer[lo + k];
+    int64_t head = c->port_head[q * 2 + par];
+    while (ring_t_at(c, q, head, par) < te) ++head;
+    c->port_head[q * 2 + par] = head;
+    int what;
+    next = mv_min(next, mv_min(ring_t_at(c, q, head, par), switch_port_next(c, lo + k, &what)));
+  }
+  c->node_next_ps[v] = c->node_prog_ps[v] = next;
+  if (next >= MV_INF) c->node_quiet[v] = !busy;
+  if (busy) note_event(c, v, last);   // (MV_PER_EVENT_WRITES: the last event's time, as the serial loop)
+  note_window_end(c, v, busy, last);
+}
+
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
 // that it may skip it: it processed no event in its last window (so node_begin would copy equal
 // values: nothing changed since its last copy), nothing was pending after it (next = MV_INF: no
@@ -488,7 +648,8 @@ MV_DEV void node_window(Ctx* c, int64_t v) {
   if (host) host_window(c, e, v, te, par);
   else {
     int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
-    if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
+    if (MV_SWITCH_LANES && n <= MV_TREE_PORTS && switch_lanes_apply(c, e, v, te, par)) switch_window_lanes(c, e, v, te, par);
+    else if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
     else switch_window_of<false>(c, e, v, te, par);
   }
 }
