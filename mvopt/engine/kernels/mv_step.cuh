@@ -532,18 +532,16 @@ MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, in
   return (int32_t)(out < 0 ? k : out - lo);
 }
 
-// Switch v's window port by port (switch_lanes_apply said it may): for each egress port, its
-// arrivals (the earliest among the in-rings' next packets of its own, lower port first on ties)
-// and transmissions in time order, arrivals first on ties, as switch_window_of takes them; then
-// the in-rings' heads, and the report of switch_window_of's window end.
-MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+// Switch v's window port by port (switch_lanes_apply said it may), in three steps that a GPU
+// could run on different lanes, with a barrier between them: the arrivals routed
+// (switch_lanes_route), each egress port's events (switch_port_lane), the in-rings' heads and
+// the window's report (switch_lanes_end).
+
+// Route every arrival of the window once, into its ring slot's `next` (unused in a ring: an
+// arrival copies the packet into the pool with its own), so that each port skips the others'
+// packets with one load of the line it reads the time from.
+MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
-  bool busy = false;
-  auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  // route every arrival once, into its ring slot's `next` (unused in a ring: an arrival copies
-  // the packet into the pool with its own), so that each port skips the others' packets with
-  // one load of the line it reads the time from
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
     for (int64_t pos = c->port_head[q * 2 + par]; ring_t_at(c, q, pos, par) < te; ++pos) {
@@ -551,59 +549,65 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
       c->pkt[slot].next = switch_lane_of(c, e, v, lo, k, slot);
     }
   }
-  for (int64_t p = lo; p < lo + n; ++p) {
-    int64_t pos[MV_TREE_PORTS];
-    for (int64_t k = 0; k < n; ++k) pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
-    int64_t now = c->exp_T_ps[e];
-    int what;
-    int64_t td = switch_port_next(c, p, &what);
-    for (;;) {
-      // the earliest arrival of port p's own: each in-ring's next one, past the others' packets
-      int64_t ta = MV_INF, ka = -1;
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t q = c->port_peer[lo + k];
-        int64_t t;
-        while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].next != p - lo) ++pos[k];
-        if (t < te && t < ta) { ta = t; ka = k; }
-      }
-      int64_t tx = td;
-      int what_x = what;
-      if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
-        tx = now;
-        what_x = -1;
-      }
-      if (ta >= te && tx >= te) break;
-      busy = true;
-      if (ta <= tx) {
-        now = ta;
-        int64_t q = c->port_peer[lo + ka];
-        bool changed;
-        int64_t out = switch_arrival(c, e, v, lo + ka, ring_slot(c, q, pos[ka]), ta, par, &changed, never_alone);
-        ++pos[ka];
-        if (out == SW_OUT_OF_SLOTS) {   // (cannot happen: switch_lanes_apply counted the slots)
-          c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-          note_window_end(c, v, busy, now);
-          return;
-        }
-      } else {
-        now = tx;
-#if MV_PORT_CLASS_AGAIN
-        what_x = switch_port_class(c, p, tx);
-#else
-        if (what_x < 0) what_x = switch_port_class(c, p, tx);
-#endif
-        int64_t touched;   // (no PFC state changes in such a window)
-        if (!switch_transmit(c, e, v, p, what_x, tx, par, &touched)) {   // a compact ring is full
-          c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-          note_window_end(c, v, busy, now);
-          return;
-        }
-      }
-      td = switch_port_next(c, p, &what);
+}
+
+// Egress port p's events of the window in time order, as switch_window_of takes them: its
+// arrivals (the earliest among the in-rings' next packets of its own, lower port first on ties)
+// and its transmissions, arrivals first on ties. Returns 1 if it had an event (*last: the time
+// of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again).
+MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t p, int64_t* last) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
+  int64_t pos[MV_TREE_PORTS];
+  for (int64_t k = 0; k < n; ++k) pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
+  int64_t now = c->exp_T_ps[e];
+  int busy = 0;
+  int what;
+  int64_t td = switch_port_next(c, p, &what);
+  for (;;) {
+    // the earliest arrival of port p's own: each in-ring's next one, past the others' packets
+    int64_t ta = MV_INF, ka = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t q = c->port_peer[lo + k];
+      int64_t t;
+      while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].next != p - lo) ++pos[k];
+      if (t < te && t < ta) { ta = t; ka = k; }
     }
-    last = mv_max(last, now);
+    int64_t tx = td;
+    int what_x = what;
+    if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
+      tx = now;
+      what_x = -1;
+    }
+    if (ta >= te && tx >= te) break;
+    busy = 1;
+    if (ta <= tx) {
+      now = ta;
+      int64_t q = c->port_peer[lo + ka];
+      bool changed;
+      int64_t out = switch_arrival(c, e, v, lo + ka, ring_slot(c, q, pos[ka]), ta, par, &changed, never_alone);
+      ++pos[ka];
+      if (out == SW_OUT_OF_SLOTS) return -1;   // (cannot happen: switch_lanes_apply counted the slots)
+    } else {
+      now = tx;
+#if MV_PORT_CLASS_AGAIN
+      what_x = switch_port_class(c, p, tx);
+#else
+      if (what_x < 0) what_x = switch_port_class(c, p, tx);
+#endif
+      int64_t touched;   // (no PFC state changes in such a window)
+      if (!switch_transmit(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
+    }
+    td = switch_port_next(c, p, &what);
   }
-  // every arrival of the window was taken: the in-rings' heads move past them
+  *last = now;
+  return busy;
+}
+
+// Every arrival of the window was taken: the in-rings' heads move past them, and the window's
+// report is switch_window_of's (busy: a port had an event, the last at `last`).
+MV_DEV void switch_lanes_end(Ctx* c, int64_t v, int64_t te, int par, bool busy, int64_t last) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
@@ -617,6 +621,28 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
   if (next >= MV_INF) c->node_quiet[v] = !busy;
   if (busy) note_event(c, v, last);   // (MV_PER_EVENT_WRITES: the last event's time, as the serial loop)
   note_window_end(c, v, busy, last);
+}
+
+// The three steps on one thread, the ports one after the other.
+MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  int64_t lo = c->node_port_lo[v], hi = c->node_port_hi[v];
+  int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
+  bool busy = false;
+  switch_lanes_route(c, e, v, te, par);
+  for (int64_t p = lo; p < hi; ++p) {
+    int64_t t = last;
+    int r = switch_port_lane(c, e, v, te, par, p, &t);
+    if (r < 0) {   // the compact capacities ran out: the experiment runs again with full ones
+      c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+      note_window_end(c, v, true, mv_max(last, t));
+      return;
+    }
+    if (r > 0) {
+      busy = true;
+      last = mv_max(last, t);
+    }
+  }
+  switch_lanes_end(c, v, te, par, busy, last);
 }
 
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
