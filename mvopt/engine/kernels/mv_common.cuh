@@ -132,6 +132,20 @@ MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
   c->pkt[s].next = c->node_pool_free[v];
   c->node_pool_free[v] = s;
 }
+// The same where several ports of a switch may free slots at once (MV_SWITCH_LANES): a push by
+// compare-and-swap. Nothing takes slots from the list while they run (their slots were taken
+// before, by switch_lanes_route), so a head seen again is the same list (no ABA).
+MV_DEV void pool_free_lane(Ctx* c, int64_t v, int32_t s) {
+  int32_t head = c->node_pool_free[v];
+  for (;;) {
+    c->pkt[s].next = head;
+    int32_t seen = mv_cas(&c->node_pool_free[v], head, s);
+    if (seen == head) return;
+    head = seen;
+  }
+}
+// A node counter where several ports of a switch may add at once (MV_SWITCH_LANES).
+MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }
 
 // ---- a port's queue heads and tails (port_q) and wire record (port_wire), each one sector ----
 enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };

@@ -524,11 +524,14 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
 
 // The egress port (its index among v's ports) whose events include the packet in ring slot
 // `slot` of in-ring k (our port lo + k): a PFC frame's own link's port, a packet's route, port k
-// for a packet without a route (its drop is counted once, there).
-MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, int64_t k, int64_t slot) {
+// for a packet without a route (its drop is counted once, there). *queued: whether it will take
+// a pool slot (a packet with a route: every admission passes in such a window).
+MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, int64_t k, int64_t slot, bool* queued) {
   Pkt pk = c->pkt[slot];
+  *queued = false;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) return (int32_t)k;
   int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on a copy)
+  *queued = out >= 0;
   return (int32_t)(out < 0 ? k : out - lo);
 }
 
@@ -537,16 +540,21 @@ MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, in
 // (switch_lanes_route), each egress port's events (switch_port_lane), the in-rings' heads and
 // the window's report (switch_lanes_end).
 
-// Route every arrival of the window once, into its ring slot's `next` (unused in a ring: an
-// arrival copies the packet into the pool with its own), so that each port skips the others'
-// packets with one load of the line it reads the time from.
+// Route every arrival of the window once and take its pool slot, into the ring packet's
+// `in_port` and `next` (unused in a ring: an arrival copies the packet into the pool with its
+// own), so that each port skips the others' packets with one load of the line it reads the time
+// from, and ports that run at once never take slots from the free list (switch_lanes_apply
+// counted enough never-used ones: pool_alloc cannot fail).
 MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
     for (int64_t pos = c->port_head[q * 2 + par]; ring_t_at(c, q, pos, par) < te; ++pos) {
       int64_t slot = ring_slot(c, q, pos);
-      c->pkt[slot].next = switch_lane_of(c, e, v, lo, k, slot);
+      bool queued;
+      int32_t lane = switch_lane_of(c, e, v, lo, k, slot, &queued);
+      c->pkt[slot].in_port = (int16_t)lane;
+      c->pkt[slot].next = queued ? pool_alloc(c, v) : -1;
     }
   }
 }
@@ -570,7 +578,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     for (int64_t k = 0; k < n; ++k) {
       int64_t q = c->port_peer[lo + k];
       int64_t t;
-      while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].next != p - lo) ++pos[k];
+      while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].in_port != p - lo) ++pos[k];
       if (t < te && t < ta) { ta = t; ka = k; }
     }
     int64_t tx = td;
@@ -585,9 +593,9 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = ta;
       int64_t q = c->port_peer[lo + ka];
       bool changed;
-      int64_t out = switch_arrival(c, e, v, lo + ka, ring_slot(c, q, pos[ka]), ta, par, &changed, never_alone);
+      int64_t slot = ring_slot(c, q, pos[ka]);
+      switch_arrival<true>(c, e, v, lo + ka, slot, ta, par, &changed, never_alone, c->pkt[slot].next);
       ++pos[ka];
-      if (out == SW_OUT_OF_SLOTS) return -1;   // (cannot happen: switch_lanes_apply counted the slots)
     } else {
       now = tx;
 #if MV_PORT_CLASS_AGAIN
@@ -596,7 +604,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       if (what_x < 0) what_x = switch_port_class(c, p, tx);
 #endif
       int64_t touched;   // (no PFC state changes in such a window)
-      if (!switch_transmit(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
+      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
     }
     td = switch_port_next(c, p, &what);
   }

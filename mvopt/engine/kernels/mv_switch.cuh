@@ -38,6 +38,20 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   c->node_shared_used[v] -= from_shared;
   c->node_data_bytes[v] -= b;
 }
+// The MMU's accounting of b bytes (b < 0: leaving) of ingress port i in a window run port by
+// port (MV_SWITCH_LANES; switch_lanes_apply held: no headroom in use, every admission passes):
+// the ingress bytes by an add whose old value gives the change of the shared bytes, max(0,
+// new - reserve) - max(0, old - reserve). So node_shared_used stays the sum over ingress ports of
+// their bytes above the reserve (what mmu_enqueue and mmu_dequeue keep without headroom) when
+// ports run at once on different lanes, in any order.
+MV_DEV void mmu_lane_add(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
+  int64_t r = EI(c, e, EI_RESERVE);
+  int64_t old = mv_add_old(&PORT_I(c, i, PI_IN_BYTES), b);
+  int64_t d = mv_max(old + b - r, (int64_t)0) - mv_max(old - r, (int64_t)0);
+  if (d) mv_add_old(&c->node_shared_used[v], d);
+  mv_add_old(&c->node_data_bytes[v], b);
+}
+
 // PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
 // Pause is considered after an enqueue (after_enqueue), resume after a dequeue. Returns whether
 // it changed port i's PFC state (and so possibly what port i sends next).
@@ -138,11 +152,17 @@ MV_DEV bool port_sends_at_once(const Ctx* c, int64_t p, int q, int64_t t) {
 // A data packet leaving port p at t (taken from its queue, or straight from its arrival): MMU
 // release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
 // records). Returns the ingress port whose PFC state changed (-1: none).
+// LANE: a window run port by port (MV_SWITCH_LANES): the shared state by lane-safe adds, and no
+// PFC check (switch_lanes_apply: no PFC state can change in such a window).
+template <bool LANE = false>
 MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* pk, int64_t t, int64_t int_slot) {
   int64_t touched = -1;
   int64_t i = c->node_port_lo[v] + pk->in_port;
-  mmu_dequeue(c, e, v, i, pk->bytes);
-  if (pfc_check(c, e, v, i, t, false)) touched = i;
+  if (LANE) mmu_lane_add(c, e, v, i, -(int64_t)pk->bytes);
+  else {
+    mmu_dequeue(c, e, v, i, pk->bytes);
+    if (pfc_check(c, e, v, i, t, false)) touched = i;
+  }
   int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
   if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
     bool mark = false;
@@ -152,7 +172,10 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
       uint64_t h = mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECN, TAG_ECN), p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
       mark = mv_uniform(h) < prob;
     }
-    if (mark) { pk->flags |= FL_CE; ctr_add(c, v, C_ECN, 1); }
+    if (mark) {
+      pk->flags |= FL_CE;
+      if (LANE) ctr_add_lane(c, v, C_ECN, 1); else ctr_add(c, v, C_ECN, 1);
+    }
   }
   PORT_T(c, p, PT_DEQ) += 1;
   if (int_slot >= 0 && c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
@@ -181,10 +204,14 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
 // same order (MMU in and out, the queue's high-water mark, ECN, counters, the wire), without the
 // pool slot, the queue links and the two extra turns of the event loop. A pool slot must still
 // be free (a full pool drops the packet either way); INT (HPCC) keeps the queued path.
+//
+// LANE (a window run port by port, MV_SWITCH_LANES): `given` is the pool slot that
+// switch_lanes_route took for the packet; admission passes and no PFC state changes
+// (switch_lanes_apply), and the shared state changes by lane-safe adds.
 #define SW_OUT_OF_SLOTS (-2)
-template <class Alone>
+template <bool LANE = false, class Alone>
 MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, int par, bool* i_changed,
-                              const Alone& alone) {
+                              const Alone& alone, int32_t given = -1) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
@@ -196,7 +223,20 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   bool data = pk.type == PK_DATA;
   int64_t out = route_packet(c, e, v, &pk, data);
   int64_t b = pk.bytes;
-  if (out < 0) { ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); return -1; }
+  if (out < 0) {
+    if (LANE) ctr_add_lane(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); else ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
+    return -1;
+  }
+  if (LANE) {
+    pk.t = t;
+    pk.next = -1;
+    pk.in_port = (int16_t)(i - c->node_port_lo[v]);
+    c->pkt[given] = pk;
+    copy_int(c, given, slot, pk.nint);
+    int q = data ? Q_DATA : Q_CTL;
+    if (data) mmu_lane_add(c, e, v, i, b);
+    return q_push(c, out, q, given, b) ? out : -1;
+  }
   if (data && !mmu_admit(c, e, v, i, b)) {
     ctr_add(c, v, C_DATA_DROP, 1);
     ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
@@ -269,6 +309,8 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 
 // Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
 // state the dequeue changed (-1 if none).
+// LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one).
+template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched) {
   *touched = -1;
   if (what == 2) {
@@ -283,9 +325,9 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   }
   int32_t s = q_pop(c, p, what);
   Pkt* pk = &c->pkt[s];
-  if (what == Q_DATA) *touched = switch_data_leaves(c, e, v, p, pk, t, s);
+  if (what == Q_DATA) *touched = switch_data_leaves<LANE>(c, e, v, p, pk, t, s);
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
-  pool_free(c, v, s);
+  if (LANE) pool_free_lane(c, v, s); else pool_free(c, v, s);
   return ok;
 }
