@@ -143,7 +143,13 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-b192": {"launch": "groups", "MV_GROUP_BLOCK": 192},
             "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
             "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256},
-            "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480}}
+            "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480},
+            # (thirteenth session, not yet run on a GPU) switch windows port by port where no
+            # decision depends on their ports' order (MV_SWITCH_LANES, docs/engine.md "Switch
+            # lanes"): on the switch's thread (1), or each port's events on whichever thread of
+            # the block is free (2: the groups kernel in three phases per window)
+            "groups-lanes1": {"launch": "groups", "MV_SWITCH_LANES": 1},
+            "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

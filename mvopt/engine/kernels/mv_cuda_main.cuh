@@ -188,6 +188,83 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
     MV_STORE_SHARED(done[g], round + 1);   // (an empty slice: it wrote nothing)
   }
 }
+// MV_SWITCH_LANES 2 (a variant of the groups kernel, not yet run on a GPU: docs/engine.md,
+// "Switch lanes"): a window in three phases, a barrier between them. (A) Each switch thread of
+// at most MV_TREE_PORTS ports checks whether its window may run port by port
+// (switch_lanes_apply); if so it routes the arrivals (switch_lanes_route) and posts one task
+// per port to the block's list. (B) Every other node runs its window as usual, and every thread
+// then takes tasks from the list (a shared counter: whoever is free), running one port's events
+// each (switch_port_lane). (C) The switches that posted tasks end their windows
+// (switch_lanes_end) and report. Results do not depend on which thread runs a task.
+#if MV_SWITCH_LANES == 2
+#define MV_LANE_TASKS (2 * MV_GROUP_THREADS)   // a block's task list; a switch that would overflow it runs serially
+struct LaneBlock {
+  int n_tasks, next_task;
+  int32_t task[MV_LANE_TASKS];          // (thread of the switch in the block) << 8 | port index
+  int64_t last[MV_GROUP_THREADS];       // per switch thread: the last event of its ports
+  int32_t state[MV_GROUP_THREADS];      // 1: a port had an event; 2: a compact ring ran out
+};
+// The node of thread t of the block's group (the group's rows start at row0).
+MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
+  int64_t v = row0 + t;
+  return ordered ? c->node_order[v] : v;
+}
+// Phase A for node v (thread t): whether its window runs port by port (tasks posted).
+__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb) {
+  if (c->node_is_host[v]) return false;
+  int64_t e = c->node_exp[v], lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  int par = parity(c, e);
+  int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
+  if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
+  node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
+  if (!switch_lanes_apply(c, e, v, te, par)) return false;
+  int k0 = atomicAdd(&lb->n_tasks, (int)n);
+  if (k0 + n > MV_LANE_TASKS) {   // no room: serially, in phase B (its slots in the list: no tasks)
+    for (int64_t k = k0; k < MV_LANE_TASKS; ++k) lb->task[k] = -1;
+    return false;
+  }
+  switch_lanes_route(c, e, v, te, par);
+  for (int64_t k = 0; k < n; ++k) lb->task[k0 + k] = (t << 8) | (int)k;
+  lb->last[t] = c->exp_T_ps[e];
+  lb->state[t] = 0;
+  return true;
+}
+// Phase B's tasks, taken until none is left.
+__device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBlock* lb) {
+  int n = min(lb->n_tasks, MV_LANE_TASKS);
+  for (;;) {
+    int i = atomicAdd(&lb->next_task, 1);
+    if (i >= n) return;
+    int32_t task = lb->task[i];
+    if (task < 0) continue;
+    int t = task >> 8;
+    int64_t v = group_node(c, row0, t, ordered), e = c->node_exp[v];
+    int64_t last = c->exp_T_ps[e];
+    int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e),
+                             c->node_port_lo[v] + (task & 0xff), &last);
+    if (r < 0) atomicOr(&lb->state[t], 2);
+    else if (r > 0) {
+      atomicOr(&lb->state[t], 1);
+      atomicMax((long long*)&lb->last[t], (long long)last);
+    }
+  }
+}
+// Phase C for a switch that posted tasks: its window's end, and its report to `a`.
+__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* a) {
+  int64_t e = c->node_exp[v];
+  if (lb->state[t] & 2) {   // a compact ring ran out: the experiment runs again with full capacities
+    c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+    note_window_end(c, v, true, lb->last[t]);
+  } else {
+    switch_lanes_end(c, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), lb->state[t] & 1, lb->last[t]);
+  }
+  int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
+  if (next < MV_INF) atomicMin(a, next);
+  if (prog < MV_INF) atomicMin(a + 1, prog);
+  c->node_iter[v] += 1;
+}
+#endif
+
 // `acc_words`: the reports' words (the dynamic shared memory); `ordered`: thread t of a group
 // runs node node_order[first node + t] (a permutation within the group), else the node itself.
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
@@ -200,6 +277,9 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
   __shared__ int64_t t0;
   __shared__ int stop;     // the budget is spent: the slice ends after this window
   __shared__ int worked;   // this block took a slice (thread 0's)
+#if MV_SWITCH_LANES == 2
+  __shared__ LaneBlock lanes;
+#endif
   if (threadIdx.x == 0) {
     t0 = mv_clock_ns();
     worked = 0;
@@ -221,12 +301,33 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       // (the block's rows are read again each window, not kept: registers the window needs)
       int64_t e_lo = group_exp[group];
       int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
+#if MV_SWITCH_LANES == 2
+      int64_t row0 = c->exp_node_lo[e_lo];
+      bool has_node = v < c->exp_node_hi[group_exp[group + 1] - 1];
+      bool posted = false;
+      if (threadIdx.x == 0) lanes.n_tasks = lanes.next_task = 0;
+      __syncthreads();
+      if (has_node) {
+        v = group_node(c, row0, threadIdx.x, ordered);
+        if (exp_active(c, c->node_exp[v], cap)) posted = lanes_post(c, v, threadIdx.x, &lanes);
+      }
+      __syncthreads();   // (phase A's routing and tasks visible to the block)
+      if (has_node && !posted) {
+        int64_t e = c->node_exp[v];
+        int64_t* a = acc + 4 * (e - e_lo);
+        if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+      }
+      lanes_run(c, row0, ordered, &lanes);
+      __syncthreads();   // (phase B's port events visible to the switches' ends)
+      if (posted) lanes_end(c, v, threadIdx.x, &lanes, acc + 4 * (c->node_exp[v] - e_lo));
+#else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
         if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
+#endif
       __syncthreads();   // (also makes the window's global writes visible to the block)
       int64_t mine = group_exp[group] + threadIdx.x;   // the experiment this thread advances, if any
       bool advances = mine < group_exp[group + 1];

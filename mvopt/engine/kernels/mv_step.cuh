@@ -468,7 +468,8 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // ports' events, port after port. This is the groundwork of running them on separate GPU lanes
 // (performance.md, "Next steps"); here one thread runs the ports one after the other, and
 // results are identical either way (tests/engine/test_engine.py). 0 (the default): the serial
-// loop only.
+// loop only. 2: as 1, and the GPU's groups kernel runs each port's events on whichever thread
+// of the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end).
 #ifndef MV_SWITCH_LANES
 #define MV_SWITCH_LANES 0
 #endif
