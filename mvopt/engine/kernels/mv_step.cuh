@@ -473,15 +473,19 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #ifndef MV_SWITCH_LANES
 #define MV_SWITCH_LANES 0
 #endif
+#if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
+#error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
+#endif
 
 // Whether switch v's window (end te, parity par; n <= MV_TREE_PORTS ports, node_begin done) may
 // run port by port: from the state at its start and the packets that arrive in it (all visible
-// now), no admission can fail, no PFC state can change and the pool cannot run out, in any
-// order of its events: with PFC, no port paused or asking to pause, no PFC frame pending, no
-// headroom in use, and every ingress port's bytes plus all its arrivals below the dynamic
-// threshold computed with every arrival of the window counted as shared; without PFC, room in
-// the buffer for every arrival; never-used pool slots for every arrival; no monitor sample due
-// (a sample records every port at one instant).
+// now), no admission can fail, no byte goes to the headroom, no PFC state can change and the
+// pool cannot run out, in any order of its events: no headroom in use, and every ingress port's
+// bytes plus all its arrivals below the dynamic threshold computed with every arrival of the
+// window counted as shared (the MMU puts bytes above it into the headroom with or without PFC);
+// with PFC, no port paused or asking to pause, no PFC frame pending, and every arriving packet
+// admitted; without PFC, room in the buffer for every arrival; never-used pool slots for every
+// arrival; no monitor sample due (a sample records every port at one instant).
 MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   if (mon_next(c, e) <= te) return false;
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
@@ -490,7 +494,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   bool pfc = EI(c, e, EI_PFC);
   for (int64_t k = 0; k < n; ++k) {
     int64_t i = lo + k, q = c->port_peer[i];
-    if (pfc && (PORT_I(c, i, PI_IN_PAUSED) || PORT_I(c, i, PI_PFC_SENT) || PORT_I(c, i, PI_IN_HDRM))) return false;
+    if (PORT_I(c, i, PI_IN_HDRM) || (pfc && (PORT_I(c, i, PI_IN_PAUSED) || PORT_I(c, i, PI_PFC_SENT)))) return false;
     data[k] = biggest[k] = 0;
     for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
       if (ring_t_at(c, q, pos, par) >= te) break;
@@ -505,7 +509,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   }
   if (arrivals == 0) return false;   // (the serial loop's window is as short)
   if (c->node_pool_hi[v] - c->node_pool_next[v] < arrivals) return false;
-  if (!pfc) return c->node_data_bytes[v] + data_all <= c->node_buffer[v];
+  if (!pfc && c->node_data_bytes[v] + data_all > c->node_buffer[v]) return false;
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (c->node_shared_used[v] + data_all);
   if (free_b < 0) free_b = 0;
   // the threshold only grows as shared bytes leave, so th is its least value in the window; an
@@ -518,7 +522,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
     int64_t i = lo + k, th = free_b >> PORT_I(c, i, PI_SHIFT);
     int64_t over = mv_max(PORT_I(c, i, PI_IN_BYTES) + data[k] - r, (int64_t)0);
     if (over >= th) return false;
-    if (biggest[k] > PORT_I(c, i, PI_HEADROOM) && mv_max(biggest[k], over) > th) return false;
+    if (pfc && biggest[k] > PORT_I(c, i, PI_HEADROOM) && mv_max(biggest[k], over) > th) return false;
   }
   return true;
 }

@@ -309,7 +309,8 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 
 // Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
 // state the dequeue changed (-1 if none).
-// LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one).
+// LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
+// branch below, with its plain writes, never runs on a lane).
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched) {
   *touched = -1;
