@@ -4,10 +4,11 @@ on the CPU backend.
 
 A window passes when no decision of the switch in it can depend on the order of its ports'
 events, judged from the state at the window's start and the packets that will arrive in it
-(all visible then): with PFC, no port paused or asked to pause, no PFC frame pending, no
-headroom in use, and every ingress port's bytes plus all its arrivals below the dynamic pause
-threshold computed as if every arrival of the window were shared; without PFC, the buffer holds
-every arrival. (Pool slots are not checked here.) Prints, per kind of switch, the busy windows
+(all visible then): no headroom in use, and every ingress port's bytes plus all its arrivals
+below the dynamic threshold computed as if every arrival of the window were shared; with PFC,
+no port paused or asked to pause and no PFC frame pending; without PFC, the buffer holds every
+arrival. (The kernel's check, switch_lanes_apply, also wants never-used pool slots for every
+arrival and no monitor sample due: not checked here.) Prints, per kind of switch, the busy windows
 (an arrival or a transmission), the share that passes, and the share of the switches' events
 (arrivals and transmissions) in windows that pass.
 
@@ -56,17 +57,21 @@ def window_arrivals(c: dict, pkt: np.ndarray, v: int, te: int, par: int) -> tupl
 
 
 def order_free(c: dict, v: int, data: np.ndarray, pfc: bool, reserve: int) -> bool:
-    """Whether no MMU or PFC decision of switch v's window can depend on its events' order."""
+    """Whether no MMU or PFC decision of switch v's window can depend on its events' order (the
+    kernel's switch_lanes_apply without its pool and monitor conditions; its per-packet
+    admission margin, for headroom smaller than a packet, is left out too)."""
     lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
-    if not pfc:
-        return int(c["node_data_bytes"][v]) + int(data.sum()) <= int(c["node_buffer"][v])
     rec = c["port_in"].reshape(-1, NPI)[lo:hi]
-    if (rec[:, PI["in_paused"]] != 0).any() or (rec[:, PI["pfc_sent"]] != 0).any() or (rec[:, PI["in_hdrm"]] != 0).any():
+    if (rec[:, PI["in_hdrm"]] != 0).any():
+        return False
+    if pfc and ((rec[:, PI["in_paused"]] != 0).any() or (rec[:, PI["pfc_sent"]] != 0).any()):
+        return False
+    if not pfc and int(c["node_data_bytes"][v]) + int(data.sum()) > int(c["node_buffer"][v]):
         return False
     shared = int(c["node_shared_used"][v]) + int(data.sum())
     free = max(0, int(c["node_buffer"][v]) - int(c["node_reserved"][v]) - shared)
     for k in range(hi - lo):
-        if data[k] and rec[k, PI["in_bytes"]] + data[k] - reserve >= free >> int(rec[k, PI["shift"]]):
+        if data[k] and max(0, rec[k, PI["in_bytes"]] + data[k] - reserve) >= free >> int(rec[k, PI["shift"]]):
             return False
     return True
 
