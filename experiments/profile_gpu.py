@@ -83,7 +83,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (eleventh session) each experiment's nodes in one block, a block per group of
             # experiments, the block's barrier between the phases: no launch between windows
             "groups": {"launch": "groups"},
-            "groups-t256": {"launch": "groups", "MV_THREADS": 256},
             "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1},
             # the default launch (groups in one wave, else graph); switches' range search instead
             # of the dense routing tables (engine/routes.py); the silent hosts off (the GPU's
@@ -110,22 +109,19 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # blocks per SM: fewer experiments' state per SM's L1); ring packets as ordinary loads
             # and stores (MV_RING_STREAM 0)
             "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
-            "groups-t96": {"launch": "groups", "MV_THREADS": 96},
-            "groups-t64": {"launch": "groups", "MV_THREADS": 64},
+            "groups-t96": {"launch": "groups", "MV_GROUP_BLOCK": 96},   # (MV_THREADS 96 when measured)
+            "groups-t64": {"launch": "groups", "MV_GROUP_BLOCK": 64},
             "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
-            # (prepared) blocks of 160 threads: 4 experiments of (a) each, 3 blocks per SM (the
-            # same 12 experiments per SM), and with top-of-rack switches first a warp of 32 of them
-            "groups-t160": {"launch": "groups", "MV_THREADS": 160},
             # the switches' hashes computed from the seed per packet (before node_hash)
             "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
-            # (prepared in the twelfth session, not yet run on a GPU) every packet routed by its
+            # (twelfth session; thirteenth: 1.140 against 1.232 G) every packet routed by its
             # switch, as before the flows' ECMP paths (f_path, MV_FLOW_PATHS)
             "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0},
-            # (prepared in the twelfth session) a switch arrival caches its in-ring's next arrival
-            # time after the arrival, so that the load overlaps the arrival's own
+            # (twelfth session; thirteenth: 1.236 against 1.232 G) a switch arrival caches its
+            # in-ring's next arrival time after the arrival, so that the load overlaps its own
             "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1},
-            # (prepared in the twelfth session) a transmission whose start was not moved takes its
-            # port's cached class (the CPU's default) instead of deciding again
+            # (twelfth session; thirteenth: 1.248 against 1.232 G, the default since) a
+            # transmission whose start was not moved takes its port's cached class
             "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0},
             # (thirteenth session; the cached class is the default since) each transmission's
             # class decided again, in both launch modes
