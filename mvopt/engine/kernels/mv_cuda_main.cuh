@@ -201,6 +201,7 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 struct LaneBlock {
   int n_tasks, next_task;
   int32_t task[MV_LANE_TASKS];          // (thread of the switch in the block) << 8 | port index
+  int32_t first[MV_LANE_TASKS];         // the port's first arrival (switch_lanes_route)
   int64_t last[MV_GROUP_THREADS];       // per switch thread: the last event of its ports
   int32_t state[MV_GROUP_THREADS];      // 1: a port had an event; 2: a compact ring ran out
 };
@@ -223,7 +224,7 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb)
     for (int64_t k = k0; k < MV_LANE_TASKS; ++k) lb->task[k] = -1;
     return false;
   }
-  switch_lanes_route(c, e, v, te, par);
+  switch_lanes_route(c, e, v, te, par, &lb->first[k0]);
   for (int64_t k = 0; k < n; ++k) lb->task[k0 + k] = (t << 8) | (int)k;
   lb->last[t] = c->exp_T_ps[e];
   lb->state[t] = 0;
@@ -241,7 +242,7 @@ __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBl
     int64_t v = group_node(c, row0, t, ordered), e = c->node_exp[v];
     int64_t last = c->exp_T_ps[e];
     int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e),
-                             c->node_port_lo[v] + (task & 0xff), &last);
+                             c->node_port_lo[v] + (task & 0xff), lb->first[i], &last);
     if (r < 0) atomicOr(&lb->state[t], 2);
     else if (r > 0) {
       atomicOr(&lb->state[t], 1);

@@ -467,11 +467,18 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // its peer sent it, its transmissions — give the serial loop's results run apart from the other
 // ports' events, port after port. This is the groundwork of running them on separate GPU lanes
 // (performance.md, "Next steps"); here one thread runs the ports one after the other, and
-// results are identical either way (tests/engine/test_engine.py). 0 (the default): the serial
-// loop only. 2: as 1, and the GPU's groups kernel runs each port's events on whichever thread
-// of the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end).
+// results are identical either way (tests/engine/test_engine.py). 0: the serial loop only.
+// 1, the CPU's default: one thread runs the ports one after the other, each walking its own
+// chain of arrivals, which is also faster there (workload (a) 8 x 16 MiB, one core, three
+// alternating pairs: medians 0.702 against 0.734 s; DCQCN 0.713 against 0.744). 2: as 1, and the
+// GPU's groups kernel runs each port's events on whichever thread of the block is free
+// (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0 until measured.
 #ifndef MV_SWITCH_LANES
+#if defined(MV_BACKEND_CUDA)
 #define MV_SWITCH_LANES 0
+#else
+#define MV_SWITCH_LANES 1
+#endif
 #endif
 #if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
 #error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
@@ -545,47 +552,57 @@ MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, in
 // (switch_lanes_route), each egress port's events (switch_port_lane), the in-rings' heads and
 // the window's report (switch_lanes_end).
 
-// Route every arrival of the window once and take its pool slot, into the ring packet's
-// `in_port` and `next` (unused in a ring: an arrival copies the packet into the pool with its
-// own), so that each port skips the others' packets with one load of the line it reads the time
-// from, and ports that run at once never take slots from the free list (switch_lanes_apply
-// counted enough never-used ones: pool_alloc cannot fail).
-MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+// Route every arrival of the window once, in the serial loop's order (time, then lower
+// in-ring), and chain each egress port's arrivals (`first[k]`: port lo + k's first one, a ring
+// slot; -1: none). Each arrival takes a pool slot here, so that ports running at once never take
+// slots from the free list (switch_lanes_apply counted enough never-used ones: pool_alloc
+// cannot fail): the ring packet's `next` holds it, and its `in_port` the in-ring's index (bit 8:
+// the packet joins a queue; a PFC frame or a packet without a route does not, and its port
+// returns the slot). The pool slot's `next` holds the ring slot of the port's next arrival
+// until the arrival overwrites the pool slot (the port reads it first).
+MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  int64_t pos[MV_TREE_PORTS];
+  int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
   for (int64_t k = 0; k < n; ++k) {
-    int64_t q = c->port_peer[lo + k];
-    for (int64_t pos = c->port_head[q * 2 + par]; ring_t_at(c, q, pos, par) < te; ++pos) {
-      int64_t slot = ring_slot(c, q, pos);
-      bool queued;
-      int32_t lane = switch_lane_of(c, e, v, lo, k, slot, &queued);
-      c->pkt[slot].in_port = (int16_t)lane;
-      c->pkt[slot].next = queued ? pool_alloc(c, v) : -1;
+    pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
+    first[k] = tail[k] = -1;
+  }
+  for (;;) {
+    int64_t ta = MV_INF, ka = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t t = ring_t_at(c, c->port_peer[lo + k], pos[k], par);
+      if (t < ta) { ta = t; ka = k; }
     }
+    if (ta >= te) return;
+    int64_t slot = ring_slot(c, c->port_peer[lo + ka], pos[ka]++);
+    bool queued;
+    int32_t lane = switch_lane_of(c, e, v, lo, ka, slot, &queued);
+    int32_t s = pool_alloc(c, v);
+    c->pkt[slot].in_port = (int16_t)(ka | (queued ? 256 : 0));
+    c->pkt[slot].next = s;
+    c->pkt[s].next = -1;
+    if (tail[lane] < 0) first[lane] = (int32_t)slot;
+    else c->pkt[tail[lane]].next = (int32_t)slot;
+    tail[lane] = s;
   }
 }
 
 // Egress port p's events of the window in time order, as switch_window_of takes them: its
-// arrivals (the earliest among the in-rings' next packets of its own, lower port first on ties)
-// and its transmissions, arrivals first on ties. Returns 1 if it had an event (*last: the time
-// of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again).
-MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t p, int64_t* last) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+// arrivals (the chain from `first`, switch_lanes_route) and its transmissions, arrivals first on
+// ties. Returns 1 if it had an event (*last: the time of its last one), 0 if none, -1 if a
+// compact ring ran out (the experiment runs again).
+MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t p, int32_t first,
+                            int64_t* last) {
+  int64_t lo = c->node_port_lo[v];
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  int64_t pos[MV_TREE_PORTS];
-  for (int64_t k = 0; k < n; ++k) pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
+  int32_t rs = first;   // the ring slot of the port's next arrival (-1: none left)
   for (;;) {
-    // the earliest arrival of port p's own: each in-ring's next one, past the others' packets
-    int64_t ta = MV_INF, ka = -1;
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t q = c->port_peer[lo + k];
-      int64_t t;
-      while ((t = ring_t_at(c, q, pos[k], par)) < te && c->pkt[ring_slot(c, q, pos[k])].in_port != p - lo) ++pos[k];
-      if (t < te && t < ta) { ta = t; ka = k; }
-    }
+    int64_t ta = rs >= 0 ? c->pkt[rs].t : MV_INF;
     int64_t tx = td;
     int what_x = what;
     if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
@@ -596,11 +613,13 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     busy = 1;
     if (ta <= tx) {
       now = ta;
-      int64_t q = c->port_peer[lo + ka];
+      int32_t s = c->pkt[rs].next;        // its pool slot
+      int16_t tag = c->pkt[rs].in_port;   // its in-ring, and whether it joins a queue
+      int32_t next_rs = c->pkt[s].next;   // (before the arrival overwrites the slot)
       bool changed;
-      int64_t slot = ring_slot(c, q, pos[ka]);
-      switch_arrival<true>(c, e, v, lo + ka, slot, ta, par, &changed, never_alone, c->pkt[slot].next);
-      ++pos[ka];
+      switch_arrival<true>(c, e, v, lo + (tag & 0xff), rs, ta, par, &changed, never_alone, s);
+      if (!(tag & 256)) pool_free_lane(c, v, s);   // a PFC frame, or dropped: no queue took the slot
+      rs = next_rs;
     } else {
       now = tx;
 #if MV_PORT_CLASS_AGAIN
@@ -641,10 +660,11 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
   int64_t lo = c->node_port_lo[v], hi = c->node_port_hi[v];
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false;
-  switch_lanes_route(c, e, v, te, par);
+  int32_t first[MV_TREE_PORTS];
+  switch_lanes_route(c, e, v, te, par, first);
   for (int64_t p = lo; p < hi; ++p) {
     int64_t t = last;
-    int r = switch_port_lane(c, e, v, te, par, p, &t);
+    int r = switch_port_lane(c, e, v, te, par, p, first[p - lo], &t);
     if (r < 0) {   // the compact capacities ran out: the experiment runs again with full ones
       c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
       note_window_end(c, v, true, mv_max(last, t));
