@@ -9,7 +9,8 @@
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
 # Steps: tests (GPU test modules), stress_groups (random batches of the groups launch mode
-# against the CPU, experiments/stress_groups_gpu.py), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
+# against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: its GPU
+# tests, the stress script with MV_SWITCH_LANES=2, profile groups against groups-lanes), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
@@ -50,6 +51,11 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
 # the groups launch mode against the CPU under random slicing, grids, budgets and node orders
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
+# switch lanes on the GPU (MV_SWITCH_LANES, docs/engine.md "Switch lanes"): the GPU tests of its
+# variants, the stress script with the groups kernel's port tasks, then (a) with and without
+run lanes 330 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes)' \
+  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-60} --define MV_SWITCH_LANES=2 \
+  && python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 --variants groups,groups-lanes,groups-lanes1"
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,coop} ${PROFILE_IDLE:+--idle-variants $PROFILE_IDLE}

@@ -7,6 +7,7 @@ switches-first order within groups (group_order). Every result must equal the CP
 per batch (its conditions, seconds, same or different).
 
     python experiments/stress_groups_gpu.py --seconds 200
+    python experiments/stress_groups_gpu.py --seconds 60 --define MV_SWITCH_LANES=2
 
 Prints a summary at the end; exits 1 on any mismatch. Needs CuPy and a GPU.
 """
@@ -31,10 +32,13 @@ from mvopt.testing.scenarios import mixed_experiments  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=200.0)
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="a kernel macro for every run (e.g. MV_SWITCH_LANES=2)")
     args = ap.parse_args()
+    defines = {k: int(x) for k, x in (d.split("=", 1) for d in args.define)}
     pool = mixed_experiments(12)
     # (the block size is the host's packing: one compiled module serves all three)
-    backends = {threads: _gpu.GpuBackend(launch="groups", defines={"MV_GROUP_BLOCK": threads})
+    backends = {threads: _gpu.GpuBackend(launch="groups", defines={**defines, "MV_GROUP_BLOCK": threads})
                 for threads in (32, 128, 224)}
     t0, batches, bad = time.perf_counter(), 0, 0
     while time.perf_counter() - t0 < args.seconds:
