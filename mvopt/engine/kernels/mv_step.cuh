@@ -170,6 +170,14 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
 #define MV_PORT_CLASS_AGAIN 0
 #endif
 
+// What port p sends at a start t: the class its next transmission was computed with (`what`,
+// from switch_port_next: switch_port_class at that time, from the port's state, which every
+// event that changes it recomputes), unless the start was moved up to a later event's time
+// (`what` -1: more may be queued by then) or MV_PORT_CLASS_AGAIN asks to decide again.
+MV_DEV int switch_start_class(const Ctx* c, int64_t p, int64_t t, int what) {
+  return MV_PORT_CLASS_AGAIN || what < 0 ? switch_port_class(c, p, t) : what;
+}
+
 // MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
 // arrival stores its in-ring's next arrival time in the cache after the arrival, not before
 // (see switch_window_of). Results do not depend on it.
@@ -255,14 +263,10 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
       else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
       if (!tree && t < ta) { ta = t; ia = lo + k; }
-#if MV_PORT_CLASS_AGAIN
-      if (t2 < MV_INF && t2 < now) t2 = now;
-#else
       if (t2 < MV_INF && t2 < now) {   // due before `now`: starts then, what it sends decided then
         t2 = now;
         what = -1;
       }
-#endif
       if (t2 < td) { td = t2; id = lo + k; what_d = what; }
     }
   };
@@ -335,16 +339,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   // the transmission of port id at td (false: as above)
   auto transmission = [&]() -> bool {
     begin_event(td);
-    // a start the scan moved up (what_d -1: it was due earlier) may send something else then,
-    // when more may be queued: decide what goes. One not moved keeps the class its port's next
-    // transmission was computed with (switch_port_next: switch_port_class at that time, from
-    // the port's state, which every event that changes it recomputes), unless
-    // MV_PORT_CLASS_AGAIN asks for it anyway.
-#if MV_PORT_CLASS_AGAIN
-    what_d = switch_port_class(c, id, td);
-#else
-    if (what_d < 0) what_d = switch_port_class(c, id, td);
-#endif
+    what_d = switch_start_class(c, id, td, what_d);
     int64_t b;   // the ingress port whose PFC state the dequeue changed (-1: none)
     if (!switch_transmit(c, e, v, id, what_d, td, par, &b)) { out_of_slots(); return false; }
     if (cached) {
@@ -617,16 +612,12 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       int16_t tag = c->pkt[rs].in_port;   // its in-ring, and whether it joins a queue
       int32_t next_rs = c->pkt[s].next;   // (before the arrival overwrites the slot)
       bool changed;
-      switch_arrival<true>(c, e, v, lo + (tag & 0xff), rs, ta, par, &changed, never_alone, s);
+      switch_arrival<true>(c, e, v, lo + (tag & 0xff), rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
       if (!(tag & 256)) pool_free_lane(c, v, s);   // a PFC frame, or dropped: no queue took the slot
       rs = next_rs;
     } else {
       now = tx;
-#if MV_PORT_CLASS_AGAIN
-      what_x = switch_port_class(c, p, tx);
-#else
-      if (what_x < 0) what_x = switch_port_class(c, p, tx);
-#endif
+      what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
       if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
     }

@@ -114,10 +114,15 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
 #ifndef MV_FLOW_PATHS
 #define MV_FLOW_PATHS 1
 #endif
-MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
-  int32_t f = pk->flow;
+// The switches a packet has passed before this one, counting this one from now on.
+MV_DEV int packet_hop_advance(Pkt* pk) {
   int hop = pk->hop;
   if (hop < 127) pk->hop = (int8_t)(hop + 1);
+  return hop;
+}
+MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
+  int32_t f = pk->flow;
+  int hop = packet_hop_advance(pk);
   if (MV_FLOW_PATHS && c->has_paths && hop < NPATH) {
     int16_t k = c->f_path[(int64_t)f * 2 * NPATH + (data ? 0 : NPATH) + hop];
     if (k >= 0) return c->node_port_lo[v] + k;
@@ -205,13 +210,14 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
 // pool slot, the queue links and the two extra turns of the event loop. A pool slot must still
 // be free (a full pool drops the packet either way); INT (HPCC) keeps the queued path.
 //
-// LANE (a window run port by port, MV_SWITCH_LANES): `given` is the pool slot that
-// switch_lanes_route took for the packet; admission passes and no PFC state changes
-// (switch_lanes_apply), and the shared state changes by lane-safe adds.
+// LANE (a window run port by port, MV_SWITCH_LANES): switch_lanes_route routed the packet
+// already (`routed`: its egress port, -1 none) and took its pool slot (`given`); admission
+// passes and no PFC state changes (switch_lanes_apply), and the shared state changes by
+// lane-safe adds.
 #define SW_OUT_OF_SLOTS (-2)
 template <bool LANE = false, class Alone>
 MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, int par, bool* i_changed,
-                              const Alone& alone, int32_t given = -1) {
+                              const Alone& alone, int32_t given = -1, int64_t routed = -1) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
@@ -221,7 +227,13 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     return -1;
   }
   bool data = pk.type == PK_DATA;
-  int64_t out = route_packet(c, e, v, &pk, data);
+  int64_t out;
+  if (LANE) {
+    packet_hop_advance(&pk);
+    out = routed;
+  } else {
+    out = route_packet(c, e, v, &pk, data);
+  }
   int64_t b = pk.bytes;
   if (out < 0) {
     if (LANE) ctr_add_lane(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); else ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
