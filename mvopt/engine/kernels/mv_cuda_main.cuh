@@ -188,29 +188,32 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
     MV_STORE_SHARED(done[g], round + 1);   // (an empty slice: it wrote nothing)
   }
 }
-// MV_SWITCH_LANES 2 (a variant of the groups kernel, not yet run on a GPU: docs/engine.md,
-// "Switch lanes"): a window in three phases, a barrier between them. (A) Each switch thread of
-// at most MV_TREE_PORTS ports checks whether its window may run port by port
-// (switch_lanes_apply); if so it routes the arrivals (switch_lanes_route) and posts one task
-// per port to the block's list. (B) Every other node runs its window as usual, and every thread
-// then takes tasks from the list (a shared counter: whoever is free), running one port's events
-// each (switch_port_lane). (C) The switches that posted tasks end their windows
-// (switch_lanes_end) and report. Results do not depend on which thread runs a task.
+// MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
+// in three phases, a barrier between them. (A) Each switch thread of at most MV_TREE_PORTS ports
+// checks whether its window may run port by port (switch_lanes_apply); if so it routes the
+// arrivals (switch_lanes_route) into the block's port-major table: entry k * W + t is port k
+// of thread t's switch (W: the block's threads rounded up to whole warps). Every other node
+// runs its window as usual, at the same time. (B) The warps take the table in rows of 32
+// entries, whichever warp is free (a shared counter), each lane running one port's events
+// (switch_port_lane): a row is the same port of 32 neighbouring switches, of one role where the
+// node order groups roles, so that a warp's lanes run alike events together. (C) The switches
+// that posted end their windows (switch_lanes_end) and report. Results do not depend on which
+// thread runs a port.
 #if MV_SWITCH_LANES == 2
-#define MV_LANE_TASKS (2 * MV_GROUP_THREADS)   // a block's task list; a switch that would overflow it runs serially
+#define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
-  int n_tasks, next_task;
-  int32_t task[MV_LANE_TASKS];          // (thread of the switch in the block) << 8 | port index
-  int32_t first[MV_LANE_TASKS];         // the port's first arrival (switch_lanes_route)
-  int64_t last[MV_GROUP_THREADS];       // per switch thread: the last event of its ports
-  int32_t state[MV_GROUP_THREADS];      // 1: a port had an event; 2: a compact ring ran out
+  int next_row, ports;               // rows of the table taken; most ports of a switch that posted
+  int32_t first[MV_TREE_PORTS * MV_LANE_ROW(MV_GROUP_THREADS)];   // a port's first arrival (switch_lanes_route)
+  int32_t n[MV_GROUP_THREADS];       // per thread: its switch's ports if it posted, else 0
+  int64_t last[MV_GROUP_THREADS];    // per switch that posted: the last event of its ports
+  int32_t state[MV_GROUP_THREADS];   // 1: a port had an event; 2: a compact ring ran out
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   int64_t v = row0 + t;
   return ordered ? c->node_order[v] : v;
 }
-// Phase A for node v (thread t): whether its window runs port by port (tasks posted).
+// Phase A for node v (thread t): whether its window runs port by port (its ports posted).
 __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb) {
   if (c->node_is_host[v]) return false;
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
@@ -219,30 +222,29 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb)
   if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
   node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
   if (!switch_lanes_apply(c, e, v, te, par)) return false;
-  int k0 = atomicAdd(&lb->n_tasks, (int)n);
-  if (k0 + n > MV_LANE_TASKS) {   // no room: serially, in phase B (its slots in the list: no tasks)
-    for (int64_t k = k0; k < MV_LANE_TASKS; ++k) lb->task[k] = -1;
-    return false;
-  }
-  switch_lanes_route(c, e, v, te, par, &lb->first[k0]);
-  for (int64_t k = 0; k < n; ++k) lb->task[k0 + k] = (t << 8) | (int)k;
+  switch_lanes_route(c, e, v, te, par, &lb->first[t], MV_LANE_ROW(blockDim.x));
+  lb->n[t] = (int32_t)n;
+  atomicMax(&lb->ports, (int)n);
   lb->last[t] = c->exp_T_ps[e];
   lb->state[t] = 0;
   return true;
 }
-// Phase B's tasks, taken until none is left.
+// Phase B: the table's rows, taken by whole warps until none is left (every thread of the block
+// calls it).
 __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBlock* lb) {
-  int n = min(lb->n_tasks, MV_LANE_TASKS);
+  int w = MV_LANE_ROW(blockDim.x), rows = lb->ports * w / 32, lane = threadIdx.x & 31;
   for (;;) {
-    int i = atomicAdd(&lb->next_task, 1);
-    if (i >= n) return;
-    int32_t task = lb->task[i];
-    if (task < 0) continue;
-    int t = task >> 8;
+    __syncwarp();
+    int row = 0;
+    if (lane == 0) row = atomicAdd(&lb->next_row, 1);
+    row = __shfl_sync(0xffffffffu, row, 0);
+    if (row >= rows) return;
+    int i = row * 32 + lane, k = i / w, t = i % w;
+    if (t >= (int)blockDim.x || k >= lb->n[t]) continue;
     int64_t v = group_node(c, row0, t, ordered), e = c->node_exp[v];
     int64_t last = c->exp_T_ps[e];
     int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e),
-                             c->node_port_lo[v] + (task & 0xff), lb->first[i], &last);
+                             c->node_port_lo[v] + k, lb->first[i], &last);
     if (r < 0) atomicOr(&lb->state[t], 2);
     else if (r > 0) {
       atomicOr(&lb->state[t], 1);
@@ -250,7 +252,7 @@ __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBl
     }
   }
 }
-// Phase C for a switch that posted tasks: its window's end, and its report to `a`.
+// Phase C for a switch that posted: its window's end, and its report to `a`.
 __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* a) {
   int64_t e = c->node_exp[v];
   if (lb->state[t] & 2) {   // a compact ring ran out: the experiment runs again with full capacities
@@ -306,18 +308,17 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       int64_t row0 = c->exp_node_lo[e_lo];
       bool has_node = v < c->exp_node_hi[group_exp[group + 1] - 1];
       bool posted = false;
-      if (threadIdx.x == 0) lanes.n_tasks = lanes.next_task = 0;
+      if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;
+      lanes.n[threadIdx.x] = 0;
       __syncthreads();
       if (has_node) {
         v = group_node(c, row0, threadIdx.x, ordered);
-        if (exp_active(c, c->node_exp[v], cap)) posted = lanes_post(c, v, threadIdx.x, &lanes);
-      }
-      __syncthreads();   // (phase A's routing and tasks visible to the block)
-      if (has_node && !posted) {
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
-        if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+        if (exp_active(c, e, cap) && !(posted = lanes_post(c, v, threadIdx.x, &lanes)))
+          node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
+      __syncthreads();   // (phase A's routing and table visible to the block)
       lanes_run(c, row0, ordered, &lanes);
       __syncthreads();   // (phase B's port events visible to the switches' ends)
       if (posted) lanes_end(c, v, threadIdx.x, &lanes, acc + 4 * (c->node_exp[v] - e_lo));

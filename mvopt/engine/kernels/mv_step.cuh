@@ -549,20 +549,20 @@ MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, in
 // the window's report (switch_lanes_end).
 
 // Route every arrival of the window once, in the serial loop's order (time, then lower
-// in-ring), and chain each egress port's arrivals (`first[k]`: port lo + k's first one, a ring
-// slot; -1: none). Each arrival takes a pool slot here, so that ports running at once never take
+// in-ring), and chain each egress port's arrivals (`first[k * stride]`: port lo + k's first
+// one, a ring slot; -1: none; the GPU's lanes keep a block's table port-major). Each arrival takes a pool slot here, so that ports running at once never take
 // slots from the free list (switch_lanes_apply counted enough never-used ones: pool_alloc
 // cannot fail): the ring packet's `next` holds it, and its `in_port` the in-ring's index (bit 8:
 // the packet joins a queue; a PFC frame or a packet without a route does not, and its port
 // returns the slot). The pool slot's `next` holds the ring slot of the port's next arrival
 // until the arrival overwrites the pool slot (the port reads it first).
-MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first) {
+MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first, int stride) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   int64_t pos[MV_TREE_PORTS];
   int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
   for (int64_t k = 0; k < n; ++k) {
     pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
-    first[k] = tail[k] = -1;
+    first[k * stride] = tail[k] = -1;
   }
   for (;;) {
     int64_t ta = MV_INF, ka = -1;
@@ -578,7 +578,7 @@ MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par
     c->pkt[slot].in_port = (int16_t)(ka | (queued ? 256 : 0));
     c->pkt[slot].next = s;
     c->pkt[s].next = -1;
-    if (tail[lane] < 0) first[lane] = (int32_t)slot;
+    if (tail[lane] < 0) first[lane * stride] = (int32_t)slot;
     else c->pkt[tail[lane]].next = (int32_t)slot;
     tail[lane] = s;
   }
@@ -653,7 +653,7 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false;
   int32_t first[MV_TREE_PORTS];
-  switch_lanes_route(c, e, v, te, par, first);
+  switch_lanes_route(c, e, v, te, par, first, 1);
   for (int64_t p = lo; p < hi; ++p) {
     int64_t t = last;
     int r = switch_port_lane(c, e, v, te, par, p, first[p - lo], &t);
