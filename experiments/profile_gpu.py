@@ -145,7 +145,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # lanes"): on the switch's thread (1), or each port's events on whichever thread of
             # the block is free (2: the groups kernel in three phases per window)
             "groups-lanes1": {"launch": "groups", "MV_SWITCH_LANES": 1},
-            "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2}}
+            "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2},
+            # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
+            # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
+            "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
+            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 

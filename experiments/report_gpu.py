@@ -372,7 +372,18 @@ def render() -> str:
                                "groups": "groups, blocks of 224 threads (the default)",
                                "groups-b160": "groups, blocks of 160 threads",
                                "groups-b192": "groups, blocks of 192 threads (5 experiments, 2 blocks/SM)",
-                               "groups-b256": "groups, blocks of 256 threads (7 experiments, 2 blocks/SM)"})])
+                               "groups-b256": "groups, blocks of 256 threads (7 experiments, 2 blocks/SM)"}),
+                           ("profile_lanes_b4096_fef8d49", "fef8d49", {
+                               "groups": "groups, blocks of 224 threads (the default)",
+                               "groups-lanes": "groups, switch lanes: each port's events on any warp (MV_SWITCH_LANES 2)",
+                               "groups-lanes1": "groups, switch lanes on the switch's thread (MV_SWITCH_LANES 1)"}),
+                           ("profile_lanes_deferredmmu_b4096", "fef8d49 with lanes_deferredmmu_vs_9385470.patch", {
+                               "groups": "groups, blocks of 224 threads (the default)",
+                               "groups-lanes": "groups, switch lanes, MMU totals and freed slots once per port (reverted)"}),
+                           ("profile_occupancy_b4096_fef8d49", "fef8d49", {
+                               "groups": "groups, blocks of 224 threads, 2 per SM (128 registers, the default)",
+                               "groups-192x3": "groups, blocks of 192 threads, 3 per SM (96 registers)",
+                               "groups-160x4": "groups, blocks of 160 threads, 4 per SM (96 registers)"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "

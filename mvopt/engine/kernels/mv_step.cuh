@@ -467,8 +467,9 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // chain of arrivals, which is also faster there (workload (a) 8 x 16 MiB, one core, three
 // alternating pairs: medians 0.682 against 0.771 s at 674fada; DCQCN 0.713 against 0.744 at
 // a5d9ef4). 2: as 1, and the GPU's groups kernel runs each port's events on whichever thread
-// of the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0
-// until measured.
+// of the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0:
+// 2 is correct there but slower on workload (a), 1.341 against 1.368 G packet-hops/s (8 MiB x
+// 4,096, fef8d49; 1 on the GPU: 1.194).
 #ifndef MV_SWITCH_LANES
 #if defined(MV_BACKEND_CUDA)
 #define MV_SWITCH_LANES 0
