@@ -213,8 +213,9 @@ MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   int64_t v = row0 + t;
   return ordered ? c->node_order[v] : v;
 }
-// Phase A for node v (thread t): whether its window runs port by port (its ports posted).
-__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb) {
+// Phase A for node v (thread t): whether its window runs port by port (its ports posted;
+// `before`: the ingress ports' bytes at the window's start, mmu_lanes_begin, for phase C).
+__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* before) {
   if (c->node_is_host[v]) return false;
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   int par = parity(c, e);
@@ -222,6 +223,7 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb)
   if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
   node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
   if (!switch_lanes_apply(c, e, v, te, par)) return false;
+  mmu_lanes_begin(c, v, before);
   switch_lanes_route(c, e, v, te, par, &lb->first[t], MV_LANE_ROW(blockDim.x));
   lb->n[t] = (int32_t)n;
   atomicMax(&lb->ports, (int)n);
@@ -253,13 +255,13 @@ __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBl
   }
 }
 // Phase C for a switch that posted: its window's end, and its report to `a`.
-__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* a) {
+__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, const int64_t* before, int64_t* a) {
   int64_t e = c->node_exp[v];
   if (lb->state[t] & 2) {   // a compact ring ran out: the experiment runs again with full capacities
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
     note_window_end(c, v, true, lb->last[t]);
   } else {
-    switch_lanes_end(c, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), lb->state[t] & 1, lb->last[t]);
+    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), lb->state[t] & 1, lb->last[t], before);
   }
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(a, next);
@@ -308,6 +310,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       int64_t row0 = c->exp_node_lo[e_lo];
       bool has_node = v < c->exp_node_hi[group_exp[group + 1] - 1];
       bool posted = false;
+      int64_t before[MV_TREE_PORTS];
       if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;
       lanes.n[threadIdx.x] = 0;
       __syncthreads();
@@ -315,13 +318,13 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
         v = group_node(c, row0, threadIdx.x, ordered);
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
-        if (exp_active(c, e, cap) && !(posted = lanes_post(c, v, threadIdx.x, &lanes)))
+        if (exp_active(c, e, cap) && !(posted = lanes_post(c, v, threadIdx.x, &lanes, before)))
           node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
       __syncthreads();   // (phase A's routing and table visible to the block)
       lanes_run(c, row0, ordered, &lanes);
       __syncthreads();   // (phase B's port events visible to the switches' ends)
-      if (posted) lanes_end(c, v, threadIdx.x, &lanes, acc + 4 * (c->node_exp[v] - e_lo));
+      if (posted) lanes_end(c, v, threadIdx.x, &lanes, before, acc + 4 * (c->node_exp[v] - e_lo));
 #else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)

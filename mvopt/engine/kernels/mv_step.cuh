@@ -629,10 +629,14 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   return busy;
 }
 
-// Every arrival of the window was taken: the in-rings' heads move past them, and the window's
-// report is switch_window_of's (busy: a port had an event, the last at `last`).
-MV_DEV void switch_lanes_end(Ctx* c, int64_t v, int64_t te, int par, bool busy, int64_t last) {
+// Every arrival of the window was taken: the MMU's shared and data bytes follow the ingress
+// ports' bytes (`before`: theirs at the window's start, mmu_lanes_begin), the in-rings' heads
+// move past the arrivals, and the window's report is switch_window_of's (busy: a port had an
+// event, the last at `last`).
+MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last,
+                             const int64_t* before) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  mmu_lanes_end(c, e, v, before);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
@@ -654,6 +658,8 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false;
   int32_t first[MV_TREE_PORTS];
+  int64_t before[MV_TREE_PORTS];
+  mmu_lanes_begin(c, v, before);
   switch_lanes_route(c, e, v, te, par, first, 1);
   for (int64_t p = lo; p < hi; ++p) {
     int64_t t = last;
@@ -668,7 +674,7 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
       last = mv_max(last, t);
     }
   }
-  switch_lanes_end(c, v, te, par, busy, last);
+  switch_lanes_end(c, e, v, te, par, busy, last, before);
 }
 
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
