@@ -1,6 +1,7 @@
 """Random stress of the GPU's groups launch mode against the CPU backend, for a device session:
 random batches of the mixed test experiments (random seeds, 1-40 experiments), each run in the
-groups mode under random conditions that cut it into many pieces: blocks of 32, 128 or 224 threads,
+groups mode under random conditions that cut it into many pieces: blocks of 32, 100 (a partial
+last warp), 128 or 224 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
 switches-first order within groups (group_order). Every result must equal the CPU's. One line
@@ -37,9 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     defines = {k: int(x) for k, x in (d.split("=", 1) for d in args.define)}
     pool = mixed_experiments(12)
-    # (the block size is the host's packing: one compiled module serves all three)
+    # (the block size is the host's packing: one compiled module serves them all)
     backends = {threads: _gpu.GpuBackend(launch="groups", defines={**defines, "MV_GROUP_BLOCK": threads})
-                for threads in (32, 128, 224)}
+                for threads in (32, 100, 128, 224)}
     t0, batches, bad = time.perf_counter(), 0, 0
     while time.perf_counter() - t0 < args.seconds:
         rng = np.random.default_rng(batches)

@@ -1321,9 +1321,9 @@ def test_silent_hosts_change_nothing() -> None:
 
 @pytest.mark.parametrize("net", [{}, {"pfc": {"enabled": False}, "buffer_mb": 2}])
 def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict) -> None:
-    """A window run port by port (MV_SWITCH_LANES) keeps the MMU's state by lane-safe adds: the
-    ingress bytes, and node_shared_used by the change of each ingress port's bytes above the
-    reserve. In a 4-to-1 incast with a deep queue (32 MB buffers: shared bytes in use, far from
+    """A window run port by port (MV_SWITCH_LANES) keeps the MMU's state: the ingress bytes by
+    lane-safe adds, then node_shared_used and node_data_bytes once at the window's end, by the
+    change of each ingress port's bytes (above the reserve, for the shared ones). In a 4-to-1 incast with a deep queue (32 MB buffers: shared bytes in use, far from
     the pause threshold, so the windows run port by port), stopped mid-way, every switch's
     buffer state, port records and counters equal the serial loop's after as many windows (the
     queues' slot indices may differ), and node_shared_used is the sum of the ingress ports'

@@ -235,11 +235,14 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb,
 // calls it).
 __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBlock* lb) {
   int w = MV_LANE_ROW(blockDim.x), rows = lb->ports * w / 32, lane = threadIdx.x & 31;
+  // the warp's threads (the block's last warp may be partial)
+  int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
+  unsigned mask = in_warp == 32 ? 0xffffffffu : (1u << in_warp) - 1;
   for (;;) {
-    __syncwarp();
+    __syncwarp(mask);
     int row = 0;
     if (lane == 0) row = atomicAdd(&lb->next_row, 1);
-    row = __shfl_sync(0xffffffffu, row, 0);
+    row = __shfl_sync(mask, row, 0);
     if (row >= rows) return;
     int i = row * 32 + lane, k = i / w, t = i % w;
     if (t >= (int)blockDim.x || k >= lb->n[t]) continue;
