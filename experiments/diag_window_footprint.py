@@ -1,0 +1,77 @@
+"""What an experiment of workload (a) writes per window, by column: the distinct 128-byte lines
+(a GPU L1 line) whose bytes changed in one window, in the steady state, run window by window on
+the CPU backend. The written lines approximate the hot state an SM must hold per experiment (what
+one window writes, the next one's peers read: ring packets, queues, port records), and so
+which records to shrink first (docs/performance.md, "Next steps": a smaller hot state).
+
+    PYTHONPATH=. python experiments/diag_window_footprint.py --mib 2 --skip 100 --windows 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.engine import build_batch  # noqa: E402
+from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.engine.batch import ST_RUN  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+
+LINE = 128
+
+
+def state(batch) -> dict[str, np.ndarray]:
+    """Every column and scratch array, as bytes (copies)."""
+    arrays = dict(batch.cols)
+    arrays.update({f"scratch {k}": v for k, v in (batch.scratch or {}).items()})
+    return {k: np.frombuffer(np.ascontiguousarray(v).tobytes(), np.uint8) for k, v in arrays.items()}
+
+
+def changed_lines(a: np.ndarray, b: np.ndarray) -> int:
+    """Distinct LINE-byte lines in which a and b differ."""
+    diff = np.flatnonzero(a != b)
+    return int(np.unique(diff // LINE).size)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=float, default=2.0, help="all-reduce size per host (MiB)")
+    ap.add_argument("--cc", default="none")
+    ap.add_argument("--skip", type=int, default=100, help="windows run first (the start-up)")
+    ap.add_argument("--windows", type=int, default=200, help="windows measured")
+    args = ap.parse_args()
+    batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
+    backend = CpuBackend()
+    backend.run(batch, max_iters=args.skip)
+    totals: dict[str, int] = {}
+    measured = 0
+    before = state(batch)
+    for _ in range(args.windows):
+        if batch.cols["exp_status"][0] != ST_RUN:
+            break
+        backend.run(batch, max_iters=1)
+        after = state(batch)
+        for k, v in after.items():
+            if k in before and before[k].size == v.size:
+                totals[k] = totals.get(k, 0) + changed_lines(before[k], v)
+        before = after
+        measured += 1
+    if not measured:
+        sys.exit("the experiment ended before the measured windows: lower --skip or raise --mib")
+    rows = sorted(((n / measured, k) for k, n in totals.items() if n), reverse=True)
+    total = sum(n for n, _ in rows)
+    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}: {measured} windows after {args.skip}")
+    print(f"{'column':<28} {'lines/window':>12} {'KiB/window':>10} {'share':>6}")
+    for n, k in rows:
+        print(f"{k:<28} {n:12.1f} {n * LINE / 1024:10.1f} {n / total:6.1%}")
+    print(f"{'total':<28} {total:12.1f} {total * LINE / 1024:10.1f}")
+
+
+if __name__ == "__main__":
+    main()
