@@ -140,10 +140,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
             "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256},
             "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480},
-            # (thirteenth session, not yet run on a GPU) switch windows port by port where no
-            # decision depends on their ports' order (MV_SWITCH_LANES, docs/engine.md "Switch
-            # lanes"): on the switch's thread (1), or each port's events on whichever thread of
-            # the block is free (2: the groups kernel in three phases per window)
+            # (thirteenth session; slower on (a) when run in the fourteenth, docs/performance.md)
+            # switch windows port by port where no decision depends on their ports' order
+            # (MV_SWITCH_LANES, docs/engine.md "Switch lanes"): on the switch's thread (1), or
+            # each port's events on whichever warp of the block is free (2: the groups kernel in
+            # three phases per window)
             "groups-lanes1": {"launch": "groups", "MV_SWITCH_LANES": 1},
             "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
