@@ -4,7 +4,9 @@ the CPU backend. The written lines approximate the hot state an SM must hold per
 one window writes, the next one's peers read: ring packets, queues, port records), and so
 which records to shrink first (docs/performance.md, "Next steps": a smaller hot state).
 
-    PYTHONPATH=. python experiments/diag_window_footprint.py --mib 2 --skip 100 --windows 200
+    PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200
+    PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200 \
+        --define MV_SWITCH_LANES=0 --define MV_DIRECT=0 --define MV_RING_QUEUE=1
 """
 
 from __future__ import annotations
@@ -33,10 +35,20 @@ def state(batch) -> dict[str, np.ndarray]:
     return {k: np.frombuffer(np.ascontiguousarray(v).tobytes(), np.uint8) for k, v in arrays.items()}
 
 
-def changed_lines(a: np.ndarray, b: np.ndarray) -> int:
-    """Distinct LINE-byte lines in which a and b differ."""
-    diff = np.flatnonzero(a != b)
-    return int(np.unique(diff // LINE).size)
+def changed_lines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The distinct LINE-byte lines in which a and b differ."""
+    return np.unique(np.flatnonzero(a != b) // LINE)
+
+
+def ring_lines(batch) -> np.ndarray:
+    """Which LINE-byte lines of the packet slots belong to wire rings (the rest: pools)."""
+    from mvopt.engine.schema import PKT_DTYPE
+    wire = batch.cols["port_wire"].reshape(-1, 4)
+    slots = np.zeros(batch.counts["n_slot"], bool)
+    for lo, cap in zip(wire[:, 0].tolist(), wire[:, 1].tolist()):
+        slots[lo:lo + cap] = True
+    per_line = LINE // PKT_DTYPE.itemsize
+    return slots[::per_line]
 
 
 def main() -> None:
@@ -45,13 +57,17 @@ def main() -> None:
     ap.add_argument("--cc", default="none")
     ap.add_argument("--skip", type=int, default=100, help="windows run first (the start-up)")
     ap.add_argument("--windows", type=int, default=200, help="windows measured")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="a kernel macro (e.g. MV_SWITCH_LANES=0 MV_DIRECT=0: the GPU's switch windows)")
     args = ap.parse_args()
+    defines = {k: int(x) for k, x in (d.split("=", 1) for d in args.define)}
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
-    backend = CpuBackend()
+    backend = CpuBackend(defines=defines)
     backend.run(batch, max_iters=args.skip)
     totals: dict[str, int] = {}
     measured = 0
     before = state(batch)
+    in_ring = ring_lines(batch)
     for _ in range(args.windows):
         if batch.cols["exp_status"][0] != ST_RUN:
             break
@@ -59,14 +75,21 @@ def main() -> None:
         after = state(batch)
         for k, v in after.items():
             if k in before and before[k].size == v.size:
-                totals[k] = totals.get(k, 0) + changed_lines(before[k], v)
+                lines = changed_lines(before[k], v)
+                if k == "scratch pkt":   # packet slots: wire rings apart from pools
+                    ring = in_ring[lines]
+                    totals["packets: ring slots"] = totals.get("packets: ring slots", 0) + int(ring.sum())
+                    totals["packets: pool slots"] = totals.get("packets: pool slots", 0) + int((~ring).sum())
+                else:
+                    totals[k] = totals.get(k, 0) + int(lines.size)
         before = after
         measured += 1
     if not measured:
         sys.exit("the experiment ended before the measured windows: lower --skip or raise --mib")
     rows = sorted(((n / measured, k) for k, n in totals.items() if n), reverse=True)
     total = sum(n for n, _ in rows)
-    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}: {measured} windows after {args.skip}")
+    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, {defines or 'default build'}: {measured} windows "
+          f"after {args.skip}")
     print(f"{'column':<28} {'lines/window':>12} {'KiB/window':>10} {'share':>6}")
     for n, k in rows:
         print(f"{k:<28} {n:12.1f} {n * LINE / 1024:10.1f} {n / total:6.1%}")
