@@ -7,10 +7,11 @@ events, judged from the state at the window's start and the packets that will ar
 (all visible then): no headroom in use, and every ingress port's bytes plus all its arrivals
 below the dynamic threshold computed as if every arrival of the window were shared; with PFC,
 no port paused or asked to pause and no PFC frame pending; without PFC, the buffer holds every
-arrival. (The kernel's check, switch_lanes_apply, also wants never-used pool slots for every
-arrival and no monitor sample due: not checked here.) Prints, per kind of switch, the busy windows
-(an arrival or a transmission), the share that passes, and the share of the switches' events
-(arrivals and transmissions) in windows that pass.
+arrival. (The kernel's check, switch_lanes_apply, also wants no monitor sample due: not checked
+here; and never-used pool slots for every arrival: counted apart, last column.) Prints, per kind
+of switch, the busy windows (an arrival or a transmission), the share that passes, the share of
+the switches' events (arrivals and transmissions) in windows that pass, and of those in windows
+that also pass the pool condition.
 
     PYTHONPATH=. python experiments/diag_switch_lanes.py --mib 4
     PYTHONPATH=. python experiments/diag_switch_lanes.py --mib 1 --incast
@@ -58,8 +59,8 @@ def window_arrivals(c: dict, pkt: np.ndarray, v: int, te: int, par: int) -> tupl
 
 def order_free(c: dict, v: int, data: np.ndarray, pfc: bool, reserve: int) -> bool:
     """Whether no MMU or PFC decision of switch v's window can depend on its events' order (the
-    kernel's switch_lanes_apply without its pool and monitor conditions; its per-packet
-    admission margin, for headroom smaller than a packet, is left out too)."""
+    kernel's switch_lanes_apply without its pool (counted apart) and monitor conditions; its
+    per-packet admission margin, for headroom smaller than a packet, is left out too)."""
     lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
     rec = c["port_in"].reshape(-1, NPI)[lo:hi]
     if (rec[:, PI["in_hdrm"]] != 0).any():

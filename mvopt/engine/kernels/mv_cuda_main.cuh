@@ -223,8 +223,7 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb,
   if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
   node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
   if (!switch_lanes_apply(c, e, v, te, par)) return false;
-  mmu_lanes_begin(c, v, before);
-  switch_lanes_route(c, e, v, te, par, &lb->first[t], MV_LANE_ROW(blockDim.x));
+  switch_lanes_route(c, e, v, te, par, &lb->first[t], MV_LANE_ROW(blockDim.x), before);
   lb->n[t] = (int32_t)n;
   atomicMax(&lb->ports, (int)n);
   lb->last[t] = c->exp_T_ps[e];

@@ -466,8 +466,8 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // 1, the CPU's default: one thread runs the ports one after the other, each walking its own
 // chain of arrivals, which is also faster there (workload (a) 8 x 16 MiB, one core, three
 // alternating pairs: medians 0.682 against 0.771 s at 674fada; DCQCN 0.713 against 0.744 at
-// a5d9ef4). 2: as 1, and the GPU's groups kernel runs each port's events on whichever thread
-// of the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0:
+// a5d9ef4). 2: as 1, and the GPU's groups kernel runs each port's events on whichever warp of
+// the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0:
 // 2 is correct there but slower on workload (a), 1.341 against 1.368 G packet-hops/s (8 MiB x
 // 4,096, fef8d49; 1 on the GPU: 1.194).
 #ifndef MV_SWITCH_LANES
@@ -549,16 +549,19 @@ MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, in
 // (switch_lanes_route), each egress port's events (switch_port_lane), the in-rings' heads and
 // the window's report (switch_lanes_end).
 
-// Route every arrival of the window once, in the serial loop's order (time, then lower
+// The window's first step: note each ingress port's bytes (`before`, for mmu_lanes_end), then
+// route every arrival of the window once, in the serial loop's order (time, then lower
 // in-ring), and chain each egress port's arrivals (`first[k * stride]`: port lo + k's first
-// one, a ring slot; -1: none; the GPU's lanes keep a block's table port-major). Each arrival takes a pool slot here, so that ports running at once never take
-// slots from the free list (switch_lanes_apply counted enough never-used ones: pool_alloc
+// one, a ring slot; -1: none; the GPU's lanes keep a block's table port-major). Each arrival
+// takes a pool slot here, so that ports running at once never take slots from the free list (switch_lanes_apply counted enough never-used ones: pool_alloc
 // cannot fail): the ring packet's `next` holds it, and its `in_port` the in-ring's index (bit 8:
 // the packet joins a queue; a PFC frame or a packet without a route does not, and its port
 // returns the slot). The pool slot's `next` holds the ring slot of the port's next arrival
 // until the arrival overwrites the pool slot (the port reads it first).
-MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first, int stride) {
+MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first, int stride,
+                               int64_t* before) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  mmu_lanes_begin(c, v, before);
   int64_t pos[MV_TREE_PORTS];
   int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
   for (int64_t k = 0; k < n; ++k) {
@@ -659,8 +662,7 @@ MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
   bool busy = false;
   int32_t first[MV_TREE_PORTS];
   int64_t before[MV_TREE_PORTS];
-  mmu_lanes_begin(c, v, before);
-  switch_lanes_route(c, e, v, te, par, first, 1);
+  switch_lanes_route(c, e, v, te, par, first, 1, before);
   for (int64_t p = lo; p < hi; ++p) {
     int64_t t = last;
     int r = switch_port_lane(c, e, v, te, par, p, first[p - lo], &t);
