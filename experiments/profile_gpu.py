@@ -150,16 +150,7 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
-            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4},
-            # (fifteenth session) a node per thread, as before packed threads (engine/groups.py: a
-            # thread runs several light nodes, by the loads measured between launches); packed
-            # threads with the node's window inlined in the kernel's loop; packed, other blocks
-            "groups-1node": {"launch": "groups", "group_nodes": 1},
-            "groups-2nodes": {"launch": "groups", "group_nodes": 2},
-            "groups-inline": {"launch": "groups", "MV_GROUP_NODE_CALL": 0},
-            "groups-pack-b128": {"launch": "groups", "MV_GROUP_BLOCK": 128},
-            "groups-pack-b160": {"launch": "groups", "MV_GROUP_BLOCK": 160},
-            "groups-pack-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480}}
+            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -174,8 +165,7 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
                     group_slice_windows=spec.pop("group_slice_windows", None),
-                    group_order=spec.pop("group_order", True), group_nodes=spec.pop("group_nodes", None),
-                    defines=spec)
+                    group_order=spec.pop("group_order", True), defines=spec)
     return be, order, compact
 
 
@@ -245,8 +235,7 @@ def main() -> None:
             rows.append(row)
             print(f"{name:>18} interleave={interleave!s:5} kernel {tm['kernel_s']:7.3f} s  "
                   f"{row['ghops_per_s']:.3f} G hops/s  upload {tm['upload_s']:.3f} s  download {tm['download_s']:.3f} s  "
-                  f"blocks {tm['blocks']} x {tm['threads_per_block']}  nodes/thread {tm.get('nodes_per_thread', 1)}  "
-                  f"identical {same}", flush=True)
+                  f"blocks {tm['blocks']}  identical {same}", flush=True)
     idle = {}
     idle_names = (args.idle_variants or args.variants).split(",")
     if idle_names == ["none"]:

@@ -4,9 +4,7 @@ groups mode under random conditions that cut it into many pieces: blocks of 32, 
 last warp), 128 or 224 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
-switches-first order within groups (group_order); threads running 1-4 nodes each, planned again
-from the loads after the first 1-8 launches or after every one (engine/groups.py). Every result
-must equal the CPU's. One line
+switches-first order within groups (group_order). Every result must equal the CPU's. One line
 per batch (its conditions, seconds, same or different).
 
     python experiments/stress_groups_gpu.py --seconds 200
@@ -56,9 +54,6 @@ def main() -> None:
         if grid:
             be._groups_resident = lambda kernel, threads, smem, grid=grid: grid
         be.group_order = bool(rng.integers(2))          # switches first within each group, or not
-        if "MV_SWITCH_LANES" not in defines or defines["MV_SWITCH_LANES"] != 2:
-            be.group_nodes = int(rng.integers(1, 5))
-        _gpu.REPLAN_AFTER = (1, 2, 4, 8) if rng.integers(2) else tuple(range(1, 1000))
         t_batch = time.perf_counter()
         ref = simulate(exps, backend="cpu")
         batch = build_batch(exps)
@@ -68,9 +63,8 @@ def main() -> None:
             bad += 1
             print(f"MISMATCH batch {batches}: {len(exps)} experiments, grid {grid or 'full'}, slices of "
                   f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns, "
-                  f"ordered {be.group_order}, nodes {be.group_nodes}", flush=True)
-        print(f"batch {batches}: {len(exps)} experiments, blocks of {be.group_block}, "
-              f"nodes/thread {be.last_timing.get('nodes_per_thread', 1)}/{be.group_nodes}, grid {grid or 'full'}, slices of "
+                  f"ordered {be.group_order}", flush=True)
+        print(f"batch {batches}: {len(exps)} experiments, blocks of {be.group_block}, grid {grid or 'full'}, slices of "
               f"{_gpu.GROUP_SLICE_WINDOWS}, budget {_gpu.ASYNC_LAUNCH_NS} ns: {time.perf_counter() - t_batch:.1f} s, "
               f"{'same' if same else 'DIFFERENT'}", flush=True)
         batches += 1

@@ -22,7 +22,6 @@ import numpy as np
 from mvopt.engine._cpu import build_ctx
 from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, node_order_setting, scratch_arrays, scratch_words)
-from mvopt.engine.groups import GROUP_NODES_MAX, GroupPlan, node_loads, plan_groups
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -49,8 +48,6 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
-REPLAN_AFTER = (1, 2, 4, 8)      # the groups plan is made again from the loads after these launches
-GROUP_FIRST_WINDOWS = 64         # ... the first of which runs this many windows (later ones more)
 # The groups mode packs consecutive experiments into blocks of this many threads (MV_GROUP_BLOCK
 # in `defines` for a variant). Measured on an H200 (docs/performance.md, thirteenth session,
 # workload (a) 8 MiB x 4,096, 36 nodes, G packet-hops/s side by side): 224 (six experiments a
@@ -66,6 +63,27 @@ GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 wi
 # events. Workload (a), 8 MiB, side by side at 74e0054: 2,048 experiments 0.876 -> 0.907 G
 # packet-hops/s, 4,096 0.862 -> 0.916 (2 per SM: 0.778 / 0.909; 1: 0.806 at 4,096).
 STEAL_BLOCKS_PER_SM = 3
+
+
+def experiment_groups(nodes: np.ndarray, threads: int = GROUP_BLOCK_THREADS,
+                      limit: int = GROUP_THREADS_MAX) -> tuple[np.ndarray, int] | None:
+    """The groups launch mode's blocks: consecutive experiments (`nodes[e]` nodes each) packed
+    greedily into blocks of `threads` threads (more, in warps, if an experiment needs them), as
+    offsets: block b runs experiments offsets[b] .. offsets[b + 1]. Returns (offsets, threads),
+    or None if an experiment has more than `limit` nodes."""
+    nodes = np.asarray(nodes, np.int64)
+    widest = int(nodes.max()) if nodes.size else 1
+    if widest > limit:
+        return None
+    threads = min(max(threads, -(-widest // 32) * 32), -(-limit // 32) * 32)
+    offsets, used = [0], 0
+    for e, n in enumerate(nodes.tolist()):
+        if used + n > threads:
+            offsets.append(e)
+            used = 0
+        used += n
+    offsets.append(int(nodes.size))
+    return np.asarray(offsets, np.int64), threads
 
 
 def first_window(status: np.ndarray, iters: np.ndarray) -> int:
@@ -98,7 +116,7 @@ class GpuBackend:
     def __init__(self, device: int = 0, defines: dict[str, int] | None = None, launch: str | None = None,
                  steal: bool | None = None, l2_fetch_bytes: int | None = None, time_phases: bool = False,
                  window_blocks: int | None = None, group_slice_windows: int | None = None,
-                 group_order: bool = True, group_nodes: int | None = None) -> None:
+                 group_order: bool = True) -> None:
         """`defines`: compile-time overrides of the kernels' tuning macros (MV_MIN_BLOCKS,
         MV_CACHE_PORTS, MV_THREADS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for measuring
         variants; results do not depend on them.
@@ -125,13 +143,9 @@ class GpuBackend:
         with more hosts (top-of-rack) first, then its hosts (warps of one kind of node;
         node_order(groups=..., tor_first=True)), instead of the nodes in their order (measured
         on an H200, docs/performance.md, workload (a) 8 MiB x 4,096: switches first 1.100
-        against 1.043 G packet-hops/s; top-of-rack first 1.140 against 1.117). `group_nodes`
-        (groups mode): the most nodes a thread runs one after the other in a window, packed by
-        the loads measured between launches (engine/groups.py; default GROUP_NODES_MAX, 1: a
-        node per thread, as always with MV_SWITCH_LANES 2). Results depend on none of these."""
+        against 1.043 G packet-hops/s; top-of-rack first 1.140 against 1.117). Results depend
+        on none of these."""
         self.group_order = group_order
-        lanes = int((defines or {}).get("MV_SWITCH_LANES", 0)) == 2
-        self.group_nodes = 1 if lanes else max(1, int(group_nodes or GROUP_NODES_MAX))
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
@@ -257,44 +271,23 @@ class GpuBackend:
                                                                                    smem_bytes))
         return max(1, self.sms * per_sm)
 
-    def _groups_launcher(self, plan: GroupPlan, cols: dict[str, np.ndarray], dev: dict,
-                         status, iters) -> tuple[Callable[[int], None], dict]:
+    def _groups_launcher(self, offsets: np.ndarray, threads: int, status,
+                         iters) -> tuple[Callable[[int], None], int]:
         """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
-        slices of groups from a queue), and a dict that tells the plan last launched (blocks,
-        threads, nodes per thread). One slice per group when the groups fit the grid, else
-        slices of GROUP_SLICE_WINDOWS windows, enough for every running experiment to reach
-        `cap` (`status`, `iters`: the device's columns). After the launches REPLAN_AFTER counts,
-        the plan is made again from the loads measured so far (engine/groups.py: a thread may
-        run several light nodes), unless a thread takes one node (group_nodes 1)."""
+        slices of groups from a queue), and its blocks. One slice per group when the groups fit
+        the grid, else slices of GROUP_SLICE_WINDOWS windows, enough for every running
+        experiment to reach `cap` (`status`, `iters`: the device's columns)."""
         cp = self.cp
+        n_groups = len(offsets) - 1
         kernel = self.groups_kernel
-        limit = min(GROUP_THREADS_MAX, self.group_threads)
-        queue = cp.zeros(1, np.uint64)
-        info: dict = {}
-        current: dict = {}
-
-        def install(p: GroupPlan) -> None:
-            n_groups = len(p.offsets) - 1
-            acc_words = 4 * int(np.diff(p.offsets).max())      # reports: four per experiment of the largest group
-            resident = self._groups_resident(kernel, p.threads, 8 * acc_words)
-            current.update(plan=p, n_groups=n_groups, acc_words=acc_words, resident=resident,
-                           group_exp=cp.asarray(p.offsets), slots=cp.asarray(p.slots),
-                           done=cp.zeros(n_groups, np.int64))
-            info.update(blocks=min(n_groups, resident), threads=p.threads, nodes_per_thread=p.nodes_per_thread,
-                        groups=n_groups)
-
-        install(plan)
-        launches = 0
+        acc_words = 4 * int(np.diff(offsets).max())      # reports: four per experiment of the largest group
+        smem = 8 * acc_words
+        resident = self._groups_resident(kernel, threads, smem)
+        blocks = min(n_groups, resident)
+        group_exp = cp.asarray(offsets)
+        queue, done = cp.zeros(1, np.uint64), cp.zeros(n_groups, np.int64)
 
         def launch(cap: int) -> None:
-            nonlocal launches
-            if self.group_nodes > 1 and launches in REPLAN_AFTER:
-                loads = node_loads(dev["port_tx"].get(), cols["port_node"], cols["port_peer"], dev["node_iter"].get())
-                again = plan_groups(cols, self.group_block, limit, loads, self.group_nodes, self.group_order)
-                if again is not None:
-                    install(again)
-            launches += 1
-            n_groups, resident = current["n_groups"], current["resident"]
             if n_groups <= resident:
                 slice_windows, slices = 1 << 62, n_groups
             else:
@@ -303,17 +296,14 @@ class GpuBackend:
                 lowest = int(it[st == ST_RUN].min()) if (st == ST_RUN).any() else cap
                 slice_windows = self.group_slice_windows or GROUP_SLICE_WINDOWS
                 slices = n_groups * max(1, -(-(cap - lowest) // slice_windows))
-            done = current["done"]
             stream = cp.cuda.get_current_stream().ptr
             cp.cuda.runtime.memsetAsync(queue.data.ptr, 0, queue.nbytes, stream)
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
-            p = current["plan"]
-            kernel((min(n_groups, resident),), (p.threads,),
-                   (np.int64(cap), current["group_exp"], np.int64(n_groups), np.int64(slice_windows),
-                    np.int64(slices), queue, done, np.int64(ASYNC_LAUNCH_NS), np.int64(current["acc_words"]),
-                    current["slots"], np.int32(p.nodes_per_thread)),
-                   shared_mem=8 * current["acc_words"])
-        return launch, info
+            kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups), np.int64(slice_windows),
+                                           np.int64(slices), queue, done, np.int64(ASYNC_LAUNCH_NS),
+                                           np.int64(acc_words), np.int32(self.group_order)),
+                   shared_mem=smem)
+        return launch, blocks
 
     def _steals(self, n_node: int) -> bool:
         """Whether the graph mode's window kernel takes rows from a counter on a resident grid:
@@ -441,16 +431,17 @@ class GpuBackend:
             dev = {name: cp.zeros(max(a.size, 1), a.dtype) if (name in batch.zero_columns and name not in derived)
                    or not a.size else cp.asarray(a) for name, a in cols.items()}
             mode, block_threads = self.launch, self.threads
-            plan = None
+            groups = None
             if mode in ("groups", "auto"):
                 widths = batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"]
-                # a node per thread until loads are measured (after the first launch)
-                plan = plan_groups(batch.cols, self.group_block, min(GROUP_THREADS_MAX, self.group_threads),
-                                   ordered=self.group_order)
+                groups = experiment_groups(widths, self.group_block, min(GROUP_THREADS_MAX, self.group_threads))
                 # graph: an experiment too large for a block; auto also keeps graph for experiments
                 # wider than a block of MV_THREADS (128): groups is measured faster only up to that
-                too_wide = plan is None or (mode == "auto" and int(widths.max(initial=0)) > self.threads)
+                too_wide = groups is None or (mode == "auto" and int(widths.max(initial=0)) > self.threads)
                 mode = "graph" if too_wide else "groups"
+            if mode == "groups" and self.group_order:
+                order = node_order(batch.cols, widest_first=True, groups=groups[0], tor_first=True)
+                dev["node_order"] = cp.asarray(order.astype(batch.cols["node_order"].dtype))
             if mode == "graph" and self._steals(int(batch.counts["n_node"])) and node_order_setting() == "auto":
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)
@@ -480,12 +471,10 @@ class GpuBackend:
                     blocks = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s, t1, progress,
                                              steer)
                 elif mode == "groups":
-                    launch, groups_info = self._groups_launcher(plan, batch.cols, dev, status, iters)
-                    # a short first launch: its loads make the plan of the next ones
-                    first_chunk = min(chunk_iters, GROUP_FIRST_WINDOWS) if self.group_nodes > 1 else chunk_iters
-                    self._run_launches(mode, launch, status, iters, start, cap_total, first_chunk, deadline_s, t1,
+                    offsets, block_threads = groups
+                    launch, blocks = self._groups_launcher(offsets, block_threads, status, iters)
+                    self._run_launches(mode, launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1,
                                        progress, steer)
-                    blocks, block_threads = groups_info["blocks"], groups_info["threads"]
                 else:
                     if mode == "coop":
                         out = cp.zeros(2, dtype=np.int64)
@@ -518,8 +507,6 @@ class GpuBackend:
             cp.get_default_memory_pool().free_all_blocks()
             self.last_timing = {"upload_s": t1 - t0, "kernel_s": t2 - t1, "download_s": time.perf_counter() - t2,
                                 "blocks": blocks, "threads_per_block": block_threads, "launch": mode}
-            if mode == "groups":
-                self.last_timing.update(nodes_per_thread=groups_info["nodes_per_thread"], groups=groups_info["groups"])
             if mode == "graph" and self.phase_s is not None:
                 self.last_timing["phase_s"] = dict(self.phase_s)
             return total

@@ -488,7 +488,7 @@ def node_order_setting() -> str:
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
-               tile: int = 0) -> np.ndarray:
+               tile: int = 0, groups: np.ndarray | None = None, tor_first: bool = False) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
@@ -501,12 +501,24 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     GPU starts the blocks of the busiest threads (wide spines) before the rest (to be measured:
     experiments/diag_wide_switch.py --orders). `tile` (with `interleave`): role-major within
     tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments).
-    (The groups launch mode orders a block's threads itself: engine/groups.py.)"""
+    `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
+    group of experiments, whose nodes stay in the group's rows (a block's threads); `tor_first`
+    (with `groups`): among switches of a width, those with more hosts on their ports first (the
+    top-of-rack switches, which carry every packet of their hosts)."""
     ports = cols["node_port_hi"] - cols["node_port_lo"]
     if widest_first:
         kind_key = np.where(cols["node_is_host"] == 1, 1, -ports)
     else:
         kind_key = np.where(cols["node_is_host"] == 1, 0, 1 + ports)
+    if groups is not None:
+        nodes = cols["exp_node_hi"] - cols["exp_node_lo"]
+        per_group = np.add.reduceat(nodes, groups[:-1]) if nodes.size else nodes
+        group_of = np.repeat(np.arange(per_group.size), per_group)
+        if not tor_first:
+            return np.lexsort((kind_key, group_of))
+        host_ports = np.bincount(cols["port_node"], weights=cols["node_is_host"][cols["port_node"][cols["port_peer"]]],
+                                 minlength=ports.size)
+        return np.lexsort((-host_ports, kind_key, group_of))
     if not interleave:
         return np.argsort(kind_key, kind="stable")
     if tile > 0:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from mvopt.engine._gpu import ST_RUN, GpuBackend, first_window
-from mvopt.engine.groups import GroupPlan
 
 ST_DONE = 1
 
@@ -48,8 +47,6 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     be.cp, be.sms, be._wait = FAKE_CP, 1, lambda: None
     be.group_slice_windows = None
     be.group_order = False
-    be.group_nodes = 1              # (no plan made again from loads: test_groups.py tests the plans)
-    be.group_threads = be.group_block = 128
     be._groups_resident = lambda kernel, threads, smem: resident
 
     def kernel(grid, block, args, shared_mem=0):
@@ -69,11 +66,6 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     return be
 
 
-def plan(offsets: np.ndarray) -> GroupPlan:
-    """A plan of these groups (the stand-in kernel reads only their offsets)."""
-    return GroupPlan(offsets, 128, np.full((offsets.size - 1, 1, 128), -1, np.int32))
-
-
 @pytest.mark.parametrize("resident", [100, 2])
 @pytest.mark.parametrize("budget_windows", [None, 5])
 @pytest.mark.parametrize("slice_windows", [None, 64])
@@ -89,8 +81,8 @@ def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budg
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
     be.group_slice_windows = slice_windows
-    launch, info = be._groups_launcher(plan(offsets), {}, {}, status, iters)
-    assert info["blocks"] == min(resident, 3)
+    launch, blocks = be._groups_launcher(offsets, 128, status, iters)
+    assert blocks == min(resident, 3)
     be._run_launches("groups", launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0,
                      None)
     assert (status.a == ST_DONE).all() and (iters.a == lengths).all()
@@ -102,7 +94,7 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
     lengths = np.array([15, 1259])
     status, iters = HostArray([ST_DONE, ST_RUN]), HostArray([15, 415])
     be = backend(status, iters, lengths, 100, None)
-    launch, _ = be._groups_launcher(plan(np.array([0, 2])), {}, {}, status, iters)
+    launch, _ = be._groups_launcher(np.array([0, 2]), 128, status, iters)
     with pytest.raises(RuntimeError, match="no progress"):
         be._run_launches("groups", launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
 

@@ -161,25 +161,6 @@ def test_groups_on_one_block_per_sm_with_slices_of_two_windows(ordered: bool) ->
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-@pytest.mark.parametrize("nodes", [2, 4])
-def test_threads_that_run_several_nodes_change_no_result(monkeypatch, nodes: int) -> None:
-    """Threads running up to `nodes` nodes each, the plan made again from the loads after every
-    launch (engine/groups.py), on blocks of 32 and 224 threads with slices of three windows:
-    every result equals the CPU's."""
-    from mvopt.engine import _gpu
-
-    monkeypatch.setattr(_gpu, "REPLAN_AFTER", tuple(range(1, 64)))
-    exps = mixed_experiments(9)
-    cpu = simulate(exps, backend="cpu")
-    for block in (32, 224):
-        be = _gpu.GpuBackend(launch="groups", group_nodes=nodes, group_slice_windows=3,
-                             defines={"MV_GROUP_BLOCK": block})
-        batch = build_batch(exps)
-        res = extract_results(batch, be.run(batch, chunk_iters=5))
-        assert be.last_timing["launch"] == "groups" and be.last_timing["nodes_per_thread"] > 1
-        assert all(a.same_as(b) for a, b in zip(cpu, res)), block
-
-
 def test_auto_runs_groups_where_experiments_fit_a_block_and_graph_beyond() -> None:
     """The default launch mode: groups for experiments of at most MV_THREADS nodes (here 36),
     graph for a batch with a wider one (blocks of 32 threads)."""

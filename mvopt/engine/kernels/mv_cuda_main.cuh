@@ -168,23 +168,6 @@ __device__ __noinline__ void group_advance(Ctx* c, int64_t e, int64_t* a) {
   a[0] = a[1] = MV_INF;
   a[2] = a[3] = 0;
 }
-// Node v's window, if its experiment e runs, reported to the group's words acc_e + 4 e. Not
-// inlined (MV_GROUP_NODE_CALL 1, the default): nvcc 13 (sm_90) spills 36 / 24 bytes in the
-// kernel and 112 / 184 in the call (callee-saved registers, once per node window) instead of
-// 104 / 376 in the kernel; inlined with 0.
-#ifndef MV_GROUP_NODE_CALL
-#define MV_GROUP_NODE_CALL 1
-#endif
-#if MV_GROUP_NODE_CALL
-__device__ __noinline__
-#else
-__device__ __forceinline__
-#endif
-void group_node_window(Ctx* c, int64_t v, int64_t* acc_e, int64_t cap) {
-  int64_t e = c->node_exp[v];
-  int64_t* a = acc_e + 4 * e;
-  if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
-}
 // Take the next slice (thread 0): its group, or -1 when none is left, or when the budget is spent
 // and this block has run a slice already (`worked`). A slice of a group whose experiments all
 // ended or reached the cap is passed over here (counted as ended), so that every launch moves
@@ -225,6 +208,11 @@ struct LaneBlock {
   int64_t last[MV_GROUP_THREADS];    // per switch that posted: the last event of its ports
   int32_t state[MV_GROUP_THREADS];   // 1: a port had an event; 2: a compact ring ran out
 };
+// The node of thread t of the block's group (the group's rows start at row0).
+MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
+  int64_t v = row0 + t;
+  return ordered ? c->node_order[v] : v;
+}
 // Phase A for node v (thread t): whether its window runs port by port (its ports posted;
 // `before`: the ingress ports' bytes at the window's start, mmu_lanes_begin, for phase C).
 __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* before) {
@@ -244,7 +232,7 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb,
 }
 // Phase B: the table's rows, taken by whole warps until none is left (every thread of the block
 // calls it).
-__device__ __noinline__ void lanes_run(Ctx* c, const int32_t* nodes, LaneBlock* lb) {
+__device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBlock* lb) {
   int w = MV_LANE_ROW(blockDim.x), rows = lb->ports * w / 32, lane = threadIdx.x & 31;
   // the warp's threads (the block's last warp may be partial)
   int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
@@ -257,7 +245,7 @@ __device__ __noinline__ void lanes_run(Ctx* c, const int32_t* nodes, LaneBlock* 
     if (row >= rows) return;
     int i = row * 32 + lane, k = i / w, t = i % w;
     if (t >= (int)blockDim.x || k >= lb->n[t]) continue;
-    int64_t v = nodes[t], e = c->node_exp[v];
+    int64_t v = group_node(c, row0, t, ordered), e = c->node_exp[v];
     int64_t last = c->exp_T_ps[e];
     int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e),
                              c->node_port_lo[v] + k, lb->first[i], &last);
@@ -284,15 +272,12 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, 
 }
 #endif
 
-// `acc_words`: the reports' words (the dynamic shared memory). `slots` (engine/groups.py, GroupPlan):
-// in a window, thread t of group g runs nodes slots[(g * per_thread + k) * blockDim.x + t] for
-// k = 0, 1, ... up to the first -1 (a thread may run several light nodes one after the other;
-// MV_SWITCH_LANES 2 takes one node per thread).
+// `acc_words`: the reports' words (the dynamic shared memory); `ordered`: thread t of a group
+// runs node node_order[first node + t] (a permutation within the group), else the node itself.
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
-                                                                    int64_t budget_ns, int64_t acc_words, const int32_t* slots,
-                                                                    int per_thread) {
+                                                                    int64_t budget_ns, int64_t acc_words, int ordered) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   extern __shared__ int64_t acc[];
   __shared__ int64_t group;
@@ -322,30 +307,32 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
     for (int64_t w = 0; w < slice; ++w) {
       // (the block's rows are read again each window, not kept: registers the window needs)
       int64_t e_lo = group_exp[group];
-      const int32_t* nodes = slots + group * per_thread * (int64_t)blockDim.x;
+      int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
 #if MV_SWITCH_LANES == 2
-      int64_t v = nodes[threadIdx.x];
-      bool has_node = v >= 0;
+      int64_t row0 = c->exp_node_lo[e_lo];
+      bool has_node = v < c->exp_node_hi[group_exp[group + 1] - 1];
       bool posted = false;
       int64_t before[MV_TREE_PORTS];
       if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;
       lanes.n[threadIdx.x] = 0;
       __syncthreads();
       if (has_node) {
+        v = group_node(c, row0, threadIdx.x, ordered);
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
         if (exp_active(c, e, cap) && !(posted = lanes_post(c, v, threadIdx.x, &lanes, before)))
           node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
       __syncthreads();   // (phase A's routing and table visible to the block)
-      lanes_run(c, nodes, &lanes);
+      lanes_run(c, row0, ordered, &lanes);
       __syncthreads();   // (phase B's port events visible to the switches' ends)
       if (posted) lanes_end(c, v, threadIdx.x, &lanes, before, acc + 4 * (c->node_exp[v] - e_lo));
 #else
-      for (int k = 0; k < per_thread; ++k) {
-        int64_t v = nodes[k * (int64_t)blockDim.x + threadIdx.x];
-        if (v < 0) break;
-        group_node_window(c, v, acc - 4 * e_lo, cap);
+      if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
+        if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
+        int64_t e = c->node_exp[v];
+        int64_t* a = acc + 4 * (e - e_lo);
+        if (exp_active(c, e, cap)) node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
 #endif
       __syncthreads();   // (also makes the window's global writes visible to the block)
