@@ -210,7 +210,6 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   bool cached = TREE || n <= MV_TREE_PORTS;
   const bool tree = TREE;
-  const bool small = !TREE && cached;   // caches in thread-local arrays (MV_TREE_PORTS ports at most)
   int64_t ta_l[TREE ? 1 : MV_TREE_PORTS], td_l[TREE ? 1 : MV_TREE_PORTS];
   int32_t what_l[TREE ? 1 : MV_TREE_PORTS];
   int64_t* ta_p = TREE ? c->port_ta + lo : ta_l;
@@ -257,22 +256,6 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
         scan = false;
         if (m < MV_INF) { td = m; id = lo + kd; what_d = what_p[kd]; }
       }
-    }
-    if (scan && small) {   // (the thread-local caches: an unrolled scan, port indices in 32 bits)
-      int ka = -1, kd = -1;
-      bool moved = false;   // the transmission found was due before `now`
-#pragma unroll
-      for (int k = 0; k < MV_TREE_PORTS; ++k) {
-        if (k >= (int)n) break;
-        int64_t t = ta_p[k], t2 = td_p[k];
-        if (t < ta) { ta = t; ka = k; }
-        bool due = t2 < now;   // due before `now`: starts then, what it sends decided then
-        if (due) t2 = now;
-        if (t2 < td) { td = t2; kd = k; moved = due; }
-      }
-      if (ka >= 0) ia = lo + ka;
-      if (kd >= 0) { id = lo + kd; what_d = moved ? -1 : what_p[kd]; }
-      return;
     }
     for (int64_t k = 0; scan && k < n; ++k) {
       int64_t t, t2;
@@ -337,11 +320,8 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
         int ka = tree_min(wa, P), kd = tree_min(wd, P);
         return !(ka < n && ta_p[ka] <= now) && !(kd < n && td_p[kd] <= now);
       }
-#pragma unroll
-      for (int k = 0; k < MV_TREE_PORTS; ++k) {
-        if (k >= (int)n) break;
+      for (int k = 0; k < (int)n; ++k)
         if (ta_p[k] <= now || (k < k0 && td_p[k] <= now)) return false;
-      }
       return true;
     };
     bool ia_changed;
