@@ -150,7 +150,12 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
-            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4}}
+            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4},
+            # (fifteenth session) one resident block per SM instead of two (six experiments of (a)
+            # per SM, not twelve): how much faster a window is with less company (the L1, the
+            # L2's queues), the default kernel and the switch lanes
+            "groups-1sm": {"launch": "groups", "blocks_per_sm": 1},
+            "groups-lanes-1sm": {"launch": "groups", "MV_SWITCH_LANES": 2, "blocks_per_sm": 1}}
 # (the other variants use the default launch, per-experiment windows in one launch: "async")
 
 
@@ -162,10 +167,13 @@ def variant(spec: dict, launch: str | None = None) -> tuple[GpuBackend, str, boo
     not) of a VARIANTS entry; `launch` unless the entry names one."""
     spec = dict(spec)
     order, compact = spec.pop("order", "auto"), spec.pop("compact", False)
+    per_sm = spec.pop("blocks_per_sm", None)     # the groups mode's resident blocks per SM (default: all that fit)
     be = GpuBackend(launch=spec.pop("launch", None) or launch, steal=spec.pop("steal", None),
                     l2_fetch_bytes=spec.pop("l2_fetch", None), window_blocks=spec.pop("window_blocks", None),
                     group_slice_windows=spec.pop("group_slice_windows", None),
                     group_order=spec.pop("group_order", True), defines=spec)
+    if per_sm:
+        be._groups_resident = lambda kernel, threads, smem: be.sms * per_sm
     return be, order, compact
 
 
