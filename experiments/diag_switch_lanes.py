@@ -32,7 +32,7 @@ from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN, exp_int  # noqa: E402
-from mvopt.engine.schema import NPI, NPT, PI, PKT_DTYPE, PT  # noqa: E402
+from mvopt.engine.schema import LK, NLK, NPI, NPT, PI, PKT_DTYPE, PT  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
@@ -72,7 +72,8 @@ def order_free(c: dict, v: int, data: np.ndarray, pfc: bool, reserve: int) -> bo
     shared = int(c["node_shared_used"][v]) + int(data.sum())
     free = max(0, int(c["node_buffer"][v]) - int(c["node_reserved"][v]) - shared)
     for k in range(hi - lo):
-        if data[k] and max(0, rec[k, PI["in_bytes"]] + data[k] - reserve) >= free >> int(rec[k, PI["shift"]]):
+        shift = int(c["link"].reshape(-1, NLK)[c["port_wire"].reshape(-1, 4)[lo + k, 2], LK["shift"]])
+        if data[k] and max(0, rec[k, PI["in_bytes"]] + data[k] - reserve) >= free >> shift:
             return False
     return True
 

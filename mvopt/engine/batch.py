@@ -295,14 +295,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         delay = np.asarray(topo.port_delay_ps, np.int64)
         add("port_node", np.asarray(topo.port_node, np.int64) + node_base)
         add("port_peer", np.asarray(topo.port_peer_port, np.int64) + port_base)
-        add("port_rate_bps", rate)
-        add("port_kmin", p.port_kmin); add("port_kmax", p.port_kmax); add("port_pmax", p.port_pmax)
-        ingress = np.zeros((npt, schema.NPI), np.int64)       # port_in: parameters set, state zero
-        ingress[:, schema.PI["headroom"]] = p.port_headroom
-        ingress[:, schema.PI["shift"]] = p.port_shift
-        add("port_in", ingress.ravel())
+        add("port_in", np.zeros(npt * schema.NPI, np.int64))   # state, zero
         cap = port_ring_capacities(topo, p, small)
-        wire_parts[i] = (cap, delay, ps_per_byte(rate))   # port_wire, once the rings are placed
+        # port_wire once the rings are placed, with the link classes of the whole batch
+        wire_parts[i] = (cap, link_rows(rate, delay, p))
         # ---- nodes
         is_host = np.arange(nn) < nh
         add("node_exp", np.full(nn, i)); add("node_local", np.arange(nn))
@@ -418,11 +414,16 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                                                "n_nh", "n_heap", "n_list")},
               **{k: max(1, totals.get(k, 0)) for k in ("n_monq", "n_monw", "n_rtab", "n_rtnh")}}
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
-    for at, lo, (cap, delay, ppb) in zip(starts, ring_lo, wire_parts):
-        out.adder(at)("port_wire", np.stack([lo, cap, delay, ppb], axis=1).ravel())
+    links, link_of = np.unique(np.concatenate([rows for _, rows in wire_parts]), axis=0, return_inverse=True)
+    link_of = link_of.reshape(-1)
+    for at, lo, (cap, rows) in zip(starts, ring_lo, wire_parts):
+        first = at["n_port"]
+        of = link_of[first:first + cap.size]
+        out.adder(at)("port_wire", np.stack([lo, cap, of, np.zeros_like(of)], axis=1).ravel())
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
     pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
+    counts["n_link"] = max(1, len(links))
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
     counts["n_hop"] = max(1, counts["n_flow"]) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
@@ -458,15 +459,33 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                          "split it (mvopt.engine.plan splits batches by memory)")
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
+    if len(links):
+        cols["link"][:] = links[:, :schema.NLK].ravel()
+        cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
     cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
     if paths:
         cols["f_path"][:] = routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
-              "node_pool_hi", "node_order", "f_path"}
+              "node_pool_hi", "node_order", "f_path", "link", "link_pmax"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
+
+
+def link_rows(rate: np.ndarray, delay: np.ndarray, p) -> np.ndarray:
+    """Each port's link class (the `link` record, schema.LK, then Pmax's bits), one row per port:
+    build_batch keeps each distinct row once."""
+    rows = np.zeros((rate.size, schema.NLK + 1), np.int64)
+    rows[:, schema.LK["rate"]] = rate
+    rows[:, schema.LK["delay"]] = delay
+    rows[:, schema.LK["ppb"]] = ps_per_byte(rate)
+    rows[:, schema.LK["kmin"]] = p.port_kmin
+    rows[:, schema.LK["kmax"]] = p.port_kmax
+    rows[:, schema.LK["headroom"]] = p.port_headroom
+    rows[:, schema.LK["shift"]] = p.port_shift
+    rows[:, schema.NLK] = np.asarray(p.port_pmax, np.float64).view(np.int64)
+    return rows
 
 
 def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:

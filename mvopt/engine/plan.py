@@ -138,7 +138,8 @@ def _int_list(spec: str, arg: str) -> list[int]:
 def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
     """The rows `exp` adds to a batch, per count of :mod:`schema` (exactly what build_batch adds,
     with the same `compact`; n_int is the INT slots it needs: its packet slots if it uses HPCC,
-    else 0; n_monq / n_monw the rows of its monitor tables, 0 when its monitors are off)."""
+    else 0; n_monq / n_monw the rows of its monitor tables, 0 when its monitors are off; n_link
+    its ports, the most link classes it can bring, of which the batch keeps the distinct ones)."""
     topo, g = exp.topology, exp.tasks
     nn = int(topo.n_node)
     npt = int(np.asarray(topo.node_port_offset)[-1])
@@ -151,7 +152,8 @@ def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
             "n_hop": n_flow if exp.network.cc == "hpcc" else 0,
             "n_fpath": n_flow if n_flow and routes.wants_paths(topo, n_flow) else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
-            "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1]}
+            "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1],
+            "n_link": npt}     # (at most: the batch holds each distinct link class once)
 
 
 def route_table_counts(topo, owner: bool) -> dict[str, int]:
@@ -167,10 +169,26 @@ def batch_route_counts(experiments: Sequence[Experiment], counts: list[dict[str,
                        owners: list[int | None] | None = None) -> list[dict[str, int]]:
     """`counts` (experiment_counts of `experiments`) as the experiments hold rows in one batch:
     the dense routing table of a topology counted once, for the first experiment of it
-    (`owners`: routes.table_owners of their topologies, computed if not given)."""
+    (`owners`: routes.table_owners of their topologies, computed if not given), and so is each
+    distinct link class (n_link)."""
+    from mvopt.engine.batch import link_rows
+
     if owners is None:
         owners = routes.table_owners([e.topology for e in experiments])
-    return [{**c, **route_table_counts(e.topology, owners[i] == i)} for i, (c, e) in enumerate(zip(counts, experiments))]
+    seen: set[bytes] = set()
+    new_links = []
+    classes: dict[tuple[int, int], set[bytes]] = {}    # (a generation repeats the same objects)
+    for e in experiments:
+        key = (id(e.topology), id(e.params))
+        if key not in classes:
+            rows = link_rows(np.asarray(e.topology.port_rate_bps, np.int64),
+                             np.asarray(e.topology.port_delay_ps, np.int64), e.params)
+            classes[key] = {r.tobytes() for r in np.unique(rows, axis=0)}
+        keys = classes[key] - seen
+        seen |= keys
+        new_links.append(len(keys))
+    return [{**c, **route_table_counts(e.topology, owners[i] == i), "n_link": new_links[i]}
+            for i, (c, e) in enumerate(zip(counts, experiments))]
 
 
 def slot_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:

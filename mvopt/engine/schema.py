@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI", "MAX_INT_HOPS",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
+           "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -37,13 +38,15 @@ NPATH = 8
 # node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
-NPI = 8            # words of a port's ingress record (PI_* in mv_common.cuh)
-# where in it: the MMU's ingress bytes and headroom bytes of the link, and its two parameters (PFC
-# headroom, dynamic-threshold shift) in the first sector (an arrival's admission); the PFC state
-# (we asked the peer to pause, what we last signalled, when a frame was requested, the peer
-# paused us) in the second (what a port's next transmission depends on)
-PI = {"in_bytes": 0, "in_hdrm": 1, "headroom": 2, "shift": 3, "in_paused": 4, "pfc_sent": 5, "pfc_ps": 6,
-      "paused": 7}
+NPI = 6            # words of a port's ingress record (PI_* in mv_common.cuh)
+# where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
+# then the PFC state (we asked the peer to pause, what we last signalled, when a frame was
+# requested, the peer paused us: what a port's next transmission depends on)
+PI = {"in_bytes": 0, "in_hdrm": 1, "in_paused": 2, "pfc_sent": 3, "pfc_ps": 4, "paused": 5}
+NLK = 8            # words of a link class (LK_* in mv_common.cuh): a row of `link`
+# where in it: what a port's link is, read-only and the same for every port of the class (the
+# batch holds each distinct one once, so that a window's working set holds them once)
+LK = {"rate": 0, "delay": 1, "ppb": 2, "kmin": 3, "kmax": 4, "headroom": 5, "shift": 6}
 
 # Packet record (rings and switch/host pools). Layout mirrored by `struct Pkt` in mv_common.cuh.
 PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<i4"), ("sendno", "<i4"),
@@ -53,11 +56,12 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw", "n_fpath")
+          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw", "n_fpath",
+          "n_link")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
 # column has a valid address): INT records, HPCC's per-flow hop state, the monitor tables, the
 # dense routing tables and the flows' paths.
-MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath")
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath", "n_link")
 SCALARS = COUNTS + ("has_int", "has_paths")
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -155,13 +159,9 @@ COLUMNS: tuple[Column, ...] = (
     # ---- ports (one per link direction, owned by the sender) ---------------------------------
     _c("port_node", "i32", "n_port", "owner node"),
     _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),
-    _c("port_rate_bps", "i64", "n_port", "link rate"),
-    _c("port_kmin", "i64", "n_port", "ECN Kmin bytes"),
-    _c("port_kmax", "i64", "n_port", "ECN Kmax bytes"),
-    _c("port_pmax", "f64", "n_port", "ECN Pmax"),
-    _c("port_wire", "i64", "n_port", "the port's wire, one sector (PW_* in mv_common.cuh): first packet slot of "
-       "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), propagation delay (ps), "
-       "serialization ps per byte when the rate divides 8e12 exactly, else 0 (then the rate is used)", 4),
+    _c("port_wire", "i32", "n_port", "the port's wire, 16 bytes (PW_* in mv_common.cuh): first packet slot of "
+       "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), its link class (a row of "
+       "`link`), 0", 4),
     _c("port_tx", "i64", "n_port", "state [node]: the port's transmit record, one 64-byte line (PT_* in "
        "mv_common.cuh, PT here): packets ever sent by iteration parity (the ring's tails, read by the peer), "
        "busy-until time, every byte put on the wire (link utilisation); queued bytes (control, data), bytes "
@@ -170,11 +170,16 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
-    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, one 64-byte line "
-       "(PI_* in mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), the "
-       "link's PFC headroom and dynamic-threshold shift (parameters); we asked the peer to pause, pause "
-       "state last signalled to the peer, when the pending PFC frame was requested, data class paused by "
-       "the peer", NPI),
+    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 48 bytes (PI_* in "
+       "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch); we asked the "
+       "peer to pause, pause state last signalled to the peer, when the pending PFC frame was requested, "
+       "data class paused by the peer", NPI),
+    # ---- link classes (what a port's link is: one row per distinct combination in the batch) --
+    _c("link", "i64", "n_link", "a link class, one 64-byte line (LK_* in mv_common.cuh, LK here): rate (b/s), "
+       "propagation delay (ps), serialization ps per byte when the rate divides 8e12 exactly else 0 (then "
+       "the rate is used), ECN Kmin and Kmax bytes of its egress, PFC headroom and dynamic-threshold shift "
+       "of its ingress", NLK),
+    _c("link_pmax", "f64", "n_link", "the link class's ECN Pmax"),
     _c("node_lock", "i32", "n_node", "state [any]: the node's lock word (the MV_PUSH_LOCK ablation only; 0: free)"),
     _c("node_cached", "i8", "n_node", "state [node]: the switch's port caches (port_ta ...) hold its state "
        "(built in its first window, then kept up to date)"),
@@ -268,6 +273,7 @@ def c_struct_source() -> str:
              f"#define NPI {NPI}",
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
+             f"#define NLK {NLK}", *(f"#define SCHEMA_LK_{k.upper()} {v}" for k, v in LK.items()),
              f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")

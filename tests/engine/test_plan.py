@@ -27,12 +27,14 @@ def _no_racer_threads_left():
 
 
 def test_counts_and_bytes_are_exactly_what_the_batch_holds() -> None:
-    """Exactly, with each topology's dense routing table counted once (batch_route_counts); the
-    planner's plain sum counts one per experiment, an upper bound."""
+    """Exactly, with each topology's dense routing table and each distinct link class counted once
+    (batch_route_counts); the planner's plain sum counts one per experiment and one class per
+    port, an upper bound."""
     batch = build_batch(EXPS)
     counts = batch_route_counts(EXPS, [experiment_counts(e) for e in EXPS])
     summed = {k: sum(c[k] for c in counts) for k in schema.COUNTS}
     assert batch_counts(summed) == {k: v for k, v in batch.counts.items() if k in schema.COUNTS}
+    assert 1 <= batch.counts["n_link"] < sum(experiment_counts(e)["n_link"] for e in EXPS) == batch.counts["n_port"]
     assert batch.counts["n_hop"] == batch.counts["n_flow"]    # HPCC in the mix: hop state for every flow
     assert batch.counts["n_fpath"] == batch.counts["n_flow"] and batch.counts["has_paths"] == 1
     no_hpcc = [e for e in EXPS if e.network.cc != "hpcc"]

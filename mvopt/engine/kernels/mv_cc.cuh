@@ -105,7 +105,7 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
       int64_t tau = hop[i].ts - *HI(c, f, HI_HOP0 + 3 * i);
       if (tau <= 0) continue;
       used = true;
-      double rate = (double)c->port_rate_bps[hop[i].port];
+      double rate = (double)PORT_LK(c, hop[i].port, LK_RATE);
       double tx_rate = (double)(hop[i].tx - *HI(c, f, HI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
       int64_t q = mv_min(hop[i].qlen, *HI(c, f, HI_HOP0 + 3 * i + 2));
       double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));

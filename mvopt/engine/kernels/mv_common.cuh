@@ -47,24 +47,29 @@ enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 +
 // dequeued in the second (schema.PT mirrors it).
 enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
        PT_DEQ = 7, PT_COUNT = 8 };
-// A port's ingress record (port_in[p * NPI + k], 64 bytes), for the link the port's packets come in
-// over: MMU ingress and headroom bytes, the link's PFC headroom and threshold shift (parameters)
-// in the first sector; the PFC state (we asked the peer to pause, what we last signalled, when a
-// frame was requested, the peer paused us) in the second (schema.PI mirrors it).
-enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_HEADROOM, PI_SHIFT, PI_IN_PAUSED, PI_PFC_SENT, PI_PFC_PS, PI_PAUSED,
-       PI_COUNT };
+// A port's ingress record (port_in[p * NPI + k], 48 bytes), for the link the port's packets come in
+// over: MMU ingress and headroom bytes, then the PFC state (we asked the peer to pause, what we
+// last signalled, when a frame was requested, the peer paused us) (schema.PI mirrors it).
+enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_IN_PAUSED, PI_PFC_SENT, PI_PFC_PS, PI_PAUSED, PI_COUNT };
+// A link class (link[l * NLK + k], one 64-byte line; port p's is row PORT_W(c, p, PW_LINK)): rate,
+// propagation delay, serialization ps per byte (0: use the rate), ECN Kmin and Kmax of its
+// egress, PFC headroom and dynamic-threshold shift of its ingress (schema.LK mirrors it). The
+// batch holds each distinct class once: every port of a class reads the same line.
+enum { LK_RATE = 0, LK_DELAY, LK_PPB, LK_KMIN, LK_KMAX, LK_HEADROOM, LK_SHIFT, LK_COUNT };
 // The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT, NPI) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
 static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
-              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI,
+              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI && LK_COUNT <= NLK,
               "schema.py table widths are too small for the kernel's enums");
 static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");
-static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_HEADROOM == SCHEMA_PI_HEADROOM &&
-              PI_SHIFT == SCHEMA_PI_SHIFT && PI_IN_PAUSED == SCHEMA_PI_IN_PAUSED && PI_PFC_SENT == SCHEMA_PI_PFC_SENT &&
-              PI_PFC_PS == SCHEMA_PI_PFC_PS && PI_PAUSED == SCHEMA_PI_PAUSED,
+static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_IN_PAUSED == SCHEMA_PI_IN_PAUSED &&
+              PI_PFC_SENT == SCHEMA_PI_PFC_SENT && PI_PFC_PS == SCHEMA_PI_PFC_PS && PI_PAUSED == SCHEMA_PI_PAUSED,
               "schema.PI does not mirror the PI_* enum");
+static_assert(LK_RATE == SCHEMA_LK_RATE && LK_DELAY == SCHEMA_LK_DELAY && LK_PPB == SCHEMA_LK_PPB &&
+              LK_KMIN == SCHEMA_LK_KMIN && LK_KMAX == SCHEMA_LK_KMAX && LK_HEADROOM == SCHEMA_LK_HEADROOM &&
+              LK_SHIFT == SCHEMA_LK_SHIFT, "schema.LK does not mirror the LK_* enum");
 enum { CF_CNP_ALPHA = 1, CF_CNP_DEC = 2, CF_STARTED = 4, CF_HP_INIT = 8 };
 
 
@@ -147,9 +152,11 @@ MV_DEV void pool_free_lane(Ctx* c, int64_t v, int32_t s) {
 // A node counter where several ports of a switch may add at once (MV_SWITCH_LANES).
 MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }
 
-// ---- a port's queue heads and tails (port_q) and wire record (port_wire), each one sector ----
-enum { PW_RING_LO = 0, PW_RING_CAP, PW_DELAY, PW_PPB };
-#define PORT_W(c, p, k) ((c)->port_wire[(p) * 4 + (k)])
+// ---- a port's queue heads and tails (port_q) and wire record (port_wire), 16 bytes each ----
+enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK };
+#define PORT_W(c, p, k) ((int64_t)(c)->port_wire[(p) * 4 + (k)])
+// ... its link class's field k (LK_*)
+#define PORT_LK(c, p, k) ((c)->link[PORT_W(c, p, PW_LINK) * NLK + (k)])
 #define PORT_QH(c, p, q) ((c)->port_q[(p) * 4 + (q)])
 #define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
 // ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
@@ -223,8 +230,8 @@ MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
 // Serialization time of `bytes` on port p: a multiplication where the rate divides 8e12 (every
 // common rate), else mv_ser's division; both give exactly ceil(bytes * 8e12 / rate).
 MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
-  int64_t ppb = PORT_W(c, p, PW_PPB);
-  return ppb ? bytes * ppb : mv_ser(bytes, c->port_rate_bps[p]);
+  int64_t ppb = PORT_LK(c, p, LK_PPB);
+  return ppb ? bytes * ppb : mv_ser(bytes, PORT_LK(c, p, LK_RATE));
 }
 
 // MV_PUSH_LOCK (an ablation, docs/performance.md "Pull vs locks"; results do not depend on it):
@@ -260,7 +267,7 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   int64_t end = t + port_ser(c, p, pk->bytes);
   int64_t s = PORT_W(c, p, PW_RING_LO) + (tail & (cap - 1));
   Pkt out = *pk;
-  out.t = end + PORT_W(c, p, PW_DELAY);
+  out.t = end + PORT_LK(c, p, LK_DELAY);
   out.next = -1;
   ring_store(&c->pkt[s], out);
   if (int_src >= 0) copy_int(c, s, int_src, pk->nint);

@@ -523,10 +523,10 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   int64_t r = EI(c, e, EI_RESERVE);
   for (int64_t k = 0; k < n; ++k) {
     if (!data[k]) continue;
-    int64_t i = lo + k, th = free_b >> PORT_I(c, i, PI_SHIFT);
+    int64_t i = lo + k, th = free_b >> PORT_LK(c, i, LK_SHIFT);
     int64_t over = mv_max(PORT_I(c, i, PI_IN_BYTES) + data[k] - r, (int64_t)0);
     if (over >= th) return false;
-    if (pfc && biggest[k] > PORT_I(c, i, PI_HEADROOM) && mv_max(biggest[k], over) > th) return false;
+    if (pfc && biggest[k] > PORT_LK(c, i, LK_HEADROOM) && mv_max(biggest[k], over) > th) return false;
   }
   return true;
 }

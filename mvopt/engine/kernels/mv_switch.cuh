@@ -10,11 +10,11 @@ MV_DEV int64_t mmu_shared_of(const Ctx* c, int64_t e, int64_t i) {
 MV_DEV int64_t mmu_threshold(const Ctx* c, int64_t v, int64_t i) {
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - c->node_shared_used[v];
   if (free_b < 0) free_b = 0;
-  return free_b >> PORT_I(c, i, PI_SHIFT);
+  return free_b >> PORT_LK(c, i, LK_SHIFT);
 }
 MV_DEV bool mmu_admit(const Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   if (EI(c, e, EI_PFC))
-    return !(b + PORT_I(c, i, PI_IN_HDRM) > PORT_I(c, i, PI_HEADROOM) && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
+    return !(b + PORT_I(c, i, PI_IN_HDRM) > PORT_LK(c, i, LK_HEADROOM) && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
   return c->node_data_bytes[v] + b <= c->node_buffer[v];
 }
 MV_DEV void mmu_enqueue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
@@ -184,9 +184,10 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
   int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
   if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
     bool mark = false;
-    if (q > c->port_kmax[p]) mark = true;
-    else if (q > c->port_kmin[p]) {
-      double prob = c->port_pmax[p] * (double)(q - c->port_kmin[p]) / (double)(c->port_kmax[p] - c->port_kmin[p]);
+    int64_t kmin = PORT_LK(c, p, LK_KMIN), kmax = PORT_LK(c, p, LK_KMAX);
+    if (q > kmax) mark = true;
+    else if (q > kmin) {
+      double prob = c->link_pmax[PORT_W(c, p, PW_LINK)] * (double)(q - kmin) / (double)(kmax - kmin);
       uint64_t h = mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECN, TAG_ECN), p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
       mark = mv_uniform(h) < prob;
     }
