@@ -32,7 +32,7 @@ from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN, exp_int  # noqa: E402
-from mvopt.engine.schema import LK, NLK, NPI, NPT, PI, PKT_DTYPE, PT  # noqa: E402
+from mvopt.engine.schema import LK, NLK, NPI, NPT, PFC, PI, PKT_DTYPE, PT  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
@@ -65,7 +65,7 @@ def order_free(c: dict, v: int, data: np.ndarray, pfc: bool, reserve: int) -> bo
     rec = c["port_in"].reshape(-1, NPI)[lo:hi]
     if (rec[:, PI["in_hdrm"]] != 0).any():
         return False
-    if pfc and ((rec[:, PI["in_paused"]] != 0).any() or (rec[:, PI["pfc_sent"]] != 0).any()):
+    if pfc and (rec[:, PI["pfc"]] & (PFC["in_paused"] | PFC["sent"]) != 0).any():
         return False
     if not pfc and int(c["node_data_bytes"][v]) + int(data.sum()) > int(c["node_buffer"][v]):
         return False

@@ -708,7 +708,7 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     pending = np.nonzero((c["task_finish_ps"][t0:t0 + g.n] >= INF_PS) & (g.kind == DELAY))[0]
     if pending.size:
         lines.append(f"{pending.size} delay tasks not run (waiting for predecessors): {pending[:10].tolist()}")
-    paused = np.nonzero(port_record(c, "port_in", "paused")[p0:p1])[0]
+    paused = np.nonzero(port_record(c, "port_in", "pfc")[p0:p1] & schema.PFC["paused"])[0]
     if paused.size:
         topo = batch.experiments[i].topology
         desc = ", ".join(f"port {int(p)} (node {int(topo.port_node[p])}->{int(topo.port_peer_node[p])})"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
-           "NLK", "LK", "MAX_INT_HOPS",
+           "PFC", "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -38,11 +38,12 @@ NPATH = 8
 # node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
-NPI = 6            # words of a port's ingress record (PI_* in mv_common.cuh)
+NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
-# then the PFC state (we asked the peer to pause, what we last signalled, when a frame was
-# requested, the peer paused us: what a port's next transmission depends on)
-PI = {"in_bytes": 0, "in_hdrm": 1, "in_paused": 2, "pfc_sent": 3, "pfc_ps": 4, "paused": 5}
+# when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
+# pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
+PI = {"in_bytes": 0, "in_hdrm": 1, "pfc_ps": 2, "pfc": 3}
+PFC = {"in_paused": 1, "sent": 2, "paused": 4}
 NLK = 8            # words of a link class (LK_* in mv_common.cuh): a row of `link`
 # where in it: what a port's link is, read-only and the same for every port of the class (the
 # batch holds each distinct one once, so that a window's working set holds them once)
@@ -170,10 +171,10 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
-    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 48 bytes (PI_* in "
-       "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch); we asked the "
-       "peer to pause, pause state last signalled to the peer, when the pending PFC frame was requested, "
-       "data class paused by the peer", NPI),
+    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 32 bytes (PI_* in "
+       "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), when the "
+       "pending PFC frame was requested, the PFC state's bits (PFC here: we asked the peer to pause, pause "
+       "state last signalled to the peer, data class paused by the peer)", NPI),
     # ---- link classes (what a port's link is: one row per distinct combination in the batch) --
     _c("link", "i64", "n_link", "a link class, one 64-byte line (LK_* in mv_common.cuh, LK here): rate (b/s), "
        "propagation delay (ps), serialization ps per byte when the rate divides 8e12 exactly else 0 (then "
@@ -273,6 +274,7 @@ def c_struct_source() -> str:
              f"#define NPI {NPI}",
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
+             *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),
              f"#define NLK {NLK}", *(f"#define SCHEMA_LK_{k.upper()} {v}" for k, v in LK.items()),
              f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
     for s in SCALARS:

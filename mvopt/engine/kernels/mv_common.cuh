@@ -47,10 +47,12 @@ enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 +
 // dequeued in the second (schema.PT mirrors it).
 enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
        PT_DEQ = 7, PT_COUNT = 8 };
-// A port's ingress record (port_in[p * NPI + k], 48 bytes), for the link the port's packets come in
-// over: MMU ingress and headroom bytes, then the PFC state (we asked the peer to pause, what we
-// last signalled, when a frame was requested, the peer paused us) (schema.PI mirrors it).
-enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_IN_PAUSED, PI_PFC_SENT, PI_PFC_PS, PI_PAUSED, PI_COUNT };
+// A port's ingress record (port_in[p * NPI + k], 32 bytes), for the link the port's packets come in
+// over: MMU ingress and headroom bytes, when a PFC frame was requested, and the PFC state as bits
+// of one word (PFC_*: we asked the peer to pause, what we last signalled, the peer paused us)
+// (schema.PI and schema.PFC mirror them).
+enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_PFC_PS, PI_PFC, PI_COUNT };
+enum { PFC_IN_PAUSED = 1, PFC_SENT = 2, PFC_PAUSED = 4 };
 // A link class (link[l * NLK + k], one 64-byte line; port p's is row PORT_W(c, p, PW_LINK)): rate,
 // propagation delay, serialization ps per byte (0: use the rate), ECN Kmin and Kmax of its
 // egress, PFC headroom and dynamic-threshold shift of its ingress (schema.LK mirrors it). The
@@ -64,9 +66,9 @@ static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_
 static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");
-static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_IN_PAUSED == SCHEMA_PI_IN_PAUSED &&
-              PI_PFC_SENT == SCHEMA_PI_PFC_SENT && PI_PFC_PS == SCHEMA_PI_PFC_PS && PI_PAUSED == SCHEMA_PI_PAUSED,
-              "schema.PI does not mirror the PI_* enum");
+static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_PFC_PS == SCHEMA_PI_PFC_PS &&
+              PI_PFC == SCHEMA_PI_PFC && PFC_IN_PAUSED == SCHEMA_PFC_IN_PAUSED && PFC_SENT == SCHEMA_PFC_SENT &&
+              PFC_PAUSED == SCHEMA_PFC_PAUSED, "schema.PI / schema.PFC do not mirror the PI_* / PFC_* enums");
 static_assert(LK_RATE == SCHEMA_LK_RATE && LK_DELAY == SCHEMA_LK_DELAY && LK_PPB == SCHEMA_LK_PPB &&
               LK_KMIN == SCHEMA_LK_KMIN && LK_KMAX == SCHEMA_LK_KMAX && LK_HEADROOM == SCHEMA_LK_HEADROOM &&
               LK_SHIFT == SCHEMA_LK_SHIFT, "schema.LK does not mirror the LK_* enum");
@@ -162,6 +164,17 @@ enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK };
 // ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
 #define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
 #define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
+// port p's PFC state: one bit (PFC_*); set or clear one; whether its peer was last told another
+// pause state than the one we want (a PFC frame is due)
+#define PFC_BIT(c, p, b) ((PORT_I(c, p, PI_PFC) & (b)) != 0)
+MV_DEV void pfc_set(Ctx* c, int64_t p, int64_t b, bool on) {
+  int64_t w = PORT_I(c, p, PI_PFC);
+  PORT_I(c, p, PI_PFC) = on ? (w | b) : (w & ~b);
+}
+MV_DEV bool pfc_due(const Ctx* c, int64_t p) {
+  int64_t w = PORT_I(c, p, PI_PFC);
+  return ((w ^ (w >> 1)) & PFC_IN_PAUSED) != 0;   // (PFC_SENT is the bit above PFC_IN_PAUSED)
+}
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 // Slot s holds a packet of `bytes` wire bytes whose `next` is already -1 (its writer stored it so).

@@ -51,7 +51,7 @@ MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, in
 MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slot, int64_t t) {
   Pkt pk = ring_load(&c->pkt[slot]);
   int64_t notify = MV_INF;
-  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) { PORT_I(c, p, PI_PAUSED) = pk.type == PK_PAUSE; return notify; }
+  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) { pfc_set(c, p, PFC_PAUSED, pk.type == PK_PAUSE); return notify; }
   int32_t f = pk.flow;
   if (pk.type == PK_DATA) {
     int64_t exp_seq = c->f_rx_next[f];
@@ -137,7 +137,7 @@ MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
   int64_t avail = MV_INF;
   int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0) avail = c->pkt[h].t;
-  if (!PORT_I(c, p, PI_PAUSED)) {
+  if (!PFC_BIT(c, p, PFC_PAUSED)) {
     int64_t base = c->node_heap_lo[v];
     for (int32_t j = 0; j < c->node_act_n[v]; ++j) {
       int32_t f = c->act_flow[base + j];

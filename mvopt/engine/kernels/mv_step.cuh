@@ -498,7 +498,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   bool pfc = EI(c, e, EI_PFC);
   for (int64_t k = 0; k < n; ++k) {
     int64_t i = lo + k, q = c->port_peer[i];
-    if (PORT_I(c, i, PI_IN_HDRM) || (pfc && (PORT_I(c, i, PI_IN_PAUSED) || PORT_I(c, i, PI_PFC_SENT)))) return false;
+    if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) return false;
     data[k] = biggest[k] = 0;
     for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
       if (ring_t_at(c, q, pos, par) >= te) break;

@@ -72,12 +72,12 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   if (!EI(c, e, EI_PFC)) return false;
   int64_t shared = mmu_shared_of(c, e, i);
   int64_t th = mmu_threshold(c, v, i);
-  int8_t want = PORT_I(c, i, PI_IN_PAUSED);
-  if (after_enqueue && !want && (PORT_I(c, i, PI_IN_HDRM) > 0 || shared >= th)) want = 1;
-  else if (!after_enqueue && want && PORT_I(c, i, PI_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = 0;
-  if (want == PORT_I(c, i, PI_IN_PAUSED)) return false;
-  PORT_I(c, i, PI_IN_PAUSED) = want;
-  if (want != PORT_I(c, i, PI_PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
+  bool paused = PFC_BIT(c, i, PFC_IN_PAUSED), want = paused;
+  if (after_enqueue && !want && (PORT_I(c, i, PI_IN_HDRM) > 0 || shared >= th)) want = true;
+  else if (!after_enqueue && want && PORT_I(c, i, PI_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = false;
+  if (want == paused) return false;
+  pfc_set(c, i, PFC_IN_PAUSED, want);
+  if (want != PFC_BIT(c, i, PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
   return true;
 }
 
@@ -162,9 +162,9 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
 // at t right away: no PFC frame to send, nothing of that class queued (control also goes ahead
 // of queued data), and data not paused by the peer.
 MV_DEV bool port_sends_at_once(const Ctx* c, int64_t p, int q, int64_t t) {
-  if (PORT_T(c, p, PT_FREE) > t || PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT) || PORT_QH(c, p, Q_CTL) >= 0)
+  if (PORT_T(c, p, PT_FREE) > t || pfc_due(c, p) || PORT_QH(c, p, Q_CTL) >= 0)
     return false;
-  return q == Q_CTL || (PORT_QH(c, p, Q_DATA) < 0 && !PORT_I(c, p, PI_PAUSED));
+  return q == Q_CTL || (PORT_QH(c, p, Q_DATA) < 0 && !PFC_BIT(c, p, PFC_PAUSED));
 }
 
 // A data packet leaving port p at t (taken from its queue, or straight from its arrival): MMU
@@ -236,7 +236,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
-    PORT_I(c, i, PI_PAUSED) = pk.type == PK_PAUSE;
+    pfc_set(c, i, PFC_PAUSED, pk.type == PK_PAUSE);
     *i_changed = true;
     return -1;
   }
@@ -312,7 +312,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
 // What port p sends if it starts at t: the highest-priority class available by then (a PFC
 // frame, then control, then data).
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
-  if (PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
+  if (pfc_due(c, p) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
   int32_t hc = PORT_QH(c, p, Q_CTL);
   if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
   return Q_DATA;
@@ -322,11 +322,11 @@ MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   int64_t avail = MV_INF;
   *what = -1;
-  if (PORT_I(c, p, PI_IN_PAUSED) != PORT_I(c, p, PI_PFC_SENT)) { avail = PORT_I(c, p, PI_PFC_PS); *what = 2; }
+  if (pfc_due(c, p)) { avail = PORT_I(c, p, PI_PFC_PS); *what = 2; }
   int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
   h = PORT_QH(c, p, Q_DATA);
-  if (h >= 0 && !PORT_I(c, p, PI_PAUSED) && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
+  if (h >= 0 && !PFC_BIT(c, p, PFC_PAUSED) && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
   if (avail >= MV_INF) return MV_INF;
   int64_t t = mv_max(avail, PORT_T(c, p, PT_FREE));
   *what = switch_port_class(c, p, t);
@@ -343,9 +343,10 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (what == 2) {
     Pkt pk;
     pk.t = 0; pk.flow = -1; pk.seq = 0; pk.bytes = (int16_t)EI(c, e, EI_PFC_FRAME);
-    pk.type = PORT_I(c, p, PI_IN_PAUSED) ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
+    bool pause = PFC_BIT(c, p, PFC_IN_PAUSED);
+    pk.type = pause ? PK_PAUSE : PK_RESUME; pk.flags = 0; pk.next = -1;
     pk.in_port = -1; pk.nint = 0; pk.sendno = 0; pk.hop = 0;
-    PORT_I(c, p, PI_PFC_SENT) = PORT_I(c, p, PI_IN_PAUSED);
+    pfc_set(c, p, PFC_SENT, pause);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);
     return wire_send(c, v, p, par, t, &pk, -1) >= 0;
