@@ -236,6 +236,20 @@ MV_DEV Pkt ring_load(const Pkt* src) {
   return *src;
 #endif
 }
+// A ring packet's arrival time alone (a switch reads it ahead of the packet: the next arrival of
+// an in-ring). MV_RING_T_STREAM (GPU, on by default): as an evict-first line too, as the packet
+// is; else an ordinary load, whose line the L1 then keeps like the port records it reads again
+// and again (every packet of a window passes through it: 825 a window per experiment of (a)).
+#ifndef MV_RING_T_STREAM
+#define MV_RING_T_STREAM 1
+#endif
+MV_DEV int64_t ring_load_t(const Pkt* src) {
+#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM && MV_RING_T_STREAM
+  return (int64_t)__ldcs(reinterpret_cast<const long long*>(&src->t));
+#else
+  return src->t;
+#endif
+}
 MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
   return PORT_W(c, p, PW_RING_LO) + (pos & (PORT_W(c, p, PW_RING_CAP) - 1));   // capacities are powers of two
 }

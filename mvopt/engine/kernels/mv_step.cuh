@@ -18,7 +18,7 @@ MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
 // ring holds none there that is visible in this iteration.
 MV_DEV int64_t ring_t_at(const Ctx* c, int64_t q, int64_t pos, int par) {
   if (pos >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
-  return c->pkt[ring_slot(c, q, pos)].t;
+  return ring_load_t(&c->pkt[ring_slot(c, q, pos)]);
 }
 // Earliest unconsumed arrival on in-ring q visible in this iteration.
 MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
