@@ -95,8 +95,10 @@ def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
                 continue
             out.append(f"| `{commit}` | {d['batch']} | {renames.get(r['variant'], r['variant'])} | {r['kernel_s']:.2f} | "
                        f"{r['ghops_per_s']:.3f} | {r['blocks']} | {r['identical']} |")
-    name, commit, renames = named[-1]
+    # the idle windows of the last file that measured them
+    name, commit, renames = next(n for n in reversed(named) if load(n[0])["idle"])
     d = load(name)
+
     def label(key: str) -> str:     # "VARIANT interleave=False", or "graph, 1 experiment" (no batch)
         name = key.split(" interleave=")[0]
         return "graph, one experiment alone" if name == "graph, 1 experiment" else renames.get(name, name)
@@ -239,8 +241,11 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_bb9ef57"), "bb9ef57", one, options="--sections a,idle {batches} "
-                        "--cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+    lines += workload_a(load("bench_gpu_a_609315a"), "609315a", one, options="--sections a,idle {batches} "
+                        "--cpu-batches 256 --cc none --mib 64 --budget-s 100", before=[
+        (load("bench_gpu_a_bb9ef57"), "bb9ef57", "before the link classes, the 32-byte ingress record and the "
+                                                "evict-first arrival times read ahead; there 2,048 experiments: "
+                                                "1.370, `nvidia-h200`"),
         (load("bench_gpu_a_b4e062d"), "b4e062d", "before the flows' paths, event pairs, the cached transmission "
                                                 "class and the groups mode's blocks of 224 threads, `nvidia-h200`"),
         (load("bench_gpu_a_dddce04"), "dddce04", "the groups launch mode's nodes in their order, hashes from the "
@@ -383,7 +388,13 @@ def render() -> str:
                            ("profile_occupancy_b4096_fef8d49", "fef8d49", {
                                "groups": "groups, blocks of 224 threads, 2 per SM (128 registers, the default)",
                                "groups-192x3": "groups, blocks of 192 threads, 3 per SM (96 registers)",
-                               "groups-160x4": "groups, blocks of 160 threads, 4 per SM (96 registers)"})])
+                               "groups-160x4": "groups, blocks of 160 threads, 4 per SM (96 registers)"}),
+                           ("profile_footprint_b4096_c865478", "c865478", {
+                               "groups": "groups, before the link classes (a process of its own, beside the next)"}),
+                           ("profile_footprint_b4096_609315a", "609315a", {
+                               "groups": "groups, link classes, 32-byte port_in, evict-first arrival times (the default)",
+                               "groups-ringt0": "groups, as the default but the arrival times read ahead as ordinary loads",
+                               "groups-b256": "groups, as the default, blocks of 256 threads (7 experiments, 2 blocks/SM)"})])
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "
