@@ -473,7 +473,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                  zero_columns=frozenset(zero - filled))
 
 
-def link_rows(rate: np.ndarray, delay: np.ndarray, p) -> np.ndarray:
+def link_rows(rate: np.ndarray, delay: np.ndarray, p: ResolvedParams) -> np.ndarray:
     """Each port's link class (the `link` record, schema.LK, then Pmax's bits), one row per port:
     build_batch keeps each distinct row once."""
     rows = np.zeros((rate.size, schema.NLK + 1), np.int64)
