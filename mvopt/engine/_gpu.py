@@ -65,6 +65,19 @@ GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 wi
 STEAL_BLOCKS_PER_SM = 3
 
 
+def group_block_setting() -> int:
+    """$MVOPT_GROUP_BLOCK: the groups launch mode's threads per block (default
+    GROUP_BLOCK_THREADS), for benchmarks of the whole pipeline at other sizes (a variant's
+    MV_GROUP_BLOCK in `defines` overrides it). Results do not depend on it."""
+    value = os.environ.get("MVOPT_GROUP_BLOCK", "")
+    if not value:
+        return GROUP_BLOCK_THREADS
+    if not value.isdigit() or not 32 <= int(value) <= GROUP_THREADS_MAX or int(value) % 32:
+        raise BackendUnavailable(f"MVOPT_GROUP_BLOCK={value!r}: expected a multiple of 32 from 32 to "
+                                 f"{GROUP_THREADS_MAX} (threads per block of the groups launch mode)")
+    return int(value)
+
+
 def experiment_groups(nodes: np.ndarray, threads: int = GROUP_BLOCK_THREADS,
                       limit: int = GROUP_THREADS_MAX) -> tuple[np.ndarray, int] | None:
     """The groups launch mode's blocks: consecutive experiments (`nodes[e]` nodes each) packed
@@ -126,7 +139,8 @@ class GpuBackend:
         barriers), 'async' (one launch, each experiment moves to its next window when its own
         nodes finished the last one) or 'groups' (one launch, each experiment's nodes in one block,
         whose barrier separates the phases; a batch with an experiment of more than
-        GROUP_THREADS_MAX nodes runs as 'graph'); default from $MVOPT_GPU_LAUNCH. `steal`: whether the graph
+        GROUP_THREADS_MAX nodes runs as 'graph'); default from $MVOPT_GPU_LAUNCH (and the groups
+        mode's threads per block from $MVOPT_GROUP_BLOCK: group_block_setting). `steal`: whether the graph
         mode's window kernel runs on a resident grid whose warps take rows from a counter
         (default: when the batch's nodes need more than one wave of blocks; then the nodes also
         go widest first, unless $MVOPT_NODE_ORDER says otherwise). `l2_fetch_bytes`: the device's
@@ -148,6 +162,7 @@ class GpuBackend:
         self.group_order = group_order
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
+        group_block = group_block_setting()
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         self.time_phases = time_phases
         if window_blocks is not None and window_blocks < 1:
@@ -172,7 +187,7 @@ class GpuBackend:
             defines = dict(defines or {})
             self.threads = int(defines.pop("MV_THREADS", THREADS))
             self.group_threads = int(defines.pop("MV_GROUP_THREADS", GROUP_THREADS_MAX))   # the groups kernel's bound
-            self.group_block = int(defines.pop("MV_GROUP_BLOCK", GROUP_BLOCK_THREADS))
+            self.group_block = int(defines.pop("MV_GROUP_BLOCK", group_block))
             self.steal = steal
             options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={self.threads}",
                        f"-DMV_GROUP_THREADS={self.group_threads}")

@@ -72,3 +72,20 @@ def test_the_tor_first_order_puts_the_switches_with_hosts_first() -> None:
         assert (np.diff(host.astype(int)) >= 0).all()
         sw = part[host == 0]
         assert (np.diff(hosts_on[sw]) <= 0).all() and hosts_on[sw[0]] == 2      # edge switches first
+
+
+def test_the_block_size_setting_takes_multiples_of_32_and_names_the_variable(monkeypatch) -> None:
+    """$MVOPT_GROUP_BLOCK (a benchmark's knob): unset gives the default, a multiple of 32 up to
+    GROUP_THREADS_MAX is taken, anything else is refused with a message naming the variable,
+    the value and what is allowed."""
+    from mvopt.engine._gpu import GROUP_BLOCK_THREADS, GROUP_THREADS_MAX, group_block_setting
+    from mvopt.errors import BackendUnavailable
+
+    monkeypatch.delenv("MVOPT_GROUP_BLOCK", raising=False)
+    assert group_block_setting() == GROUP_BLOCK_THREADS
+    monkeypatch.setenv("MVOPT_GROUP_BLOCK", "256")
+    assert group_block_setting() == 256
+    for bad in ("250", "0", str(GROUP_THREADS_MAX + 32), "big", "-64"):
+        monkeypatch.setenv("MVOPT_GROUP_BLOCK", bad)
+        with pytest.raises(BackendUnavailable, match=f"MVOPT_GROUP_BLOCK='{bad}'.*multiple of 32"):
+            group_block_setting()
