@@ -697,7 +697,13 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 }
 
 // Node v's window of its (running) experiment: phase 1 of the step.
+// MV_TRACE_NODE(v): a hook at the start of node v's window, empty but in the memory-trace build
+// of experiments/diag_l1_trace.py, which marks there where each node's accesses begin.
+#ifndef MV_TRACE_NODE
+#define MV_TRACE_NODE(v)
+#endif
 MV_DEV void node_window(Ctx* c, int64_t v) {
+  MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];

@@ -1,0 +1,161 @@
+"""Every load and store one window of workload (a) makes, by column, on the CPU: the kernels built
+with ThreadSanitizer's instrumentation, whose entry points (experiments/l1_trace/trace_stub.c)
+record the addresses instead of checking races, with the GPU's switch windows (no lanes, no
+direct path, event pairs). For the GPU's groups kernel, bound by the L1 its experiments share
+(docs/performance.md, fifteenth session), what matters is the 128-byte lines one experiment's
+window touches and how often: the lines touched again and again are the per-event working set;
+the lines touched once pass through. An LRU model of an L1 of --l1-kib gives a hit rate: the
+window's accesses of every node (marked by the kernels' MV_TRACE_NODE hook) repeated for
+--experiments experiments at distinct addresses, all their nodes' sequences interleaved one
+access at a time, as an SM's threads run at once. Its absolute value is a model's (the GPU's
+L1 is not LRU over single accesses, its threads do not advance in step); a layout change that
+shrinks the working set shows in it before a GPU run.
+
+    PYTHONPATH=. python experiments/diag_l1_trace.py --mib 8 --skip 300
+    PYTHONPATH=. python experiments/diag_l1_trace.py --mib 8 --skip 300 --experiments 12 --l1-kib 248
+
+Needs g++ (and gcc) with -fsanitize=thread; not the tsan runtime (the stub replaces it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import subprocess
+import sys
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.engine import build_batch  # noqa: E402
+from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.engine.source import kernel_source  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+
+LINE = 128
+GPU_PATHS = {"MV_SWITCH_LANES": 0, "MV_DIRECT": 0, "MV_EVENT_PAIRS": 1}
+
+
+def traced_library(defines: dict[str, int], out_dir: Path) -> ctypes.CDLL:
+    """The CPU kernels, instrumented, linked with the recording stub (one thread, no OpenMP)."""
+    src = out_dir / "kernels.cpp"
+    src.write_text('#include <stdint.h>\nextern "C" void trace_node(int64_t v);\n' + kernel_source("cpu"))
+    flags = ["-O2", "-std=c++17", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w", "-DMV_TRACE_NODE(v)=trace_node(v)"]
+    flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    stub = Path(__file__).resolve().parent / "l1_trace" / "trace_stub.c"
+    subprocess.run(["g++", *flags, "-fsanitize=thread", "-c", str(src), "-o", str(out_dir / "k.o")], check=True)
+    subprocess.run(["gcc", "-O2", "-fPIC", "-c", str(stub), "-o", str(out_dir / "stub.o")], check=True)
+    lib = out_dir / "traced.so"
+    subprocess.run(["g++", "-shared", str(out_dir / "k.o"), str(out_dir / "stub.o"), "-o", str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
+def column_of(addresses: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """The name of the array each address falls in ('stack and other' outside them)."""
+    names = sorted(arrays, key=lambda k: arrays[k].ctypes.data)
+    starts = np.array([arrays[k].ctypes.data for k in names], np.uint64)
+    ends = np.array([arrays[k].ctypes.data + arrays[k].nbytes for k in names], np.uint64)
+    i = np.searchsorted(starts, addresses, side="right") - 1
+    inside = (i >= 0) & (addresses < ends[np.maximum(i, 0)])
+    labels = np.array(names + ["stack and other"], dtype=object)
+    return labels[np.where(inside, i, len(names))]
+
+
+def lru_misses(nodes: list[tuple[np.ndarray, np.ndarray]], copies: int, capacity_lines: int,
+               rounds: int = 2) -> tuple[float, dict[str, float]]:
+    """An LRU cache of `capacity_lines` over `copies` experiments' windows, each the same per-node
+    line sequences (`nodes`: lines and their columns) at its own addresses, every sequence of
+    every copy advanced one access at a time (an SM's threads run at once), `rounds` windows, the
+    first one warming it up. Returns the hit rate and the misses per experiment-window by column."""
+    offset = max(int(s.max()) for s, _ in nodes if s.size) + 1
+    seqs = [((s + e * offset).tolist(), c.tolist()) for e in range(copies) for s, c in nodes if s.size]
+    longest = max(len(s) for s, _ in seqs)
+    cache: OrderedDict = OrderedDict()
+    hits = total = 0
+    misses: dict[str, float] = {}
+    for r in range(rounds):
+        for i in range(longest):
+            for s, c in seqs:
+                if i >= len(s):
+                    continue
+                line = s[i]
+                if line in cache:
+                    cache.move_to_end(line)
+                    hits += r > 0
+                else:
+                    cache[line] = None
+                    if len(cache) > capacity_lines:
+                        cache.popitem(last=False)
+                    if r > 0:
+                        misses[c[i]] = misses.get(c[i], 0) + 1 / copies
+                total += r > 0
+    return hits / max(1, total), misses
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=float, default=8.0, help="all-reduce size per host (MiB)")
+    ap.add_argument("--cc", default="none")
+    ap.add_argument("--skip", type=int, default=300, help="windows run first (the start-up)")
+    ap.add_argument("--experiments", type=int, default=12, help="experiments sharing the modelled L1 (0: no model)")
+    ap.add_argument("--l1-kib", type=int, default=248, help="the modelled L1 (KiB)")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE", help="a kernel macro")
+    args = ap.parse_args()
+    defines = {**GPU_PATHS, **{k: int(x) for k, x in (d.split("=", 1) for d in args.define)}}
+    batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
+    backend = CpuBackend(threads=1, defines=defines)
+    backend.run(batch, max_iters=args.skip)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = traced_library(defines, Path(tmp))
+        lib.trace_begin.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        lib.trace_end.restype = ctypes.c_uint64
+        buf = np.zeros(1 << 24, np.uint64)
+        native = backend.lib
+        backend.lib = lib
+        for f in ("mv_sizeof_pkt", "mv_sizeof_int"):
+            getattr(lib, f).restype = ctypes.c_int64
+        lib.mv_run.restype = ctypes.c_int64
+        lib.mv_run.argtypes = native.mv_run.argtypes
+        lib.trace_begin(buf.ctypes.data, buf.size)
+        backend.run(batch, max_iters=1)
+        n = int(lib.trace_end())
+    if n >= buf.size:
+        sys.exit("the trace buffer filled up: raise its size")
+    raw = buf[:n]
+    marker = ((raw >> np.uint64(62)) & np.uint64(1)).astype(bool)
+    segment = np.cumsum(marker)            # accesses after node k's marker: segment k (0: before any)
+    raw, segment = raw[~marker], segment[~marker]
+    n = raw.size
+    stores = (raw >> np.uint64(63)).astype(bool)
+    addresses = raw & np.uint64((1 << 62) - 1)
+    arrays = {**batch.cols, **(batch.scratch or {})}
+    cols = column_of(addresses, arrays)
+    lines = (addresses // np.uint64(LINE)).astype(np.int64)
+    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, one window after {args.skip}, {defines}: "
+          f"{n:,} accesses ({int(stores.sum()):,} stores), {np.unique(lines).size} distinct {LINE}-byte lines")
+    print(f"{'column':<22} {'accesses':>9} {'lines':>6} {'lines 1x':>8} {'2-9x':>6} {'10x+':>6}")
+    rows = []
+    for name in np.unique(cols):
+        mine = lines[cols == name]
+        _, counts = np.unique(mine, return_counts=True)
+        rows.append((counts.size, name, mine.size, int((counts == 1).sum()), int(((counts > 1) & (counts < 10)).sum()),
+                     int((counts >= 10).sum())))
+    for distinct, name, acc, once, some, many in sorted(rows, reverse=True):
+        print(f"{name:<22} {acc:9,} {distinct:6} {once:8} {some:6} {many:6}")
+    if args.experiments:
+        keep = cols != "stack and other"
+        nodes = [(lines[keep & (segment == k)], cols[keep & (segment == k)]) for k in range(int(segment.max()) + 1)]
+        rate, misses = lru_misses(nodes, args.experiments, args.l1_kib * 1024 // LINE)
+        print(f"LRU model: {args.experiments} experiments' windows through an L1 of {args.l1_kib} KiB: "
+              f"hit rate {rate:.3f} (the kernel's columns only; the stack is in registers on a CPU); misses "
+              "per experiment-window: " + ", ".join(f"{k} {v:.0f}" for k, v in
+                                                    sorted(misses.items(), key=lambda kv: -kv[1]) if v >= 1))
+
+
+if __name__ == "__main__":
+    main()
