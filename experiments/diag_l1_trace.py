@@ -55,6 +55,15 @@ def traced_library(defines: dict[str, int], out_dir: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
+def ring_slots(batch) -> np.ndarray:
+    """Whether each packet slot belongs to a wire ring (else to a node's pool)."""
+    wire = batch.cols["port_wire"].reshape(-1, 4)
+    slots = np.zeros(batch.counts["n_slot"], bool)
+    for lo, cap in zip(wire[:, 0].tolist(), wire[:, 1].tolist()):
+        slots[lo:lo + cap] = True
+    return slots
+
+
 def column_of(addresses: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndarray:
     """The name of the array each address falls in ('stack and other' outside them)."""
     names = sorted(arrays, key=lambda k: arrays[k].ctypes.data)
@@ -67,15 +76,18 @@ def column_of(addresses: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndarra
 
 
 def lru_misses(nodes: list[tuple[np.ndarray, np.ndarray]], copies: int, capacity_lines: int,
-               rounds: int = 2) -> tuple[float, dict[str, float]]:
+               rounds: int = 2, streaming: frozenset = frozenset()) -> tuple[float, dict[str, float]]:
     """An LRU cache of `capacity_lines` over `copies` experiments' windows, each the same per-node
     line sequences (`nodes`: lines and their columns) at its own addresses, every sequence of
     every copy advanced one access at a time (an SM's threads run at once), `rounds` windows, the
-    first one warming it up. Returns the hit rate and the misses per experiment-window by column."""
+    first one warming it up. Lines of the `streaming` columns are evict-first (as the GPU's ring
+    packets): a miss evicts the least recent of them while there is one. Returns the hit rate
+    and the misses per experiment-window by column."""
     offset = max(int(s.max()) for s, _ in nodes if s.size) + 1
     seqs = [((s + e * offset).tolist(), c.tolist()) for e in range(copies) for s, c in nodes if s.size]
     longest = max(len(s) for s, _ in seqs)
-    cache: OrderedDict = OrderedDict()
+    normal: OrderedDict = OrderedDict()
+    first: OrderedDict = OrderedDict()     # the evict-first lines
     hits = total = 0
     misses: dict[str, float] = {}
     for r in range(rounds):
@@ -83,16 +95,17 @@ def lru_misses(nodes: list[tuple[np.ndarray, np.ndarray]], copies: int, capacity
             for s, c in seqs:
                 if i >= len(s):
                     continue
-                line = s[i]
+                line, col = s[i], c[i]
+                cache = first if col in streaming else normal
                 if line in cache:
                     cache.move_to_end(line)
                     hits += r > 0
                 else:
                     cache[line] = None
-                    if len(cache) > capacity_lines:
-                        cache.popitem(last=False)
+                    if len(normal) + len(first) > capacity_lines:
+                        (first if first else normal).popitem(last=False)
                     if r > 0:
-                        misses[c[i]] = misses.get(c[i], 0) + 1 / copies
+                        misses[col] = misses.get(col, 0) + 1 / copies
                 total += r > 0
     return hits / max(1, total), misses
 
@@ -105,6 +118,9 @@ def main() -> None:
     ap.add_argument("--experiments", type=int, default=12, help="experiments sharing the modelled L1 (0: no model)")
     ap.add_argument("--l1-kib", type=int, default=248, help="the modelled L1 (KiB)")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE", help="a kernel macro")
+    ap.add_argument("--evict-first-rings", action="store_true",
+                    help="ring lines evicted before any other (strictly: every ring access then misses at 12 "
+                         "experiments, more than the GPU's evict-first hint does; by default they are LRU lines)")
     args = ap.parse_args()
     defines = {**GPU_PATHS, **{k: int(x) for k, x in (d.split("=", 1) for d in args.define)}}
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
@@ -135,6 +151,10 @@ def main() -> None:
     addresses = raw & np.uint64((1 << 62) - 1)
     arrays = {**batch.cols, **(batch.scratch or {})}
     cols = column_of(addresses, arrays)
+    # packet slots: the wire rings' apart from the pools'
+    pkt = cols == "pkt"
+    slot = (addresses[pkt] - np.uint64(arrays["pkt"].ctypes.data)) // np.uint64(32)
+    cols[np.flatnonzero(pkt)] = np.where(ring_slots(batch)[slot.astype(np.int64)], "pkt: rings", "pkt: pools")
     lines = (addresses // np.uint64(LINE)).astype(np.int64)
     print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, one window after {args.skip}, {defines}: "
           f"{n:,} accesses ({int(stores.sum()):,} stores), {np.unique(lines).size} distinct {LINE}-byte lines")
@@ -150,8 +170,10 @@ def main() -> None:
     if args.experiments:
         keep = cols != "stack and other"
         nodes = [(lines[keep & (segment == k)], cols[keep & (segment == k)]) for k in range(int(segment.max()) + 1)]
-        rate, misses = lru_misses(nodes, args.experiments, args.l1_kib * 1024 // LINE)
-        print(f"LRU model: {args.experiments} experiments' windows through an L1 of {args.l1_kib} KiB: "
+        rate, misses = lru_misses(nodes, args.experiments, args.l1_kib * 1024 // LINE,
+                                  streaming=frozenset({"pkt: rings"}) if args.evict_first_rings else frozenset())
+        print(f"LRU model: {args.experiments} experiments' windows through an L1 of {args.l1_kib} KiB"
+              f"{', ring lines evict-first' if args.evict_first_rings else ''}: "
               f"hit rate {rate:.3f} (the kernel's columns only; the stack is in registers on a CPU); misses "
               "per experiment-window: " + ", ".join(f"{k} {v:.0f}" for k, v in
                                                     sorted(misses.items(), key=lambda kv: -kv[1]) if v >= 1))
