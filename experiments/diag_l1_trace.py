@@ -37,6 +37,8 @@ from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.source import kernel_source  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
+from diag_window_footprint import ring_slots  # noqa: E402  (this script's folder is on the path)
+
 LINE = 128
 GPU_PATHS = {"MV_SWITCH_LANES": 0, "MV_DIRECT": 0, "MV_EVENT_PAIRS": 1}
 
@@ -63,15 +65,6 @@ def aligned(a: np.ndarray, to: int = 256) -> np.ndarray:
     out = raw[start:start + a.nbytes].view(a.dtype)
     out[:] = a.ravel()
     return out
-
-
-def ring_slots(batch) -> np.ndarray:
-    """Whether each packet slot belongs to a wire ring (else to a node's pool)."""
-    wire = batch.cols["port_wire"].reshape(-1, 4)
-    slots = np.zeros(batch.counts["n_slot"], bool)
-    for lo, cap in zip(wire[:, 0].tolist(), wire[:, 1].tolist()):
-        slots[lo:lo + cap] = True
-    return slots
 
 
 def column_of(addresses: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndarray:

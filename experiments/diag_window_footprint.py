@@ -40,15 +40,19 @@ def changed_lines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.unique(np.flatnonzero(a != b) // LINE)
 
 
-def ring_lines(batch) -> np.ndarray:
-    """Which LINE-byte lines of the packet slots belong to wire rings (the rest: pools)."""
-    from mvopt.engine.schema import PKT_DTYPE
+def ring_slots(batch) -> np.ndarray:
+    """Whether each packet slot belongs to a wire ring (else to a node's pool)."""
     wire = batch.cols["port_wire"].reshape(-1, 4)
     slots = np.zeros(batch.counts["n_slot"], bool)
     for lo, cap in zip(wire[:, 0].tolist(), wire[:, 1].tolist()):
         slots[lo:lo + cap] = True
-    per_line = LINE // PKT_DTYPE.itemsize
-    return slots[::per_line]
+    return slots
+
+
+def ring_lines(batch) -> np.ndarray:
+    """Which LINE-byte lines of the packet slots belong to wire rings (the rest: pools)."""
+    from mvopt.engine.schema import PKT_DTYPE
+    return ring_slots(batch)[::LINE // PKT_DTYPE.itemsize]
 
 
 def main() -> None:
