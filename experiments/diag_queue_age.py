@@ -27,7 +27,7 @@ from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN  # noqa: E402
-from mvopt.engine.schema import NPI, PI, PKT_DTYPE  # noqa: E402
+from mvopt.engine.schema import PKT_DTYPE  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
@@ -68,9 +68,7 @@ def main() -> None:
         backend.run(batch, max_iters=1)
         pkt = batch.scratch["pkt"].view(PKT_DTYPE)
         end = int(c["exp_T_ps"][0])   # (the next window's start: this one's end)
-        # (ring q's heads are in its consumer's ingress record: port_in of port_peer[q])
-        heads = c["port_in"].reshape(-1, NPI)[:, PI["head"]:PI["head"] + 2]
-        consumed = heads[c["port_peer"]].sum(axis=1)
+        consumed = c["port_head"].reshape(-1, 2).sum(axis=1)
         now_q = queued(c, pkt, switches)
         counts.append(len(now_q))
         keep = {}

@@ -46,7 +46,7 @@ def window_arrivals(c: dict, pkt: np.ndarray, v: int, te: int, par: int) -> tupl
     count, data = np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64)
     for k, i in enumerate(range(lo, hi)):
         q = int(c["port_peer"][i])
-        head, tail = int(c["port_in"].reshape(-1, NPI)[i, PI["head"] + par]), int(tx[q, PT["tail"] + (par ^ 1)])
+        head, tail = int(c["port_head"][q * 2 + par]), int(tx[q, PT["tail"] + (par ^ 1)])
         for pos in range(head, tail):
             p = pkt[int(wire[q, 0]) + (pos & (int(wire[q, 1]) - 1))]
             if p["t"] >= te:

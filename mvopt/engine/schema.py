@@ -38,12 +38,11 @@ NPATH = 8
 # node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
-NPI = 6            # words of a port's ingress record (PI_* in mv_common.cuh)
+NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
-# when the pending PFC frame was requested, the PFC state's bits (PFC: we asked the peer to
-# pause, what we last signalled, the peer paused us: what a port's next transmission depends
-# on), and the packets of the in-ring (the peer's ring) consumed, by parity
-PI = {"in_bytes": 0, "in_hdrm": 1, "pfc_ps": 2, "pfc": 3, "head": 4}
+# when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
+# pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
+PI = {"in_bytes": 0, "in_hdrm": 1, "pfc_ps": 2, "pfc": 3}
 PFC = {"in_paused": 1, "sent": 2, "paused": 4}
 NLK = 8            # words of a link class (LK_* in mv_common.cuh): a row of `link`
 # where in it: what a port's link is, read-only and the same for every port of the class (the
@@ -168,14 +167,14 @@ COLUMNS: tuple[Column, ...] = (
        "mv_common.cuh, PT here): packets ever sent by iteration parity (the ring's tails, read by the peer), "
        "busy-until time, every byte put on the wire (link utilisation); queued bytes (control, data), bytes "
        "dequeued for transmission (INT; no PFC frames), data packets dequeued (ECN hash counter)", NPT),
+    _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
-    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 48 bytes (PI_* in "
+    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 32 bytes (PI_* in "
        "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), when the "
        "pending PFC frame was requested, the PFC state's bits (PFC here: we asked the peer to pause, pause "
-       "state last signalled to the peer, data class paused by the peer), the packets of the in-ring (the "
-       "peer's ring) consumed, by parity", NPI),
+       "state last signalled to the peer, data class paused by the peer)", NPI),
     # ---- link classes (what a port's link is: one row per distinct combination in the batch) --
     _c("link", "i64", "n_link", "a link class, one 64-byte line (LK_* in mv_common.cuh, LK here): rate (b/s), "
        "propagation delay (ps), serialization ps per byte when the rate divides 8e12 exactly else 0 (then "

@@ -1341,7 +1341,7 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
         batch = build_batch([exp])
         CpuBackend(defines={"MV_SWITCH_LANES": lanes}).run(batch, max_iters=80 if net else 60)
         state[lanes] = {k: batch.cols[k].copy() for k in ("port_in", "port_tx", "port_qmax", "node_shared_used",
-                                                           "node_data_bytes", "node_ctr")}
+                                                           "node_data_bytes", "node_ctr", "port_head")}
     cols = batch.cols
     switch = np.flatnonzero(cols["node_is_host"] == 0)
     assert (state[1]["node_shared_used"][switch] > 0).any()      # shared bytes in use mid-way

@@ -47,12 +47,11 @@ enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 +
 // dequeued in the second (schema.PT mirrors it).
 enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
        PT_DEQ = 7, PT_COUNT = 8 };
-// A port's ingress record (port_in[p * NPI + k], 48 bytes), for the link the port's packets come in
-// over: MMU ingress and headroom bytes, when a PFC frame was requested, the PFC state as bits of
-// one word (PFC_*: we asked the peer to pause, what we last signalled, the peer paused us), and
-// the packets of the in-ring consumed by parity (what an arrival touches with the MMU's bytes)
+// A port's ingress record (port_in[p * NPI + k], 32 bytes), for the link the port's packets come in
+// over: MMU ingress and headroom bytes, when a PFC frame was requested, and the PFC state as bits
+// of one word (PFC_*: we asked the peer to pause, what we last signalled, the peer paused us)
 // (schema.PI and schema.PFC mirror them).
-enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_PFC_PS, PI_PFC, PI_HEAD /* + parity */, PI_COUNT = PI_HEAD + 2 };
+enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_PFC_PS, PI_PFC, PI_COUNT };
 enum { PFC_IN_PAUSED = 1, PFC_SENT = 2, PFC_PAUSED = 4 };
 // A link class (link[l * NLK + k], one 64-byte line; port p's is row PORT_W(c, p, PW_LINK)): rate,
 // propagation delay, serialization ps per byte (0: use the rate), ECN Kmin and Kmax of its
@@ -68,8 +67,7 @@ static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WI
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");
 static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_PFC_PS == SCHEMA_PI_PFC_PS &&
-              PI_PFC == SCHEMA_PI_PFC && PI_HEAD == SCHEMA_PI_HEAD && PFC_IN_PAUSED == SCHEMA_PFC_IN_PAUSED &&
-              PFC_SENT == SCHEMA_PFC_SENT &&
+              PI_PFC == SCHEMA_PI_PFC && PFC_IN_PAUSED == SCHEMA_PFC_IN_PAUSED && PFC_SENT == SCHEMA_PFC_SENT &&
               PFC_PAUSED == SCHEMA_PFC_PAUSED, "schema.PI / schema.PFC do not mirror the PI_* / PFC_* enums");
 static_assert(LK_RATE == SCHEMA_LK_RATE && LK_DELAY == SCHEMA_LK_DELAY && LK_PPB == SCHEMA_LK_PPB &&
               LK_KMIN == SCHEMA_LK_KMIN && LK_KMAX == SCHEMA_LK_KMAX && LK_HEADROOM == SCHEMA_LK_HEADROOM &&
@@ -169,8 +167,6 @@ enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK, PW_PEER };
 // ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
 #define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
 #define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
-// the packets consumed of port i's in-ring (its peer's ring), by parity: in i's ingress record
-#define IN_HEAD(c, i, par) PORT_I(c, i, PI_HEAD + (par))
 // port p's PFC state: one bit (PFC_*); set or clear one; whether its peer was last told another
 // pause state than the one we want (a PFC frame is due)
 #define PFC_BIT(c, p, b) ((PORT_I(c, p, PI_PFC) & (b)) != 0)
@@ -295,7 +291,7 @@ MV_DEV void note_window_end(Ctx* c, int64_t v, bool busy, int64_t last_t) {
 // port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
 MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
   int64_t tail = PORT_T(c, p, PT_TAIL + par);
-  int64_t head_seen = IN_HEAD(c, PORT_PEER(c, p), par ^ 1);   // (our ring's consumer)
+  int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
   int64_t cap = PORT_W(c, p, PW_RING_CAP);
   if (tail - head_seen >= cap) return -1;
   int64_t end = t + port_ser(c, p, pk->bytes);

@@ -20,14 +20,16 @@ MV_DEV int64_t ring_t_at(const Ctx* c, int64_t q, int64_t pos, int par) {
   if (pos >= PORT_T(c, q, PT_TAIL + (par ^ 1))) return MV_INF;
   return ring_load_t(&c->pkt[ring_slot(c, q, pos)]);
 }
-// Earliest unconsumed arrival on port i's in-ring (its peer's ring) visible in this iteration.
-MV_DEV int64_t in_ring_head_t(const Ctx* c, int64_t i, int par) {
-  return ring_t_at(c, PORT_PEER(c, i), IN_HEAD(c, i, par), par);
+// Earliest unconsumed arrival on in-ring q visible in this iteration.
+MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
+  return ring_t_at(c, q, c->port_head[q * 2 + par], par);
 }
 
 MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-    IN_HEAD(c, p, par) = IN_HEAD(c, p, par ^ 1);
+    int64_t q = PORT_PEER(c, p);
+    int64_t head = c->port_head[q * 2 + (par ^ 1)];
+    c->port_head[q * 2 + par] = head;
     PORT_T(c, p, PT_TAIL + par) = PORT_T(c, p, PT_TAIL + (par ^ 1));
   }
 }
@@ -140,7 +142,7 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
     int64_t* td_p = c->port_td + lo;
     for (int64_t k = 0; k < n; ++k) {
       int what;
-      ta_p[k] = in_ring_head_t(c, lo + k, par);
+      ta_p[k] = ring_head_t(c, PORT_PEER(c, lo + k), par);
       td_p[k] = switch_port_next(c, lo + k, &what);
       c->port_what[lo + k] = what;
     }
@@ -151,7 +153,7 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
   for (int64_t k = 0; k < n; ++k) {
     if (ta_p[k] < MV_INF) continue;
-    int64_t t = in_ring_head_t(c, lo + k, par);
+    int64_t t = ring_head_t(c, PORT_PEER(c, lo + k), par);
     if (t >= MV_INF) continue;
     ta_p[k] = t;
     tree_update(va, wa, ta_p, (int)n, P, (int)k);
@@ -232,7 +234,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   else if (cached) {
     for (int64_t k = 0; k < n; ++k) {
       int what;
-      ta_p[k] = in_ring_head_t(c, lo + k, par);
+      ta_p[k] = ring_head_t(c, PORT_PEER(c, lo + k), par);
       td_p[k] = switch_port_next(c, lo + k, &what);
       what_p[k] = what;
     }
@@ -259,7 +261,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       int64_t t, t2;
       int what;
       if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
-      else { t = in_ring_head_t(c, lo + k, par); t2 = switch_port_next(c, lo + k, &what); }
+      else { t = ring_head_t(c, PORT_PEER(c, lo + k), par); t2 = switch_port_next(c, lo + k, &what); }
       if (!tree && t < ta) { ta = t; ia = lo + k; }
       if (t2 < MV_INF && t2 < now) {   // due before `now`: starts then, what it sends decided then
         t2 = now;
@@ -295,10 +297,10 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     begin_event(ta);
     int64_t a = -1, b;   // ports whose cached transmission times the arrival may have changed
     int64_t q = PORT_PEER(c, ia);
-    int64_t head = IN_HEAD(c, ia, par);
+    int64_t head = c->port_head[q * 2 + par];
     // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
     // arrival then runs out of slots, the experiment ends and is run again from its start with
-    // full ones, so a persisted cache one packet ahead of the ring's head is never read). Without the
+    // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
     // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
     // there, so that its load overlaps the arrival's own instead of stalling before it.
     const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
@@ -325,7 +327,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     bool ia_changed;
     b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
     if (b == SW_OUT_OF_SLOTS) { out_of_slots(); return false; }
-    IN_HEAD(c, ia, par) = head + 1;
+    c->port_head[q * 2 + par] = head + 1;
     if (cached && late) cache_next_arrival();
     if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     if (cached) {
@@ -396,7 +398,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   // timers, transmissions), which would find nothing. The events and their order are the general
   // loop's. (Compute phases: most hosts, most windows.)
   int64_t ta0;
-  if (MV_SILENT_HOST && c->node_act_n[v] == 0 && PORT_QH(c, p, Q_CTL) < 0 && (ta0 = in_ring_head_t(c, p, par)) >= te) {
+  if (MV_SILENT_HOST && c->node_act_n[v] == 0 && PORT_QH(c, p, Q_CTL) < 0 && (ta0 = ring_head_t(c, q, par)) >= te) {
     for (;;) {
       int64_t tt = heap_top_t(c, v);
       if (tt >= te) {
@@ -415,7 +417,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     }
   }
   for (;;) {
-    int64_t ta = in_ring_head_t(c, p, par);
+    int64_t ta = ring_head_t(c, q, par);
     int64_t tt = heap_top_t(c, v);
     int64_t rto;
     int64_t tm = host_next_timer(c, e, v, &rto);
@@ -436,9 +438,9 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     busy = true;
     note_event(c, v, t);
     if (ta == t) {
-      int64_t head = IN_HEAD(c, p, par);
+      int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
-      IN_HEAD(c, p, par) = head + 1;
+      c->port_head[q * 2 + par] = head + 1;
     } else if (tt == t) {
       nt = host_task_event(c, e, v, t);
     } else if (tm == t) {
@@ -498,7 +500,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
     int64_t i = lo + k, q = PORT_PEER(c, i);
     if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) return false;
     data[k] = biggest[k] = 0;
-    for (int64_t pos = IN_HEAD(c, i, par);; ++pos) {
+    for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
       if (ring_t_at(c, q, pos, par) >= te) break;
       const Pkt& pk = c->pkt[ring_slot(c, q, pos)];
       arrivals += 1;
@@ -563,7 +565,7 @@ MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   int64_t pos[MV_TREE_PORTS];
   int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
   for (int64_t k = 0; k < n; ++k) {
-    pos[k] = IN_HEAD(c, lo + k, par);
+    pos[k] = c->port_head[PORT_PEER(c, lo + k) * 2 + par];
     first[k * stride] = tail[k] = -1;
   }
   for (;;) {
@@ -641,9 +643,9 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = PORT_PEER(c, lo + k);
-    int64_t head = IN_HEAD(c, lo + k, par);
+    int64_t head = c->port_head[q * 2 + par];
     while (ring_t_at(c, q, head, par) < te) ++head;
-    IN_HEAD(c, lo + k, par) = head;
+    c->port_head[q * 2 + par] = head;
     int what;
     next = mv_min(next, mv_min(ring_t_at(c, q, head, par), switch_port_next(c, lo + k, &what)));
   }
@@ -688,7 +690,8 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
   // node_next_ps first: a busy switch (something pending) leaves here on the row it writes anyway
   if (c->node_next_ps[v] < MV_INF || !c->node_quiet[v] || mon_next(c, e) <= te) return false;
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-    if (IN_HEAD(c, p, par) < PORT_T(c, PORT_PEER(c, p), PT_TAIL + (par ^ 1))) return false;
+    int64_t q = PORT_PEER(c, p);
+    if (c->port_head[q * 2 + par] < PORT_T(c, q, PT_TAIL + (par ^ 1))) return false;
   }
   return true;
 }
