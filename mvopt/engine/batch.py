@@ -459,7 +459,6 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                          "split it (mvopt.engine.plan splits batches by memory)")
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
-    cols["port_wire"].reshape(-1, 4)[:, 3] = cols["port_peer"]     # (PW_PEER: where an event reads it)
     if len(links):
         cols["link"][:] = links[:, :schema.NLK].ravel()
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)

@@ -162,7 +162,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),
     _c("port_wire", "i32", "n_port", "the port's wire, 16 bytes (PW_* in mv_common.cuh): first packet slot of "
        "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), its link class (a row of "
-       "`link`), the peer's port (port_peer's value, which the kernels read here)", 4),
+       "`link`), 0", 4),
     _c("port_tx", "i64", "n_port", "state [node]: the port's transmit record, one 64-byte line (PT_* in "
        "mv_common.cuh, PT here): packets ever sent by iteration parity (the ring's tails, read by the peer), "
        "busy-until time, every byte put on the wire (link utilisation); queued bytes (control, data), bytes "

@@ -155,13 +155,10 @@ MV_DEV void pool_free_lane(Ctx* c, int64_t v, int32_t s) {
 MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }
 
 // ---- a port's queue heads and tails (port_q) and wire record (port_wire), 16 bytes each ----
-// The wire record: its ring's first slot and capacity, its link class, and the peer's port on the
-// link (port_peer's value, where an event reads the rest of the record too).
-enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK, PW_PEER };
+enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK };
 #define PORT_W(c, p, k) ((int64_t)(c)->port_wire[(p) * 4 + (k)])
 // ... its link class's field k (LK_*)
 #define PORT_LK(c, p, k) ((c)->link[PORT_W(c, p, PW_LINK) * NLK + (k)])
-#define PORT_PEER(c, p) PORT_W(c, p, PW_PEER)
 #define PORT_QH(c, p, q) ((c)->port_q[(p) * 4 + (q)])
 #define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
 // ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
@@ -312,7 +309,7 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
 #if MV_PUSH_LOCK
   int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[16 * (int64_t)c->node_exp[v]]     // one cache line each
-                                    : &c->node_lock[c->port_node[PORT_PEER(c, p)]];
+                                    : &c->node_lock[c->port_node[c->port_peer[p]]];
   mv_lock(lock);
   int64_t end = wire_append(c, v, p, par, t, pk, int_src);
   mv_unlock(lock);
