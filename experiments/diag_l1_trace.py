@@ -124,6 +124,17 @@ def main() -> None:
     ap.add_argument("--evict-first-rings", action="store_true",
                     help="ring lines evicted before any other (strictly: every ring access then misses at 12 "
                          "experiments, more than the GPU's evict-first hint does; by default they are LRU lines)")
+    ap.add_argument("--exclude", default="", help="what-if: columns (comma-separated) kept out of the L1 "
+                    "(in shared memory, say): their accesses are left out of the model")
+    ap.add_argument("--port-record", type=int, default=0,
+                    help="what-if: every port column (port_*) as one record of this many bytes per port, "
+                         "the columns' rows one after the other in it (scaled down where they add up to more)")
+    ap.add_argument("--port-columns", default="port,port_peer,port_node",
+                    help="the columns --port-record merges (before the 128-byte `port` record: port_tx, port_in, "
+                         "port_q, port_head, port_wire, port_qmax, port_peer; 0.953 against 0.928 at 128 bytes)")
+    ap.add_argument("--ring-bytes", type=int, default=32,
+                    help="what-if: the wire rings' packet slots as records of this many bytes (16: half the "
+                         "lines), each access at its proportional place in the smaller record")
     args = ap.parse_args()
     defines = {**GPU_PATHS, **{k: int(x) for k, x in (d.split("=", 1) for d in args.define)}}
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
@@ -150,6 +161,7 @@ def main() -> None:
     raw = buf[:n]
     marker = ((raw >> np.uint64(62)) & np.uint64(1)).astype(bool)
     segment = np.cumsum(marker)            # accesses after node k's marker: segment k (0: before any)
+    seg_node = np.concatenate([[-1], (raw[marker] & np.uint64((1 << 62) - 1)).astype(np.int64)])
     raw, segment = raw[~marker], segment[~marker]
     n = raw.size
     stores = (raw >> np.uint64(63)).astype(bool)
@@ -160,6 +172,26 @@ def main() -> None:
     pkt = cols == "pkt"
     slot = (addresses[pkt] - np.uint64(arrays["pkt"].ctypes.data)) // np.uint64(32)
     cols[np.flatnonzero(pkt)] = np.where(ring_slots(batch)[slot.astype(np.int64)], "pkt: rings", "pkt: pools")
+    if args.ring_bytes != 32:      # the rings' slots moved to a region of their own, records shrunk
+        ring = np.flatnonzero(cols == "pkt: rings")
+        off = (addresses[ring] - np.uint64(arrays["pkt"].ctypes.data)).astype(np.int64)
+        moved = (off // 32) * args.ring_bytes + (off % 32) * args.ring_bytes // 32
+        addresses[ring] = np.uint64(1 << 56) + moved.astype(np.uint64)
+    if args.port_record:          # the port columns as one array of records
+        n_port = arrays["port_node"].size
+        names = [k for k in args.port_columns.split(",") if k]
+        widths = {k: arrays[k].nbytes // n_port for k in names}
+        total = sum(widths.values())
+        at = 0
+        for k in names:
+            mine = np.flatnonzero(cols == k)
+            off = (addresses[mine] - np.uint64(arrays[k].ctypes.data)).astype(np.int64)
+            port, within = off // widths[k], off % widths[k]
+            moved = port * args.port_record + (at + within) * args.port_record // max(total, args.port_record)
+            addresses[mine] = np.uint64(2 << 56) + moved.astype(np.uint64)
+            at += widths[k]
+        print(f"port columns as one record of {args.port_record} bytes: {', '.join(f'{k} {widths[k]}' for k in names)} "
+              f"({total} bytes)")
     lines = (addresses // np.uint64(LINE)).astype(np.int64)
     print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, one window after {args.skip}, {defines}: "
           f"{n:,} accesses ({int(stores.sum()):,} stores), {np.unique(lines).size} distinct {LINE}-byte lines")
@@ -172,8 +204,14 @@ def main() -> None:
                      int((counts >= 10).sum())))
     for distinct, name, acc, once, some, many in sorted(rows, reverse=True):
         print(f"{name:<22} {acc:9,} {distinct:6} {once:8} {some:6} {many:6}")
+    busiest = int(np.argmax(np.bincount(segment)[1:])) + 1
+    mine = segment == busiest
+    print(f"the busiest node's window (node {seg_node[busiest]}): {int(mine.sum()):,} accesses, "
+          f"{np.unique(lines[mine]).size} distinct lines: " + ", ".join(
+              f"{k} {int((cols[mine] == k).sum())}/{np.unique(lines[mine][cols[mine] == k]).size}"
+              for k in sorted(set(cols[mine]), key=lambda k: -int((cols[mine] == k).sum()))))
     if args.experiments:
-        keep = cols != "stack and other"
+        keep = (cols != "stack and other") & ~np.isin(cols, [k for k in args.exclude.split(",") if k])
         nodes = [(lines[keep & (segment == k)], cols[keep & (segment == k)]) for k in range(int(segment.max()) + 1)]
         rate, misses = lru_misses(nodes, args.experiments, args.l1_kib * 1024 // LINE,
                                   streaming=frozenset({"pkt: rings"}) if args.evict_first_rings else frozenset())
