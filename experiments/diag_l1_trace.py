@@ -79,37 +79,56 @@ def column_of(addresses: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndarra
 
 
 def lru_misses(nodes: list[tuple[np.ndarray, np.ndarray]], copies: int, capacity_lines: int,
-               rounds: int = 2, streaming: frozenset = frozenset()) -> tuple[float, dict[str, float]]:
+               rounds: int = 2, streaming: frozenset = frozenset(), stores: list[np.ndarray] | None = None,
+               write_evict: bool = False, sector_ids: list[np.ndarray] | None = None) -> tuple[float, dict[str, float]]:
     """An LRU cache of `capacity_lines` over `copies` experiments' windows, each the same per-node
     line sequences (`nodes`: lines and their columns) at its own addresses, every sequence of
     every copy advanced one access at a time (an SM's threads run at once), `rounds` windows, the
     first one warming it up. Lines of the `streaming` columns are evict-first (as the GPU's ring
-    packets): a miss evicts the least recent of them while there is one. Returns the hit rate
-    and the misses per experiment-window by column."""
+    packets): a miss evicts the least recent of them while there is one. `stores` (per node,
+    which accesses are stores; else every access is a load): a store is neither a hit nor a miss;
+    it evicts its line if `write_evict`, else writes its sector into the line if the line is
+    there (write-through, no allocation). `sector_ids` (per node, each access's 32-byte sector
+    in its line): a sectored L1 (as a GPU's since Volta), whose lines hold the sectors fetched so
+    far: a load of a sector not there is a miss too (the line stays). Returns the hit rate and
+    the misses per experiment-window by column."""
     offset = max(int(s.max()) for s, _ in nodes if s.size) + 1
-    seqs = [((s + e * offset).tolist(), c.tolist()) for e in range(copies) for s, c in nodes if s.size]
-    longest = max(len(s) for s, _ in seqs)
-    normal: OrderedDict = OrderedDict()
+    flags = stores if stores is not None else [np.zeros(s.size, bool) for s, _ in nodes]
+    secs = sector_ids if sector_ids is not None else [np.zeros(s.size, np.int64) for s, _ in nodes]
+    seqs = [((s + e * offset).tolist(), c.tolist(), f.tolist(), (1 << x).tolist()) for e in range(copies)
+            for (s, c), f, x in zip(nodes, flags, secs) if s.size]
+    longest = max(len(s) for s, _, _, _ in seqs)
+    normal: OrderedDict = OrderedDict()    # line -> its sectors present (a bit each)
     first: OrderedDict = OrderedDict()     # the evict-first lines
     hits = total = 0
     misses: dict[str, float] = {}
     for r in range(rounds):
         for i in range(longest):
-            for s, c in seqs:
+            for s, c, f, x in seqs:
                 if i >= len(s):
                     continue
-                line, col = s[i], c[i]
+                line, col, bit = s[i], c[i], x[i]
                 cache = first if col in streaming else normal
+                if f[i]:
+                    if write_evict:
+                        cache.pop(line, None)
+                    elif line in cache:
+                        cache[line] |= bit
+                    continue
                 if line in cache:
                     cache.move_to_end(line)
-                    hits += r > 0
+                    hit = bool(cache[line] & bit)
+                    cache[line] |= bit
                 else:
-                    cache[line] = None
+                    hit = False
+                    cache[line] = bit
                     if len(normal) + len(first) > capacity_lines:
                         (first if first else normal).popitem(last=False)
-                    if r > 0:
+                if r > 0:
+                    total += 1
+                    hits += hit
+                    if not hit:
                         misses[col] = misses.get(col, 0) + 1 / copies
-                total += r > 0
     return hits / max(1, total), misses
 
 
@@ -129,9 +148,13 @@ def main() -> None:
     ap.add_argument("--port-record", type=int, default=0,
                     help="what-if: every port column (port_*) as one record of this many bytes per port, "
                          "the columns' rows one after the other in it (scaled down where they add up to more)")
-    ap.add_argument("--port-columns", default="port,port_peer,port_node",
-                    help="the columns --port-record merges (before the 128-byte `port` record: port_tx, port_in, "
-                         "port_q, port_head, port_wire, port_qmax, port_peer; 0.953 against 0.928 at 128 bytes)")
+    ap.add_argument("--port-columns", default="port_tx,port_in,port_q,port_head,port_wire,port_qmax,port_peer",
+                    help="the columns --port-record merges")
+    ap.add_argument("--stores", choices=("load", "update", "evict"), default="load",
+                    help="what a store does: as a load (the model's figures before session 16), writes its sector "
+                         "into its line if there (write-through, no allocation), or evicts its line")
+    ap.add_argument("--sectors", action="store_true",
+                    help="a sectored L1: 128-byte lines of four 32-byte sectors, each fetched on its own miss")
     ap.add_argument("--ring-bytes", type=int, default=32,
                     help="what-if: the wire rings' packet slots as records of this many bytes (16: half the "
                          "lines), each access at its proportional place in the smaller record")
@@ -212,11 +235,17 @@ def main() -> None:
               for k in sorted(set(cols[mine]), key=lambda k: -int((cols[mine] == k).sum()))))
     if args.experiments:
         keep = (cols != "stack and other") & ~np.isin(cols, [k for k in args.exclude.split(",") if k])
-        nodes = [(lines[keep & (segment == k)], cols[keep & (segment == k)]) for k in range(int(segment.max()) + 1)]
+        parts = range(int(segment.max()) + 1)
+        nodes = [(lines[keep & (segment == k)], cols[keep & (segment == k)]) for k in parts]
+        sector = ((addresses // np.uint64(32)) % np.uint64(LINE // 32)).astype(np.int64)
         rate, misses = lru_misses(nodes, args.experiments, args.l1_kib * 1024 // LINE,
-                                  streaming=frozenset({"pkt: rings"}) if args.evict_first_rings else frozenset())
+                                  streaming=frozenset({"pkt: rings"}) if args.evict_first_rings else frozenset(),
+                                  stores=None if args.stores == "load" else [stores[keep & (segment == k)] for k in parts],
+                                  write_evict=args.stores == "evict",
+                                  sector_ids=[sector[keep & (segment == k)] for k in parts] if args.sectors else None)
         print(f"LRU model: {args.experiments} experiments' windows through an L1 of {args.l1_kib} KiB"
-              f"{', ring lines evict-first' if args.evict_first_rings else ''}: "
+              f"{', ring lines evict-first' if args.evict_first_rings else ''}, stores: {args.stores}"
+              f"{', 32-byte sectors' if args.sectors else ''}: "
               f"hit rate {rate:.3f} (the kernel's columns only; the stack is in registers on a CPU); misses "
               "per experiment-window: " + ", ".join(f"{k} {v:.0f}" for k, v in
                                                     sorted(misses.items(), key=lambda kv: -kv[1]) if v >= 1))

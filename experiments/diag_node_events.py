@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.engine.batch import port_packets_sent  # noqa: E402
+from mvopt.engine.schema import NPT, PT  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
@@ -31,7 +31,8 @@ def main() -> None:
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
     CpuBackend().run(batch)
     c = batch.cols
-    sent = port_packets_sent(c)                                        # packets each port put on the wire
+    tx = c["port_tx"].reshape(-1, NPT)
+    sent = np.maximum(tx[:, PT["tail"]], tx[:, PT["tail"] + 1])        # packets each port put on the wire
     n = c["node_is_host"].size
     out = np.bincount(c["port_node"], weights=sent, minlength=n)
     into = np.bincount(c["port_node"], weights=sent[c["port_peer"]], minlength=n)

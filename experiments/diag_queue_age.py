@@ -26,19 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.engine.batch import ST_RUN, port_record  # noqa: E402
+from mvopt.engine.batch import ST_RUN  # noqa: E402
 from mvopt.engine.schema import PKT_DTYPE  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
 def queued(c: dict, pkt: np.ndarray, switches: np.ndarray) -> list[tuple[int, int]]:
     """(pool slot, ingress port's peer port: the in-ring) of every packet in a switch queue."""
+    q = c["port_q"].reshape(-1, 4)
     out = []
     for v in switches:
         lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
         for p in range(lo, hi):
             for cls in (0, 1):
-                s = int(port_record(c, "q", cls)[p])
+                s = int(q[p, cls])
                 while s >= 0:
                     ring = int(c["port_peer"][lo + int(pkt[s]["in_port"])])
                     out.append((s, ring))
@@ -67,7 +68,7 @@ def main() -> None:
         backend.run(batch, max_iters=1)
         pkt = batch.scratch["pkt"].view(PKT_DTYPE)
         end = int(c["exp_T_ps"][0])   # (the next window's start: this one's end)
-        consumed = port_record(c, "head", 0) + port_record(c, "head", 1)
+        consumed = c["port_head"].reshape(-1, 2).sum(axis=1)
         now_q = queued(c, pkt, switches)
         counts.append(len(now_q))
         keep = {}

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.engine.batch import ST_RUN, exp_int, port_record  # noqa: E402
-from mvopt.engine.schema import LK, NLK, PFC, PKT_DTYPE  # noqa: E402
+from mvopt.engine.batch import ST_RUN, exp_int  # noqa: E402
+from mvopt.engine.schema import LK, NLK, NPI, NPT, PFC, PI, PKT_DTYPE, PT  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
@@ -42,13 +42,13 @@ PK_DATA = 0
 def window_arrivals(c: dict, pkt: np.ndarray, v: int, te: int, par: int) -> tuple[np.ndarray, np.ndarray]:
     """Packets and data bytes arriving at switch v in the window ending at te, per port."""
     lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
+    tx, wire = c["port_tx"].reshape(-1, NPT), c["port_wire"].reshape(-1, 4)
     count, data = np.zeros(hi - lo, np.int64), np.zeros(hi - lo, np.int64)
     for k, i in enumerate(range(lo, hi)):
         q = int(c["port_peer"][i])
-        head, tail = int(port_record(c, "head", par)[q]), int(port_record(c, "tail", par ^ 1)[q])
-        lo_q, cap_q = int(port_record(c, "wire", 0)[q]), int(port_record(c, "wire", 1)[q])
+        head, tail = int(c["port_head"][q * 2 + par]), int(tx[q, PT["tail"] + (par ^ 1)])
         for pos in range(head, tail):
-            p = pkt[lo_q + (pos & (cap_q - 1))]
+            p = pkt[int(wire[q, 0]) + (pos & (int(wire[q, 1]) - 1))]
             if p["t"] >= te:
                 break
             count[k] += 1
@@ -62,17 +62,18 @@ def order_free(c: dict, v: int, data: np.ndarray, pfc: bool, reserve: int) -> bo
     kernel's switch_lanes_apply without its pool (counted apart) and monitor conditions; its
     per-packet admission margin, for headroom smaller than a packet, is left out too)."""
     lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
-    if (port_record(c, "in_hdrm")[lo:hi] != 0).any():
+    rec = c["port_in"].reshape(-1, NPI)[lo:hi]
+    if (rec[:, PI["in_hdrm"]] != 0).any():
         return False
-    if pfc and (port_record(c, "pfc")[lo:hi] & (PFC["in_paused"] | PFC["sent"]) != 0).any():
+    if pfc and (rec[:, PI["pfc"]] & (PFC["in_paused"] | PFC["sent"]) != 0).any():
         return False
     if not pfc and int(c["node_data_bytes"][v]) + int(data.sum()) > int(c["node_buffer"][v]):
         return False
     shared = int(c["node_shared_used"][v]) + int(data.sum())
     free = max(0, int(c["node_buffer"][v]) - int(c["node_reserved"][v]) - shared)
     for k in range(hi - lo):
-        shift = int(c["link"].reshape(-1, NLK)[port_record(c, "wire", 2)[lo + k], LK["shift"]])
-        if data[k] and max(0, int(port_record(c, "in_bytes")[lo + k]) + data[k] - reserve) >= free >> shift:
+        shift = int(c["link"].reshape(-1, NLK)[c["port_wire"].reshape(-1, 4)[lo + k, 2], LK["shift"]])
+        if data[k] and max(0, rec[k, PI["in_bytes"]] + data[k] - reserve) >= free >> shift:
             return False
     return True
 
@@ -96,6 +97,7 @@ def main() -> None:
                            minlength=c["node_is_host"].size)
     kind = {int(v): "top-of-rack" if hosts_on[v] else "other" for v in switches}
     busy, passed, events, events_passed, pooled = (defaultdict(int) for _ in range(5))
+    tx = c["port_tx"].reshape(-1, NPT)
     windows = 0
     backend.run(batch, max_iters=0)          # (the packet slots now live on the batch)
     while c["exp_status"][0] == ST_RUN:
@@ -104,7 +106,7 @@ def main() -> None:
         pkt = batch.scratch["pkt"].view(PKT_DTYPE)
         before = {int(v): (window_arrivals(c, pkt, int(v), te, par),
                            # packets its ports sent so far (the window writes the tails of its parity)
-                           int(port_record(c, "tail", par ^ 1)[c["node_port_lo"][v]:c["node_port_hi"][v]].sum()))
+                           int(tx[c["node_port_lo"][v]:c["node_port_hi"][v], PT["tail"] + (par ^ 1)].sum()))
                   for v in switches}
         ok = {v: order_free(c, v, arr[1], pfc, reserve) for v, (arr, _) in before.items()}
         # the kernel also wants a never-used pool slot for every arrival (lanes take slots by a
@@ -115,7 +117,7 @@ def main() -> None:
         windows += 1
         for v, ((count, _), sent0) in before.items():
             lo, hi = int(c["node_port_lo"][v]), int(c["node_port_hi"][v])
-            n = int(count.sum()) + int(port_record(c, "tail", par)[lo:hi].sum()) - sent0
+            n = int(count.sum()) + int(tx[lo:hi, PT["tail"] + par].sum()) - sent0
             if n:
                 busy[kind[v]] += 1
                 events[kind[v]] += n

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.engine.batch import ST_RUN, port_record  # noqa: E402
+from mvopt.engine.batch import ST_RUN  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 LINE = 128
@@ -42,8 +42,9 @@ def changed_lines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def ring_slots(batch) -> np.ndarray:
     """Whether each packet slot belongs to a wire ring (else to a node's pool)."""
+    wire = batch.cols["port_wire"].reshape(-1, 4)
     slots = np.zeros(batch.counts["n_slot"], bool)
-    for lo, cap in zip(port_record(batch.cols, "wire", 0).tolist(), port_record(batch.cols, "wire", 1).tolist()):
+    for lo, cap in zip(wire[:, 0].tolist(), wire[:, 1].tolist()):
         slots[lo:lo + cap] = True
     return slots
 

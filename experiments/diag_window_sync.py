@@ -22,14 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.engine.batch import port_packets_sent, port_record  # noqa: E402
+from mvopt.engine.batch import port_packets_sent  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
 def node_events(c: dict, n: int) -> np.ndarray:
     """Packets each node has sent and received so far."""
     sent = port_packets_sent(c)
-    head = np.maximum(port_record(c, "head", 0), port_record(c, "head", 1))   # packets consumed of port q's ring
+    head = c["port_head"].reshape(-1, 2).max(axis=1)      # packets consumed of port q's ring
     node = c["port_node"]
     return (np.bincount(node, weights=sent, minlength=n)
             + np.bincount(node, weights=head[c["port_peer"]], minlength=n))

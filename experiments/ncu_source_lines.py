@@ -78,7 +78,7 @@ def top(path: str, metric: str | None, n: int = 40) -> None:
 # What a line of the kernels touches, by the first pattern it matches (the generated source's names)
 STRUCTURES = (("packet slots (pkt)", r"pkt\[|c->pkt|\bpk->|\bpk\.|Pkt "), ("port transmit record (PORT_T)", r"PORT_T\("),
               ("port queues (PORT_QH/QT)", r"PORT_Q[HT]\("), ("port ingress/PFC record (PORT_I)", r"PORT_I\("),
-              ("port wire record (PORT_W)", r"PORT_W\("), ("ring heads (RING_HEAD)", r"RING_HEAD\("),
+              ("port wire record (PORT_W)", r"PORT_W\("), ("ring heads (port_head)", r"port_head"),
               ("parameter loads (MvRo)", r"__ldg"), ("flows (f_*)", r"\bf_[a-z_]+\["),
               ("counters (ctr_add)", r"ctr_add|node_ctr"), ("routing", r"route_"), ("node rows (node_*)", r"node_[a-z_]+\["),
               ("switch port-time caches", r"ta_p|td_p|what_p|\bt2\b"), ("experiment rows (exp_*, EI)", r"exp_[a-zA-Z_]+\[|EI\("),

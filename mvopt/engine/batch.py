@@ -295,8 +295,9 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         delay = np.asarray(topo.port_delay_ps, np.int64)
         add("port_node", np.asarray(topo.port_node, np.int64) + node_base)
         add("port_peer", np.asarray(topo.port_peer_port, np.int64) + port_base)
+        add("port_in", np.zeros(npt * schema.NPI, np.int64))   # state, zero
         cap = port_ring_capacities(topo, p, small)
-        # the port records (`port`) once the rings are placed, with the link classes of the whole batch
+        # port_wire once the rings are placed, with the link classes of the whole batch
         wire_parts[i] = (cap, link_rows(rate, delay, p))
         # ---- nodes
         is_host = np.arange(nn) < nh
@@ -415,6 +416,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     ring_lo, pool_lo, n_slot, n_int_slots = _place_slots(slot_sizes)
     links, link_of = np.unique(np.concatenate([rows for _, rows in wire_parts]), axis=0, return_inverse=True)
     link_of = link_of.reshape(-1)
+    for at, lo, (cap, rows) in zip(starts, ring_lo, wire_parts):
+        first = at["n_port"]
+        of = link_of[first:first + cap.size]
+        out.adder(at)("port_wire", np.stack([lo, cap, of, np.zeros_like(of)], axis=1).ravel())
     pool_counts = np.concatenate([pools for _, pools, _ in slot_sizes]) if slot_sizes else np.zeros(0, np.int64)
     pool_lo = np.concatenate(pool_lo) if pool_lo else np.zeros(0, np.int64)
     counts["n_slot"] = n_slot
@@ -445,14 +450,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
             arr = np.zeros(n, dt)
             zero.add(col.name)
         cols[col.name] = np.ascontiguousarray(arr)
-    # initial state that is not zero: the port records' empty queues and their wires
-    for k in range(4):
-        port_record(cols, "q", k)[:] = -1
-    for k, values in enumerate((np.concatenate(ring_lo) if ring_lo else 0,
-                                np.concatenate([cap for cap, _ in wire_parts]) if wire_parts else 0,
-                                link_of, cols["port_peer"])):
-        port_record(cols, "wire", k)[:] = values
-    for name, value in (("node_rr", -1), ("node_pool_free", -1),
+    # initial state that is not zero
+    for name, value in (("port_q", -1), ("node_rr", -1), ("node_pool_free", -1),
                         ("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS)):
         cols[name][:] = value
     if n_slot >= 2**31:
@@ -468,7 +467,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["f_path"][:] = routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH).ravel()
     else:
         cols["f_path"][:] = -1
-    filled = {"port", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
+    filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order", "f_path", "link", "link_pmax"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
@@ -591,8 +590,8 @@ def scratch_nbytes(counts: dict[str, int]) -> int:
 STATE_COLUMNS = tuple(col.name for col in schema.COLUMNS if col.doc.startswith("state"))
 # The state columns that extract_results reads: all a backend must copy back after a run that ended.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
-                  "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port",
-                  "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
+                  "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_tx",
+                  "port_in", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
@@ -637,9 +636,9 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             name=exp.name, status=status, end_ps=end, makespan_ps=makespan,
             task_start_ps=start, task_finish_ps=finish, flow_ids=flows, flow_fct_ps=fct,
             flow_standalone_ps=exp.params.flow_standalone_ps[flows].copy(), counters=counters,
-            port_max_queue_bytes=port_record(c, "qmax")[p0:p1].astype(np.int64), windows=int(c["exp_iter"][i]),
+            port_max_queue_bytes=c["port_qmax"][p0:p1].copy(), windows=int(c["exp_iter"][i]),
             # every byte put on the wire (PT_WIRE_BYTES), not PT_TX_BYTES (dequeued data, for INT)
-            port_tx_bytes=port_record(c, "wire_bytes")[p0:p1].copy(),
+            port_tx_bytes=port_record(c, "port_tx", "wire_bytes")[p0:p1].copy(),
             diagnostic=diag, **_monitors(batch, i, end))
 
     return thread_map(result, range(len(batch.experiments)))
@@ -660,16 +659,16 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
 
     qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
-    final_q = port_record(c, "qbytes", 1)[p0:p1].astype(np.int64)      # the data queues
+    final_q = port_record(c, "port_tx", "qbytes", 1)[p0:p1]            # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
-                          table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "wire_bytes")[p0:p1])
+                          table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "port_tx", "wire_bytes")[p0:p1])
 
 
 def port_packets_sent(cols: dict[str, np.ndarray]) -> np.ndarray:
     """Packets (data and control) every port has put on its wire: its ring's tail, which only
     grows (the later of its two parity copies). The kernels keep no hop counter: this is the
     `packet_hops` counter, per port (one fewer memory update per packet-hop)."""
-    return np.maximum(port_record(cols, "tail", 0), port_record(cols, "tail", 1))
+    return np.maximum(port_record(cols, "port_tx", "tail", 0), port_record(cols, "port_tx", "tail", 1))
 
 
 def node_packets_sent(cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -678,13 +677,14 @@ def node_packets_sent(cols: dict[str, np.ndarray]) -> np.ndarray:
     return total[cols["node_port_hi"]] - total[cols["node_port_lo"]]
 
 
-def port_record(cols: dict[str, np.ndarray], field: str, offset: int = 0) -> np.ndarray:
-    """Word `offset` of one field of every port's record (the `port` column: schema.PORT64's
-    64-bit fields, PORT32's 32-bit ones), as a strided view (writable where the column is)."""
-    rec = cols["port"].reshape(-1, schema.NPORTW)
-    if field in schema.PORT64:
-        return rec[:, schema.PORT64[field] + offset]
-    return rec.view(np.int32)[:, schema.PORT32[field] + offset]
+_RECORDS = {"port_tx": (schema.NPT, schema.PT), "port_in": (schema.NPI, schema.PI)}
+
+
+def port_record(cols: dict[str, np.ndarray], column: str, field: str, offset: int = 0) -> np.ndarray:
+    """One field of every port's record (`port_tx`: schema.PT, `port_in`: schema.PI), as a
+    strided view."""
+    words, layout = _RECORDS[column]
+    return cols[column].reshape(-1, words)[:, layout[field] + offset]
 
 
 def _diagnostic(batch: Batch, i: int, status: str) -> str:
@@ -708,7 +708,7 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     pending = np.nonzero((c["task_finish_ps"][t0:t0 + g.n] >= INF_PS) & (g.kind == DELAY))[0]
     if pending.size:
         lines.append(f"{pending.size} delay tasks not run (waiting for predecessors): {pending[:10].tolist()}")
-    paused = np.nonzero(port_record(c, "pfc")[p0:p1] & schema.PFC["paused"])[0]
+    paused = np.nonzero(port_record(c, "port_in", "pfc")[p0:p1] & schema.PFC["paused"])[0]
     if paused.size:
         topo = batch.experiments[i].topology
         desc = ", ".join(f"port {int(p)} (node {int(topo.port_node[p])}->{int(topo.port_peer_node[p])})"

@@ -160,19 +160,6 @@ def _ps(us: float) -> int:
     return int(round(us * 1e6))
 
 
-def check_byte_counts(sw_slots: np.ndarray, net) -> None:
-    """The kernels count a port's queued bytes and its link's MMU bytes in 32 bits (its record is
-    one 128-byte line: schema.PORT32); they count packets of one node's pool, so its slots times
-    the largest packet must stay below 2**31."""
-    most = int(sw_slots.max(initial=0)) * (net.payload_bytes + net.header_bytes)
-    if most >= 2**31:
-        field = "network.switch_packet_slots" if net.switch_packet_slots else "network.buffer_mb"
-        value = net.switch_packet_slots if net.switch_packet_slots else net.buffer_mb
-        raise ConfigError(field, f"a switch may hold at most 2 GiB of packets (its pool: {int(sw_slots.max())} slots "
-                          f"of up to {net.payload_bytes + net.header_bytes} bytes = {most} bytes; queue byte counts "
-                          "are 32-bit)", value)
-
-
 def _path_stats(topo, src: int, dst: int, payload: int) -> tuple[int, int, int]:
     """(sum of propagation delays, sum of per-hop serialization of one payload, bottleneck rate)."""
     port = int(topo.node_port_offset[src])
@@ -256,7 +243,6 @@ def resolve(exp: Experiment) -> ResolvedParams:
         sw_buffer[s] = int(round(mb * 2**20))
         nports = int(off[n_host + s + 1] - off[n_host + s])
         sw_slots[s] = net.switch_packet_slots or (sw_buffer[s] // (net.payload_bytes + net.header_bytes) + 64 * nports)
-    check_byte_counts(sw_slots, net)
     # flows
     n = tasks.n
     npkt = np.zeros(n, np.int64)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPORTW", "PORT64", "PORT32",
+__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
            "PFC", "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
@@ -28,32 +28,22 @@ NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with H
 NEXP_D = 16        # double parameters per experiment
 NEXP_I = 24        # integer parameters per experiment
 MAX_INT_HOPS = 5   # HPCC INT records per packet
-# A port's record (`port`, PORT_* in mv_common.cuh): everything an event reads or writes of a
-# port in one 128-byte line, so that a port costs a window's working set one line (the GPU's
-# groups kernel is bound by its L1: docs/performance.md). NPORTW 64-bit words; the first ones
-# hold 64-bit fields (PORT64: word index), the rest pairs of 32-bit fields (PORT32: index in
-# 32-bit words). The 32-bit byte counts are bounded by a node's pool (params.check_byte_counts).
-NPORTW = 16
-PORT64 = {"tail": 0,        # packets ever put on the wire, by iteration parity (the ring's tails)
-          "free_ps": 2,     # busy until
-          "wire_bytes": 3,  # every byte put on the wire (link utilisation)
-          "tx_bytes": 4,    # bytes dequeued for transmission (INT; no PFC frames)
-          "deq": 5,         # data packets dequeued (ECN hash counter)
-          "head": 6,        # packets of this port's ring its peer consumed, by parity (the peer writes them)
-          "pfc_ps": 8}      # when the pending PFC frame was requested
-PORT32 = {"qbytes": 18,     # queued bytes by class (control, data)
-          "in_bytes": 20,   # MMU ingress bytes of the port's link (switch; the link's packets come in here)
-          "in_hdrm": 21,    # ... and headroom bytes
-          "pfc": 22,        # PFC state bits (PFC below)
-          "qmax": 23,       # maximum data bytes queued
-          "q": 24,          # queue heads (control, data), then tails, into the pool (-1: empty)
-          "wire": 28}       # the wire (PW_*): ring's first slot, ring capacity, link class, the peer's port
-PFC = {"in_paused": 1, "sent": 2, "paused": 4}
+NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
+# where in that record (mirrors the PT_* enum): ring tails by parity, free time and wire bytes in
+# its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
+# reads), queued bytes by class, dequeued bytes and data packets in its second (a dequeue)
+PT = {"tail": 0, "free_ps": 2, "wire_bytes": 3, "qbytes": 4, "tx_bytes": 6, "deq": 7}
 # f_path: a flow's egress port index at each of its first NPATH switches, data way then back
 NPATH = 8
 # node_hash's words: the hash state after (seed, tag, node_local) for each tag (params.TAG_*)
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
+NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
+# where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
+# when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
+# pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
+PI = {"in_bytes": 0, "in_hdrm": 1, "pfc_ps": 2, "pfc": 3}
+PFC = {"in_paused": 1, "sent": 2, "paused": 4}
 NLK = 8            # words of a link class (LK_* in mv_common.cuh): a row of `link`
 # where in it: what a port's link is, read-only and the same for every port of the class (the
 # batch holds each distinct one once, so that a window's working set holds them once)
@@ -170,11 +160,21 @@ COLUMNS: tuple[Column, ...] = (
     # ---- ports (one per link direction, owned by the sender) ---------------------------------
     _c("port_node", "i32", "n_port", "owner node"),
     _c("port_peer", "i32", "n_port", "the peer's port on the same link (its ring is our input)"),
-    _c("port", "i64", "n_port", "state [node; its `head` words: the peer node]: the port's record, one 128-byte "
-       "line (PORT_* in mv_common.cuh; PORT64 / PORT32 here): its ring's tails, busy-until time, bytes put "
-       "on the wire, dequeued bytes and data packets, the peer's heads of the ring, the PFC request time; "
-       "queued bytes, the link's MMU ingress and headroom bytes, PFC bits, maximum queue, queue heads and "
-       "tails, its wire (ring's first slot, capacity, link class, peer)", NPORTW),
+    _c("port_wire", "i32", "n_port", "the port's wire, 16 bytes (PW_* in mv_common.cuh): first packet slot of "
+       "its ring, ring capacity (a power of two: a slot is pos & (cap - 1)), its link class (a row of "
+       "`link`), 0", 4),
+    _c("port_tx", "i64", "n_port", "state [node]: the port's transmit record, one 64-byte line (PT_* in "
+       "mv_common.cuh, PT here): packets ever sent by iteration parity (the ring's tails, read by the peer), "
+       "busy-until time, every byte put on the wire (link utilisation); queued bytes (control, data), bytes "
+       "dequeued for transmission (INT; no PFC frames), data packets dequeued (ECN hash counter)", NPT),
+    _c("port_head", "i64", "n_port", "state [peer node]: packets of this ring consumed, by parity", 2),
+    _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
+       "(one 16-byte record)", 4),
+    _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
+    _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 32 bytes (PI_* in "
+       "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), when the "
+       "pending PFC frame was requested, the PFC state's bits (PFC here: we asked the peer to pause, pause "
+       "state last signalled to the peer, data class paused by the peer)", NPI),
     # ---- link classes (what a port's link is: one row per distinct combination in the batch) --
     _c("link", "i64", "n_link", "a link class, one 64-byte line (LK_* in mv_common.cuh, LK here): rate (b/s), "
        "propagation delay (ps), serialization ps per byte when the rate divides 8e12 exactly else 0 (then "
@@ -269,10 +269,11 @@ def numpy_dtype(col: Column) -> np.dtype:
 
 def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
-    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPORTW {NPORTW}",
+    lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPT {NPT}",
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
-             *(f"#define SCHEMA_PORT64_{k.upper()} {v}" for k, v in PORT64.items()),
-             *(f"#define SCHEMA_PORT32_{k.upper()} {v}" for k, v in PORT32.items()),
+             f"#define NPI {NPI}",
+             *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
+             *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
              *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),
              f"#define NLK {NLK}", *(f"#define SCHEMA_LK_{k.upper()} {v}" for k, v in LK.items()),
              f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]

@@ -89,13 +89,13 @@ def test_zero_columns_are_zero_in_every_row() -> None:
     for exps in (mixed_experiments(5), mixed_experiments(1)):   # parts written, or adopted
         batch = build_batch(exps)
         assert {"f_cci", "f_ccd", "node_iter"} <= batch.zero_columns
-        assert not {"node_pool_next", "node_pool_hi", "node_order", "port", "exp_acc_next",
+        assert not {"node_pool_next", "node_pool_hi", "node_order", "port_q", "exp_acc_next",
                     "task_finish_ps"} & batch.zero_columns
         # built from parts that were all zero (an empty heap before any task is ready): zero too
         assert "heap_t" in batch.zero_columns
         for name in batch.zero_columns:
             assert not batch.cols[name].any(), name
-        for name in set(batch.cols) - batch.zero_columns - {"node_rr", "node_pool_free", "exp_acc_next",
+        for name in set(batch.cols) - batch.zero_columns - {"port_q", "node_rr", "node_pool_free", "exp_acc_next",
                                                             "exp_acc_prog"}:
             if batch.cols[name].size:       # every other column has a non-zero value
                 assert batch.cols[name].any(), name
@@ -111,25 +111,6 @@ def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> No
     exp = Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build())
     with pytest.raises(ConfigError, match="network.payload_bytes"):
         exp.params
-
-
-@pytest.mark.parametrize("network, field", [({"buffer_mb": 2100}, "network.buffer_mb"),
-                                            ({"switch_packet_slots": 3_000_000}, "network.switch_packet_slots")])
-def test_switch_pools_whose_bytes_overflow_32_bits_are_a_configuration_error(network: dict, field: str) -> None:
-    """A port's record counts queued and MMU bytes in 32 bits: a switch's pool (slots x largest
-    packet) must hold less than 2 GiB; a buffer of 2,000 MB is still allowed."""
-    from mvopt.errors import ConfigError
-
-    def params(net: dict):
-        cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": net})
-        g = TaskGraphBuilder()
-        g.flow(0, 5, 100_000)
-        return Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build()).params
-
-    with pytest.raises(ConfigError, match=field) as err:
-        params(network)
-    assert "2 GiB" in str(err.value) and "32-bit" in str(err.value)
-    assert params({"buffer_mb": 2000}).sw_buffer.max() == 2000 * 2**20
 
 
 def test_node_orders_are_permutations_grouped_by_kind() -> None:

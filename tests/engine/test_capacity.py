@@ -10,7 +10,7 @@ import pytest
 from mvopt.cluster import build_topology
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder, build_batch, get_backend, simulate
-from mvopt.engine.batch import extract_results, port_record
+from mvopt.engine.batch import extract_results
 from mvopt.engine.capacity import node_pool_slots, port_ring_capacities, ring_capacity
 from mvopt.engine.params import Experiment, ser_ps
 from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, run_share, slot_counts
@@ -48,7 +48,7 @@ def test_wire_rings_are_sized_for_the_smallest_packet_of_the_experiment() -> Non
     rate = np.asarray(topo.port_rate_bps, np.int64)
     need = (ser_ps(net.payload_bytes + net.header_bytes, int(rate[0])) + int(topo.port_delay_ps[0])
             + 2 * tiny.params.window_ps) // ser_ps(net.header_bytes + 1, int(rate[0])) + 4
-    assert port_record(b.cols, "wire", 1)[0] >= need     # port 0's ring capacity
+    assert b.cols["port_wire"][1] >= need
 
 
 def _tiny_flows() -> Experiment:

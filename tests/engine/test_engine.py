@@ -1332,26 +1332,23 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
     state is the serial loop's too."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
-    from mvopt.engine.batch import exp_int, port_record
-    from mvopt.engine.schema import PORT32, PORT64
+    from mvopt.engine.batch import exp_int
+    from mvopt.engine.schema import NPI, PI
 
-    # the port records but their queues' slots
-    fields = [(f, k) for f in PORT64 for k in range(2 if f in ("tail", "head") else 1)]
-    fields += [(f, k) for f in PORT32 if f != "q" for k in range({"qbytes": 2, "wire": 4}.get(f, 1))]
     exp = incast("none", 400_000, n=7 if net else 4, **net)
     state = {}
     for lanes in (1, 0):
         batch = build_batch([exp])
         CpuBackend(defines={"MV_SWITCH_LANES": lanes}).run(batch, max_iters=80 if net else 60)
-        state[lanes] = {k: batch.cols[k].copy() for k in ("node_shared_used", "node_data_bytes", "node_ctr")}
-        state[lanes].update({f"port {f}[{k}]": port_record(batch.cols, f, k).copy() for f, k in fields})
+        state[lanes] = {k: batch.cols[k].copy() for k in ("port_in", "port_tx", "port_qmax", "node_shared_used",
+                                                           "node_data_bytes", "node_ctr", "port_head")}
     cols = batch.cols
     switch = np.flatnonzero(cols["node_is_host"] == 0)
     assert (state[1]["node_shared_used"][switch] > 0).any()      # shared bytes in use mid-way
     for k in state[0]:
         assert np.array_equal(state[0][k], state[1][k]), k
     if not net:   # (headroom in use breaks the identity: its bytes are not shared)
-        above = np.maximum(state[1]["port in_bytes[0]"].astype(np.int64) - int(exp_int(cols, "reserve")[0]), 0)
+        above = np.maximum(state[1]["port_in"].reshape(-1, NPI)[:, PI["in_bytes"]] - int(exp_int(cols, "reserve")[0]), 0)
         per_node = np.bincount(cols["port_node"], weights=above, minlength=cols["node_is_host"].size)
         assert np.array_equal(per_node[switch], state[1]["node_shared_used"][switch])
 

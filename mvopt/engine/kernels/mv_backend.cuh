@@ -32,7 +32,6 @@
   __device__ inline int64_t mv_add_old(int64_t* a, int64_t x) {
     return (int64_t)atomicAdd((unsigned long long*)a, (unsigned long long)x);
   }
-  __device__ inline int32_t mv_add_old(int32_t* a, int64_t x) { return atomicAdd(a, (int32_t)x); }
   __device__ inline int32_t mv_cas(int32_t* a, int32_t expect, int32_t want) { return atomicCAS(a, expect, want); }
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
@@ -51,7 +50,6 @@
   }
   static inline void mv_unlock(int32_t* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
   static inline int64_t mv_add_old(int64_t* a, int64_t x) { int64_t o = *a; *a = o + x; return o; }
-  static inline int32_t mv_add_old(int32_t* a, int64_t x) { int32_t o = *a; *a = (int32_t)(o + x); return o; }
   static inline int32_t mv_cas(int32_t* a, int32_t expect, int32_t want) {
     int32_t o = *a;
     if (o == expect) *a = want;

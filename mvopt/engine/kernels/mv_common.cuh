@@ -42,39 +42,33 @@ enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_E
        CI_HIGH_SEQ, CI_CWR, CI_LAST_BYTES /* wire bytes of the last data packet (HPCC pacing) */,
        CI_COUNT };
 enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 + 3 * MAX_INT_HOPS };
-// A port's record (port[p * NPORTW ...], one 128-byte line: what an event touches of a port,
-// so that the port costs a window's working set one line; schema.PORT64 / PORT32 mirror it).
-// 64-bit words (PORT_T(c, p, PT_*)): the ring's tails by parity, busy-until time, bytes put on the
-// wire, bytes and data packets dequeued, the ring's heads by parity (packets its consumer, the
-// peer, has taken), when the pending PFC frame was requested.
-enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_TX_BYTES = 4, PT_DEQ = 5,
-       PT_HEAD = 6 /* + parity */, PT_PFC_PS = 8 };
-// 32-bit words after them (PORT_32(c, p, P32_*)): queued bytes by class, the MMU's ingress and
-// headroom bytes of the link the port's packets come in over, the PFC state's bits (PFC_*: we
-// asked the peer to pause, what we last signalled, the peer paused us), the largest data queue,
-// the queues' heads and tails into the pool, the wire (PW_*). The byte counts fit 32 bits: they
-// count packets in the node's pool (params.py checks pool slots x packet bytes).
-enum { P32_QBYTES = 18 /* + class */, P32_IN_BYTES = 20, P32_IN_HDRM = 21, P32_PFC = 22, P32_QMAX = 23,
-       P32_Q = 24 /* heads (class), then tails */, P32_WIRE = 28 /* + PW_* */, P32_COUNT = 32 };
+// A port's transmit record (port_tx[p * NPT + k], 64 bytes): ring tails by parity, busy-until time
+// and wire bytes in the first 32-byte sector; queued bytes by class, bytes and data packets
+// dequeued in the second (schema.PT mirrors it).
+enum { PT_TAIL = 0 /* + parity */, PT_FREE = 2, PT_WIRE_BYTES = 3, PT_QBYTES = 4 /* + class */, PT_TX_BYTES = 6,
+       PT_DEQ = 7, PT_COUNT = 8 };
+// A port's ingress record (port_in[p * NPI + k], 32 bytes), for the link the port's packets come in
+// over: MMU ingress and headroom bytes, when a PFC frame was requested, and the PFC state as bits
+// of one word (PFC_*: we asked the peer to pause, what we last signalled, the peer paused us)
+// (schema.PI and schema.PFC mirror them).
+enum { PI_IN_BYTES = 0, PI_IN_HDRM, PI_PFC_PS, PI_PFC, PI_COUNT };
 enum { PFC_IN_PAUSED = 1, PFC_SENT = 2, PFC_PAUSED = 4 };
 // A link class (link[l * NLK + k], one 64-byte line; port p's is row PORT_W(c, p, PW_LINK)): rate,
 // propagation delay, serialization ps per byte (0: use the rate), ECN Kmin and Kmax of its
 // egress, PFC headroom and dynamic-threshold shift of its ingress (schema.LK mirrors it). The
 // batch holds each distinct class once: every port of a class reads the same line.
 enum { LK_RATE = 0, LK_DELAY, LK_PPB, LK_KMIN, LK_KMAX, LK_HEADROOM, LK_SHIFT, LK_COUNT };
-// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPORTW) come from schema.py with struct Ctx;
+// The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT, NPI) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
 static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
-              HI_COUNT <= NHOPI && P32_COUNT == 2 * NPORTW && PT_PFC_PS < P32_QBYTES / 2 && LK_COUNT <= NLK,
+              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI && LK_COUNT <= NLK,
               "schema.py table widths are too small for the kernel's enums");
-static_assert(PT_TAIL == SCHEMA_PORT64_TAIL && PT_FREE == SCHEMA_PORT64_FREE_PS && PT_WIRE_BYTES == SCHEMA_PORT64_WIRE_BYTES &&
-              PT_TX_BYTES == SCHEMA_PORT64_TX_BYTES && PT_DEQ == SCHEMA_PORT64_DEQ && PT_HEAD == SCHEMA_PORT64_HEAD &&
-              PT_PFC_PS == SCHEMA_PORT64_PFC_PS, "schema.PORT64 does not mirror the PT_* enum");
-static_assert(P32_QBYTES == SCHEMA_PORT32_QBYTES && P32_IN_BYTES == SCHEMA_PORT32_IN_BYTES &&
-              P32_IN_HDRM == SCHEMA_PORT32_IN_HDRM && P32_PFC == SCHEMA_PORT32_PFC && P32_QMAX == SCHEMA_PORT32_QMAX &&
-              P32_Q == SCHEMA_PORT32_Q && P32_WIRE == SCHEMA_PORT32_WIRE && PFC_IN_PAUSED == SCHEMA_PFC_IN_PAUSED &&
-              PFC_SENT == SCHEMA_PFC_SENT && PFC_PAUSED == SCHEMA_PFC_PAUSED,
-              "schema.PORT32 / schema.PFC do not mirror the P32_* / PFC_* enums");
+static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
+              PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
+              "schema.PT does not mirror the PT_* enum");
+static_assert(PI_IN_BYTES == SCHEMA_PI_IN_BYTES && PI_IN_HDRM == SCHEMA_PI_IN_HDRM && PI_PFC_PS == SCHEMA_PI_PFC_PS &&
+              PI_PFC == SCHEMA_PI_PFC && PFC_IN_PAUSED == SCHEMA_PFC_IN_PAUSED && PFC_SENT == SCHEMA_PFC_SENT &&
+              PFC_PAUSED == SCHEMA_PFC_PAUSED, "schema.PI / schema.PFC do not mirror the PI_* / PFC_* enums");
 static_assert(LK_RATE == SCHEMA_LK_RATE && LK_DELAY == SCHEMA_LK_DELAY && LK_PPB == SCHEMA_LK_PPB &&
               LK_KMIN == SCHEMA_LK_KMIN && LK_KMAX == SCHEMA_LK_KMAX && LK_HEADROOM == SCHEMA_LK_HEADROOM &&
               LK_SHIFT == SCHEMA_LK_SHIFT, "schema.LK does not mirror the LK_* enum");
@@ -160,32 +154,25 @@ MV_DEV void pool_free_lane(Ctx* c, int64_t v, int32_t s) {
 // A node counter where several ports of a switch may add at once (MV_SWITCH_LANES).
 MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }
 
-// ---- a port's record (PT_* / P32_* above) ----------------------------------------------------
-// its 64-bit word k, its 32-bit word k (the record's 32-bit fields are never accessed as 64-bit
-// words, nor the other way round)
-#define PORT_T(c, p, k) ((c)->port[(p) * NPORTW + (k)])
-#define PORT_32(c, p, k) (reinterpret_cast<int32_t*>((c)->port + (p) * NPORTW)[k])
-// the wire: its ring's first slot and capacity, its link class, the peer's port on the link
-enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK, PW_PEER };
-#define PORT_W(c, p, k) ((int64_t)PORT_32(c, p, P32_WIRE + (k)))
-#define PORT_PEER(c, p) PORT_W(c, p, PW_PEER)
+// ---- a port's queue heads and tails (port_q) and wire record (port_wire), 16 bytes each ----
+enum { PW_RING_LO = 0, PW_RING_CAP, PW_LINK };
+#define PORT_W(c, p, k) ((int64_t)(c)->port_wire[(p) * 4 + (k)])
 // ... its link class's field k (LK_*)
 #define PORT_LK(c, p, k) ((c)->link[PORT_W(c, p, PW_LINK) * NLK + (k)])
-// queue q's head and tail slots, its bytes
-#define PORT_QH(c, p, q) PORT_32(c, p, P32_Q + (q))
-#define PORT_QT(c, p, q) PORT_32(c, p, P32_Q + 2 + (q))
-#define PORT_QB(c, p, q) PORT_32(c, p, P32_QBYTES + (q))
-// the packets of port q's ring its consumer has taken, by parity
-#define RING_HEAD(c, q, par) PORT_T(c, q, PT_HEAD + (par))
+#define PORT_QH(c, p, q) ((c)->port_q[(p) * 4 + (q)])
+#define PORT_QT(c, p, q) ((c)->port_q[(p) * 4 + 2 + (q)])
+// ... and its transmit record (port_tx, PT_* above) and ingress record (port_in, PI_*)
+#define PORT_T(c, p, k) ((c)->port_tx[(p) * PT_COUNT + (k)])
+#define PORT_I(c, p, k) ((c)->port_in[(p) * PI_COUNT + (k)])
 // port p's PFC state: one bit (PFC_*); set or clear one; whether its peer was last told another
 // pause state than the one we want (a PFC frame is due)
-#define PFC_BIT(c, p, b) ((PORT_32(c, p, P32_PFC) & (b)) != 0)
-MV_DEV void pfc_set(Ctx* c, int64_t p, int32_t b, bool on) {
-  int32_t w = PORT_32(c, p, P32_PFC);
-  PORT_32(c, p, P32_PFC) = on ? (w | b) : (w & ~b);
+#define PFC_BIT(c, p, b) ((PORT_I(c, p, PI_PFC) & (b)) != 0)
+MV_DEV void pfc_set(Ctx* c, int64_t p, int64_t b, bool on) {
+  int64_t w = PORT_I(c, p, PI_PFC);
+  PORT_I(c, p, PI_PFC) = on ? (w | b) : (w & ~b);
 }
 MV_DEV bool pfc_due(const Ctx* c, int64_t p) {
-  int32_t w = PORT_32(c, p, P32_PFC);
+  int64_t w = PORT_I(c, p, PI_PFC);
   return ((w ^ (w >> 1)) & PFC_IN_PAUSED) != 0;   // (PFC_SENT is the bit above PFC_IN_PAUSED)
 }
 
@@ -196,9 +183,9 @@ MV_DEV bool q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
   int32_t t = PORT_QT(c, p, q);
   if (t < 0) PORT_QH(c, p, q) = s; else c->pkt[t].next = s;
   PORT_QT(c, p, q) = s;
-  int32_t qb = PORT_QB(c, p, q) + (int32_t)bytes;
-  PORT_QB(c, p, q) = qb;
-  if (q == Q_DATA && qb > PORT_32(c, p, P32_QMAX)) PORT_32(c, p, P32_QMAX) = qb;
+  int64_t qb = PORT_T(c, p, PT_QBYTES + q) + bytes;
+  PORT_T(c, p, PT_QBYTES + q) = qb;
+  if (q == Q_DATA && qb > c->port_qmax[p]) c->port_qmax[p] = qb;
   return t < 0;
 }
 // Unlinks the head packet of queue q; returns its slot. (Loading the whole packet here, for the
@@ -208,7 +195,7 @@ MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t next = c->pkt[s].next;
   PORT_QH(c, p, q) = next;
   if (next < 0) PORT_QT(c, p, q) = -1;
-  PORT_QB(c, p, q) -= c->pkt[s].bytes;
+  PORT_T(c, p, PT_QBYTES + q) -= c->pkt[s].bytes;
   return s;
 }
 
@@ -301,7 +288,7 @@ MV_DEV void note_window_end(Ctx* c, int64_t v, bool busy, int64_t last_t) {
 // port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
 MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
   int64_t tail = PORT_T(c, p, PT_TAIL + par);
-  int64_t head_seen = RING_HEAD(c, p, par ^ 1);
+  int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
   int64_t cap = PORT_W(c, p, PW_RING_CAP);
   if (tail - head_seen >= cap) return -1;
   int64_t end = t + port_ser(c, p, pk->bytes);
@@ -322,7 +309,7 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
 MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
 #if MV_PUSH_LOCK
   int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[16 * (int64_t)c->node_exp[v]]     // one cache line each
-                                    : &c->node_lock[c->port_node[PORT_PEER(c, p)]];
+                                    : &c->node_lock[c->port_node[c->port_peer[p]]];
   mv_lock(lock);
   int64_t end = wire_append(c, v, p, par, t, pk, int_src);
   mv_unlock(lock);

@@ -22,14 +22,14 @@ MV_DEV int64_t ring_t_at(const Ctx* c, int64_t q, int64_t pos, int par) {
 }
 // Earliest unconsumed arrival on in-ring q visible in this iteration.
 MV_DEV int64_t ring_head_t(const Ctx* c, int64_t q, int par) {
-  return ring_t_at(c, q, RING_HEAD(c, q, par), par);
+  return ring_t_at(c, q, c->port_head[q * 2 + par], par);
 }
 
 MV_DEV void node_begin(Ctx* c, int64_t v, int par) {
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-    int64_t q = PORT_PEER(c, p);
-    int64_t head = RING_HEAD(c, q, (par ^ 1));
-    RING_HEAD(c, q, par) = head;
+    int64_t q = c->port_peer[p];
+    int64_t head = c->port_head[q * 2 + (par ^ 1)];
+    c->port_head[q * 2 + par] = head;
     PORT_T(c, p, PT_TAIL + par) = PORT_T(c, p, PT_TAIL + (par ^ 1));
   }
 }
@@ -69,7 +69,7 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
   for (; s <= t && k < cap; ++k, s += iv) {
     int64_t row = k * np + j0 - lo;
     for (int64_t p = lo; p < hi; ++p) {
-      c->mon_q[qlo + row + p] = PORT_QB(c, p, Q_DATA);
+      c->mon_q[qlo + row + p] = PORT_T(c, p, PT_QBYTES + Q_DATA);
       if (wlo >= 0) c->mon_w[wlo + row + p] = PORT_T(c, p, PT_WIRE_BYTES);
     }
   }
@@ -142,7 +142,7 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
     int64_t* td_p = c->port_td + lo;
     for (int64_t k = 0; k < n; ++k) {
       int what;
-      ta_p[k] = ring_head_t(c, PORT_PEER(c, lo + k), par);
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
       td_p[k] = switch_port_next(c, lo + k, &what);
       c->port_what[lo + k] = what;
     }
@@ -153,7 +153,7 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
   for (int64_t k = 0; k < n; ++k) {
     if (ta_p[k] < MV_INF) continue;
-    int64_t t = ring_head_t(c, PORT_PEER(c, lo + k), par);
+    int64_t t = ring_head_t(c, c->port_peer[lo + k], par);
     if (t >= MV_INF) continue;
     ta_p[k] = t;
     tree_update(va, wa, ta_p, (int)n, P, (int)k);
@@ -234,7 +234,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   else if (cached) {
     for (int64_t k = 0; k < n; ++k) {
       int what;
-      ta_p[k] = ring_head_t(c, PORT_PEER(c, lo + k), par);
+      ta_p[k] = ring_head_t(c, c->port_peer[lo + k], par);
       td_p[k] = switch_port_next(c, lo + k, &what);
       what_p[k] = what;
     }
@@ -261,7 +261,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
       int64_t t, t2;
       int what;
       if (cached) { t = ta_p[k]; t2 = td_p[k]; what = what_p[k]; }
-      else { t = ring_head_t(c, PORT_PEER(c, lo + k), par); t2 = switch_port_next(c, lo + k, &what); }
+      else { t = ring_head_t(c, c->port_peer[lo + k], par); t2 = switch_port_next(c, lo + k, &what); }
       if (!tree && t < ta) { ta = t; ia = lo + k; }
       if (t2 < MV_INF && t2 < now) {   // due before `now`: starts then, what it sends decided then
         t2 = now;
@@ -296,11 +296,11 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
   auto arrival = [&]() -> bool {
     begin_event(ta);
     int64_t a = -1, b;   // ports whose cached transmission times the arrival may have changed
-    int64_t q = PORT_PEER(c, ia);
-    int64_t head = RING_HEAD(c, q, par);
+    int64_t q = c->port_peer[ia];
+    int64_t head = c->port_head[q * 2 + par];
     // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
     // arrival then runs out of slots, the experiment ends and is run again from its start with
-    // full ones, so a persisted cache one packet ahead of the ring's head is never read). Without the
+    // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
     // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
     // there, so that its load overlaps the arrival's own instead of stalling before it.
     const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
@@ -327,7 +327,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     bool ia_changed;
     b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
     if (b == SW_OUT_OF_SLOTS) { out_of_slots(); return false; }
-    RING_HEAD(c, q, par) = head + 1;
+    c->port_head[q * 2 + par] = head + 1;
     if (cached && late) cache_next_arrival();
     if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     if (cached) {
@@ -387,7 +387,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
 
 MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t p = c->node_port_lo[v];
-  int64_t q = PORT_PEER(c, p);
+  int64_t q = c->port_peer[p];
   int64_t notify = MV_INF;
   int64_t now = c->exp_T_ps[e];
   int64_t ms = mon_next(c, e);   // next monitor sample
@@ -438,9 +438,9 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     busy = true;
     note_event(c, v, t);
     if (ta == t) {
-      int64_t head = RING_HEAD(c, q, par);
+      int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
-      RING_HEAD(c, q, par) = head + 1;
+      c->port_head[q * 2 + par] = head + 1;
     } else if (tt == t) {
       nt = host_task_event(c, e, v, t);
     } else if (tm == t) {
@@ -497,10 +497,10 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   int64_t arrivals = 0, data_all = 0;
   bool pfc = EI(c, e, EI_PFC);
   for (int64_t k = 0; k < n; ++k) {
-    int64_t i = lo + k, q = PORT_PEER(c, i);
-    if (PORT_32(c, i, P32_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) return false;
+    int64_t i = lo + k, q = c->port_peer[i];
+    if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) return false;
     data[k] = biggest[k] = 0;
-    for (int64_t pos = RING_HEAD(c, q, par);; ++pos) {
+    for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
       if (ring_t_at(c, q, pos, par) >= te) break;
       const Pkt& pk = c->pkt[ring_slot(c, q, pos)];
       arrivals += 1;
@@ -524,7 +524,7 @@ MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, i
   for (int64_t k = 0; k < n; ++k) {
     if (!data[k]) continue;
     int64_t i = lo + k, th = free_b >> PORT_LK(c, i, LK_SHIFT);
-    int64_t over = mv_max(PORT_32(c, i, P32_IN_BYTES) + data[k] - r, (int64_t)0);
+    int64_t over = mv_max(PORT_I(c, i, PI_IN_BYTES) + data[k] - r, (int64_t)0);
     if (over >= th) return false;
     if (pfc && biggest[k] > PORT_LK(c, i, LK_HEADROOM) && mv_max(biggest[k], over) > th) return false;
   }
@@ -565,17 +565,17 @@ MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   int64_t pos[MV_TREE_PORTS];
   int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
   for (int64_t k = 0; k < n; ++k) {
-    pos[k] = RING_HEAD(c, PORT_PEER(c, lo + k), par);
+    pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
     first[k * stride] = tail[k] = -1;
   }
   for (;;) {
     int64_t ta = MV_INF, ka = -1;
     for (int64_t k = 0; k < n; ++k) {
-      int64_t t = ring_t_at(c, PORT_PEER(c, lo + k), pos[k], par);
+      int64_t t = ring_t_at(c, c->port_peer[lo + k], pos[k], par);
       if (t < ta) { ta = t; ka = k; }
     }
     if (ta >= te) return;
-    int64_t slot = ring_slot(c, PORT_PEER(c, lo + ka), pos[ka]++);
+    int64_t slot = ring_slot(c, c->port_peer[lo + ka], pos[ka]++);
     bool queued;
     int32_t lane = switch_lane_of(c, e, v, lo, ka, slot, &queued);
     int32_t s = pool_alloc(c, v);
@@ -642,10 +642,10 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   mmu_lanes_end(c, e, v, before);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
-    int64_t q = PORT_PEER(c, lo + k);
-    int64_t head = RING_HEAD(c, q, par);
+    int64_t q = c->port_peer[lo + k];
+    int64_t head = c->port_head[q * 2 + par];
     while (ring_t_at(c, q, head, par) < te) ++head;
-    RING_HEAD(c, q, par) = head;
+    c->port_head[q * 2 + par] = head;
     int what;
     next = mv_min(next, mv_min(ring_t_at(c, q, head, par), switch_port_next(c, lo + k, &what)));
   }
@@ -690,8 +690,8 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
   // node_next_ps first: a busy switch (something pending) leaves here on the row it writes anyway
   if (c->node_next_ps[v] < MV_INF || !c->node_quiet[v] || mon_next(c, e) <= te) return false;
   for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p) {
-    int64_t q = PORT_PEER(c, p);
-    if (RING_HEAD(c, q, par) < PORT_T(c, q, PT_TAIL + (par ^ 1))) return false;
+    int64_t q = c->port_peer[p];
+    if (c->port_head[q * 2 + par] < PORT_T(c, q, PT_TAIL + (par ^ 1))) return false;
   }
   return true;
 }

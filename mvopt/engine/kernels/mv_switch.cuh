@@ -5,7 +5,7 @@
 // ---- MMU (HPCC switch-mmu semantics; data class only) --------------------------------------
 MV_DEV int64_t mmu_shared_of(const Ctx* c, int64_t e, int64_t i) {
   int64_t r = EI(c, e, EI_RESERVE);
-  return PORT_32(c, i, P32_IN_BYTES) > r ? PORT_32(c, i, P32_IN_BYTES) - r : 0;
+  return PORT_I(c, i, PI_IN_BYTES) > r ? PORT_I(c, i, PI_IN_BYTES) - r : 0;
 }
 MV_DEV int64_t mmu_threshold(const Ctx* c, int64_t v, int64_t i) {
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - c->node_shared_used[v];
@@ -14,27 +14,27 @@ MV_DEV int64_t mmu_threshold(const Ctx* c, int64_t v, int64_t i) {
 }
 MV_DEV bool mmu_admit(const Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   if (EI(c, e, EI_PFC))
-    return !(b + PORT_32(c, i, P32_IN_HDRM) > PORT_LK(c, i, LK_HEADROOM) && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
+    return !(b + PORT_I(c, i, PI_IN_HDRM) > PORT_LK(c, i, LK_HEADROOM) && b + mmu_shared_of(c, e, i) > mmu_threshold(c, v, i));
   return c->node_data_bytes[v] + b <= c->node_buffer[v];
 }
 MV_DEV void mmu_enqueue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   int64_t r = EI(c, e, EI_RESERVE);
-  int64_t nb = PORT_32(c, i, P32_IN_BYTES) + b;
-  if (nb <= r) PORT_32(c, i, P32_IN_BYTES) += b;
-  else if (nb - r > mmu_threshold(c, v, i)) PORT_32(c, i, P32_IN_HDRM) += b;
+  int64_t nb = PORT_I(c, i, PI_IN_BYTES) + b;
+  if (nb <= r) PORT_I(c, i, PI_IN_BYTES) += b;
+  else if (nb - r > mmu_threshold(c, v, i)) PORT_I(c, i, PI_IN_HDRM) += b;
   else {
-    PORT_32(c, i, P32_IN_BYTES) += b;
+    PORT_I(c, i, PI_IN_BYTES) += b;
     c->node_shared_used[v] += mv_min(b, nb - r);
   }
   c->node_data_bytes[v] += b;
 }
 MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   int64_t r = EI(c, e, EI_RESERVE);
-  int64_t from_hdrm = mv_min(PORT_32(c, i, P32_IN_HDRM), b);
-  int64_t over = PORT_32(c, i, P32_IN_BYTES) > r ? PORT_32(c, i, P32_IN_BYTES) - r : 0;
+  int64_t from_hdrm = mv_min(PORT_I(c, i, PI_IN_HDRM), b);
+  int64_t over = PORT_I(c, i, PI_IN_BYTES) > r ? PORT_I(c, i, PI_IN_BYTES) - r : 0;
   int64_t from_shared = mv_min(b - from_hdrm, over);
-  PORT_32(c, i, P32_IN_HDRM) -= from_hdrm;
-  PORT_32(c, i, P32_IN_BYTES) -= b - from_hdrm;
+  PORT_I(c, i, PI_IN_HDRM) -= from_hdrm;
+  PORT_I(c, i, PI_IN_BYTES) -= b - from_hdrm;
   c->node_shared_used[v] -= from_shared;
   c->node_data_bytes[v] -= b;
 }
@@ -48,16 +48,16 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
 // mmu_dequeue change them, event by event, without headroom. (One add per packet instead of
 // three, one of them waited for: groups-lanes 1.369 against 1.341 G packet-hops/s, profile_gpu
 // 8 MiB x 4,096, fourteenth session.)
-MV_DEV void mmu_lane_add(Ctx* c, int64_t i, int64_t b) { mv_add_old(&PORT_32(c, i, P32_IN_BYTES), b); }
+MV_DEV void mmu_lane_add(Ctx* c, int64_t i, int64_t b) { mv_add_old(&PORT_I(c, i, PI_IN_BYTES), b); }
 MV_DEV void mmu_lanes_begin(const Ctx* c, int64_t v, int64_t* before) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  for (int64_t k = 0; k < n; ++k) before[k] = PORT_32(c, lo + k, P32_IN_BYTES);
+  for (int64_t k = 0; k < n; ++k) before[k] = PORT_I(c, lo + k, PI_IN_BYTES);
 }
 MV_DEV void mmu_lanes_end(Ctx* c, int64_t e, int64_t v, const int64_t* before) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, r = EI(c, e, EI_RESERVE);
   int64_t shared = 0, data = 0;
   for (int64_t k = 0; k < n; ++k) {
-    int64_t after = PORT_32(c, lo + k, P32_IN_BYTES);
+    int64_t after = PORT_I(c, lo + k, PI_IN_BYTES);
     shared += mv_max(after - r, (int64_t)0) - mv_max(before[k] - r, (int64_t)0);
     data += after - before[k];
   }
@@ -73,11 +73,11 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   int64_t shared = mmu_shared_of(c, e, i);
   int64_t th = mmu_threshold(c, v, i);
   bool paused = PFC_BIT(c, i, PFC_IN_PAUSED), want = paused;
-  if (after_enqueue && !want && (PORT_32(c, i, P32_IN_HDRM) > 0 || shared >= th)) want = true;
-  else if (!after_enqueue && want && PORT_32(c, i, P32_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = false;
+  if (after_enqueue && !want && (PORT_I(c, i, PI_IN_HDRM) > 0 || shared >= th)) want = true;
+  else if (!after_enqueue && want && PORT_I(c, i, PI_IN_HDRM) == 0 && (shared == 0 || shared + EI(c, e, EI_RESUME) <= th)) want = false;
   if (want == paused) return false;
   pfc_set(c, i, PFC_IN_PAUSED, want);
-  if (want != PFC_BIT(c, i, PFC_SENT)) PORT_T(c, i, PT_PFC_PS) = t;
+  if (want != PFC_BIT(c, i, PFC_SENT)) PORT_I(c, i, PI_PFC_PS) = t;
   return true;
 }
 
@@ -181,7 +181,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     mmu_dequeue(c, e, v, i, pk->bytes);
     if (pfc_check(c, e, v, i, t, false)) touched = i;
   }
-  int64_t q = PORT_QB(c, p, Q_DATA);
+  int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
   if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
     bool mark = false;
     int64_t kmin = PORT_LK(c, p, LK_KMIN), kmax = PORT_LK(c, p, LK_KMAX);
@@ -201,7 +201,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     IntHop* hop = &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint];
     hop->ts = t;
     hop->tx = PORT_T(c, p, PT_TX_BYTES);
-    hop->qlen = PORT_QB(c, p, 0) + PORT_QB(c, p, 1);
+    hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
     hop->port = p;
     pk->nint += 1;
   }
@@ -283,8 +283,8 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     direct = !*i_changed;   // port i may now have a PFC frame due at t, before out: queue it
   }
   if (direct) {
-    int64_t qb = PORT_QB(c, out, q) + b;   // the queue as it would have held the packet
-    if (data && qb > PORT_32(c, out, P32_QMAX)) PORT_32(c, out, P32_QMAX) = qb;
+    int64_t qb = PORT_T(c, out, PT_QBYTES + q) + b;   // the queue as it would have held the packet
+    if (data && qb > c->port_qmax[out]) c->port_qmax[out] = qb;
     if (data) *i_changed = switch_data_leaves(c, e, v, out, &pk, t, -1) >= 0;
     PORT_T(c, out, PT_TX_BYTES) += b;
     return wire_send(c, v, out, par, t, &pk, -1) >= 0 ? out : SW_OUT_OF_SLOTS;
@@ -312,7 +312,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
 // What port p sends if it starts at t: the highest-priority class available by then (a PFC
 // frame, then control, then data).
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
-  if (pfc_due(c, p) && PORT_T(c, p, PT_PFC_PS) <= t) return 2;
+  if (pfc_due(c, p) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
   int32_t hc = PORT_QH(c, p, Q_CTL);
   if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
   return Q_DATA;
@@ -322,7 +322,7 @@ MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
   int64_t avail = MV_INF;
   *what = -1;
-  if (pfc_due(c, p)) { avail = PORT_T(c, p, PT_PFC_PS); *what = 2; }
+  if (pfc_due(c, p)) { avail = PORT_I(c, p, PI_PFC_PS); *what = 2; }
   int32_t h = PORT_QH(c, p, Q_CTL);
   if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
   h = PORT_QH(c, p, Q_DATA);
