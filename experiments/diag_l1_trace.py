@@ -8,8 +8,10 @@ the lines touched once pass through. An LRU model of an L1 of --l1-kib gives a h
 window's accesses of every node (marked by the kernels' MV_TRACE_NODE hook) repeated for
 --experiments experiments at distinct addresses, all their nodes' sequences interleaved one
 access at a time, as an SM's threads run at once. Its absolute value is a model's (the GPU's
-L1 is not LRU over single accesses, its threads do not advance in step); a layout change that
-shrinks the working set shows in it before a GPU run.
+L1 is not LRU over single accesses, its threads do not advance in step), and it did not rank
+layout changes as the GPU did (docs/performance.md, sixteenth session: three of four changes it
+favoured gained nothing or lost there); the what-if options (--port-record, --ring-bytes,
+--exclude, --sectors, --stores) show what a change would do to it, not to the GPU.
 
     PYTHONPATH=. python experiments/diag_l1_trace.py --mib 8 --skip 300
     PYTHONPATH=. python experiments/diag_l1_trace.py --mib 8 --skip 300 --experiments 12 --l1-kib 248

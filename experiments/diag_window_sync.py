@@ -4,7 +4,10 @@ node, the events (packets sent and received, from the ports' ring tails and head
 one window at a time), a node-window costing `--fixed` events plus its events. Compares
   barrier: every window as long as its busiest node's (the groups kernel now),
   peers:   node v's window w starts when v's window w-1 and its peers' windows w-1 have ended,
-  bound:   the busiest node's total (no waiting at all).
+  bound:   the busiest node's total (no waiting at all),
+  lanes:   barrier, but a switch's window as long as its busiest port's events (arrivals on the
+           port's in-ring and transmissions on it), as if each port ran on a lane of its own with
+           nothing to share (an upper bound of switch lanes, docs/engine.md "Switch lanes").
 
     PYTHONPATH=. python experiments/diag_window_sync.py --mib 8 --skip 300 --windows 600
 """
@@ -26,13 +29,10 @@ from mvopt.engine.batch import port_packets_sent  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
 
-def node_events(c: dict, n: int) -> np.ndarray:
-    """Packets each node has sent and received so far."""
-    sent = port_packets_sent(c)
+def port_events(c: dict) -> np.ndarray:
+    """Packets each port has sent and received (on its in-ring) so far."""
     head = c["port_head"].reshape(-1, 2).max(axis=1)      # packets consumed of port q's ring
-    node = c["port_node"]
-    return (np.bincount(node, weights=sent, minlength=n)
-            + np.bincount(node, weights=head[c["port_peer"]], minlength=n))
+    return port_packets_sent(c) + head[c["port_peer"]]
 
 
 def main() -> None:
@@ -48,15 +48,19 @@ def main() -> None:
     be.run(batch, max_iters=args.skip)
     c = batch.cols
     n = c["node_is_host"].size
-    before = node_events(c, n)
+    before = port_events(c)
     rows = []
     for _ in range(args.windows):
         if be.run(batch, max_iters=1) == 0:
             break
-        now = node_events(c, n)
+        now = port_events(c)
         rows.append(now - before)
         before = now
-    ev = np.array(rows)                      # windows x nodes
+    pev = np.array(rows)                     # windows x ports
+    node = c["port_node"]
+    ev = np.stack([np.bincount(node, weights=w, minlength=n) for w in pev])          # windows x nodes
+    busiest_port = np.stack([np.maximum.reduceat(w, c["node_port_lo"]) for w in pev])
+    lanes = np.where(c["node_is_host"] == 1, ev, busiest_port) + args.fixed
     cost = args.fixed + ev
     peers = [np.unique(c["port_node"][c["port_peer"][c["node_port_lo"][v]:c["node_port_hi"][v]]]) for v in range(n)]
     finish = np.zeros(n)
@@ -68,7 +72,8 @@ def main() -> None:
           f"busiest node {ev.sum(axis=0).max() / cost.shape[0]:.1f} a window on average, "
           f"{ev.max(axis=1).mean():.1f} the busiest of each window")
     print(f"barrier {barrier:.0f}   peers {finish.max():.0f} ({barrier / finish.max():.3f}x faster)   "
-          f"bound {cost.sum(axis=0).max():.0f} ({barrier / cost.sum(axis=0).max():.3f}x)")
+          f"bound {cost.sum(axis=0).max():.0f} ({barrier / cost.sum(axis=0).max():.3f}x)   "
+          f"lanes {lanes.max(axis=1).sum():.0f} ({barrier / lanes.max(axis=1).sum():.3f}x)")
 
 
 if __name__ == "__main__":

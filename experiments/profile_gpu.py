@@ -139,6 +139,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-b192": {"launch": "groups", "MV_GROUP_BLOCK": 192},
             "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
             "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256},
+            # switches of at most 4 ports on thread-local caches of 4 (the groups kernel's stack frame
+            # 96 bytes instead of 224, spills 12 / 12 bytes instead of 52 / 156; 5-8 port switches
+            # then take the trees)
+            "groups-tree4": {"launch": "groups", "MV_TREE_PORTS": 4},
+            "groups-tree4-b256": {"launch": "groups", "MV_TREE_PORTS": 4, "MV_GROUP_BLOCK": 256},
             "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480},
             # (thirteenth session; slower on (a) when run in the fourteenth, docs/performance.md)
             # switch windows port by port where no decision depends on their ports' order

@@ -68,6 +68,23 @@ def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str,
     return out
 
 
+def block_sizes(runs: list[tuple[dict, str]], commit: str, machine: str) -> list[str]:
+    """Workload (a) benchmarked with the groups mode's blocks of each size (MVOPT_GROUP_BLOCK), one
+    run after the other in one device session."""
+    out = [f"Blocks of the groups launch mode, workload (a) 64 MiB, commit `{commit}`, {machine}, one run after "
+           "the other in one device session: `MVOPT_GROUP_BLOCK=N python experiments/bench_gpu.py --out OUT "
+           "--sections a --batches 4096 --cpu-batches 256 --cc none --mib 64 --budget-s 60`.\n",
+           "| threads per block | GPU batch | G packet-hops/s | CPU (256, all cores) G packet-hops/s | ratio |",
+           "|---|---|---|---|---|"]
+    for d, threads in runs:
+        gpu = max((r for r in d["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
+        cpu = max((r for r in d["rows"] if r["backend"] == "cpu"), key=lambda r: r["hops_per_s"])
+        out.append(f"| {threads} | {gpu['batch']} | {gpu['hops_per_s'] / 1e9:.3f} | {cpu['hops_per_s'] / 1e9:.3f} | "
+                   f"{gpu['hops_per_s'] / cpu['hops_per_s']:.1f}x |")
+    out.append("")
+    return out
+
+
 def launch_modes(named: list[tuple[str, str, dict[str, str]]]) -> list[str]:
     """Rows of the profile files `named` (file, commit, {variant at that commit: its name now})."""
     out = ["### Launch modes and kernel variants (experiments/profile_gpu.py)\n",
@@ -394,7 +411,21 @@ def render() -> str:
                            ("profile_footprint_b4096_609315a", "609315a", {
                                "groups": "groups, link classes, 32-byte port_in, evict-first arrival times (the default)",
                                "groups-ringt0": "groups, as the default but the arrival times read ahead as ordinary loads",
-                               "groups-b256": "groups, as the default, blocks of 256 threads (7 experiments, 2 blocks/SM)"})])
+                               "groups-b256": "groups, as the default, blocks of 256 threads (7 experiments, 2 blocks/SM)"}),
+                           ("profile_inhead_b4096_609315a_same_session", "609315a", {
+                               "groups": "groups, blocks of 224 (sixteenth session, beside the next)"}),
+                           ("profile_inhead_b4096_a6babcc", "a6babcc", {
+                               "groups": "groups, the peer in the wire record, the ring heads in the ingress record (reverted)",
+                               "groups-b256": "groups, as the row above, blocks of 256 threads"}),
+                           ("profile_portrec_b4096_609315a_same_session", "609315a", {
+                               "groups": "groups, blocks of 224 (sixteenth session, beside the next)"}),
+                           ("profile_portrec_b4096_16d8e9d", "16d8e9d", {
+                               "groups": "groups, one 128-byte record per port (reverted)"}),
+                           ("profile_tree4_b4096_eb85605", "eb85605", {
+                               "groups": "groups, blocks of 224 threads (the default then)",
+                               "groups-tree4": "groups, blocks of 224, switches' local caches of 4 ports (MV_TREE_PORTS 4)"})])
+    lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
+                         "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
                           ("profile_b4096_orders_distinct_7c43062", "7c43062")])
     lines.append("Idle windows on a fresh machine, every mode in turn in one process (`python "

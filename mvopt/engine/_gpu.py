@@ -49,12 +49,15 @@ LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each
 # The groups mode packs consecutive experiments into blocks of this many threads (MV_GROUP_BLOCK
-# in `defines` for a variant). Measured on an H200 (docs/performance.md, thirteenth session,
-# workload (a) 8 MiB x 4,096, 36 nodes, G packet-hops/s side by side): 224 (six experiments a
-# block, two blocks per SM) 1.353, against 1.311 with 160 (four, three), 1.284 with 128 (three,
-# four) and 1.332 with 480 (thirteen, one): the same 12 experiments per SM, in fewer blocks whose
-# busiest nodes (the top-of-rack switches, first in a group) fill whole warps.
-GROUP_BLOCK_THREADS = 224
+# in `defines` for a variant). Measured on an H200 (docs/performance.md, workload (a), 36 nodes):
+# 256 (seven experiments a block, two blocks per SM: 14 per SM, the most the kernel's 128
+# registers allow) against 224 (six, two): 1.617 against 1.577 G packet-hops/s at 64 MiB x 4,096
+# (bench, sixteenth session), and at 8 MiB x 4,096 side by side 1.576 / 1.562 / 1.590 against
+# 1.548 / 1.545 / 1.566 in three sessions; the idle window ~1 us dearer (9.6 against 8.8 us, one
+# run). Before the link classes (thirteenth session) 224 was the faster: 1.360 against 1.340,
+# and against 160 / 128 / 480 (1.311 / 1.284 / 1.332): the top-of-rack switches, first in a
+# group, fill whole warps in large blocks.
+GROUP_BLOCK_THREADS = 256
 ASYNC_LAUNCH_NS = 300_000_000   # an async launch stops taking windows after this long (then the host checks)
 L2_FETCH_LIMIT_ID = 5            # cudaLimitMaxL2FetchGranularity (CuPy has no name for it)
 GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 windows) between two host polls

@@ -83,8 +83,8 @@ def test_the_block_size_setting_takes_multiples_of_32_and_names_the_variable(mon
 
     monkeypatch.delenv("MVOPT_GROUP_BLOCK", raising=False)
     assert group_block_setting() == GROUP_BLOCK_THREADS
-    monkeypatch.setenv("MVOPT_GROUP_BLOCK", "256")
-    assert group_block_setting() == 256
+    monkeypatch.setenv("MVOPT_GROUP_BLOCK", "224")
+    assert group_block_setting() == 224
     for bad in ("250", "0", str(GROUP_THREADS_MAX + 32), "big", "-64"):
         monkeypatch.setenv("MVOPT_GROUP_BLOCK", bad)
         with pytest.raises(BackendUnavailable, match=f"MVOPT_GROUP_BLOCK='{bad}'.*multiple of 32"):
