@@ -233,16 +233,18 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    from mvopt.engine.plan import batch_route_counts, experiment_counts, thread_map
+    from mvopt.engine.plan import batch_route_counts, experiment_counts, experiment_threads, thread_map
     # experiments of one topology share its dense routing table (engine/routes.py): the first of
     # them brings it
-    keys = thread_map(lambda i: routes.route_key(experiments[i].topology), range(len(experiments)))
+    threads = experiment_threads(experiments)
+    keys = thread_map(lambda i: routes.route_key(experiments[i].topology), range(len(experiments)), threads)
     table_of = routes.table_owners([e.topology for e in experiments], keys)
     if len(experiments) == 1:       # its parts become the columns: no counts needed
         starts, totals, out = [_ZERO_STARTS], {}, _ColumnWriter(None)
     else:
         if exp_counts is None:
-            exp_counts = thread_map(lambda i: experiment_counts(experiments[i], flags[i]), range(len(experiments)))
+            exp_counts = thread_map(lambda i: experiment_counts(experiments[i], flags[i]), range(len(experiments)),
+                                    threads)
         exp_counts = batch_route_counts(experiments, exp_counts, table_of)
         # each experiment's first row of every kind (the running sums of the counts before it):
         # its parts' places in the columns, known before any is made, so that experiments are
@@ -402,7 +404,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         sizes.update(n_node=nn, n_port=npt, n_task=nt, n_flow=nf)
         return sizes
 
-    added = thread_map(write, range(len(experiments)))
+    added = thread_map(write, range(len(experiments)), threads)
     if len(experiments) == 1:
         totals = added[0]
     else:
@@ -464,13 +466,43 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
     cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
     if paths:
-        cols["f_path"][:] = routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH).ravel()
+        cols["f_path"][:] = batch_flow_paths(cols, spans).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order", "f_path", "link", "link_pmax"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
+
+
+def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span]) -> np.ndarray:
+    """routes.flow_paths for every flow of a batch, computed once per distinct experiment: paths
+    are egress indices among a switch's ports, so experiments equal in what the paths depend on
+    (their ports' wiring, dense tables and ECMP hash states relative to their first node and
+    port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
+    many such (candidates that differ in CC or buffers only); a benchmark's batch, one."""
+    import hashlib
+
+    spray = exp_int(cols, "spray")
+    out = np.full((cols["f_local"].size, 2, schema.NPATH), -1, np.int16)
+    ecmp = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]]
+    groups: dict[bytes, list[int]] = {}
+    for i, sp in enumerate(spans):
+        if sp.flow_hi == sp.flow_lo:
+            continue
+        n, p, f = slice(sp.node_lo, sp.node_hi), slice(sp.port_lo, sp.port_hi), slice(sp.flow_lo, sp.flow_hi)
+        h = hashlib.blake2b(digest_size=16)
+        for part in (cols["node_is_host"][n], cols["node_port_lo"][n] - sp.port_lo, cols["node_rtab"][n],
+                     cols["node_rtnh"][n], ecmp[n], cols["port_node"][p] - sp.node_lo, cols["port_peer"][p] - sp.port_lo,
+                     cols["f_local"][f], cols["f_src_local"][f], cols["f_dst_local"][f], spray[i:i + 1]):
+            h.update(np.ascontiguousarray(part).tobytes())
+        groups.setdefault(h.digest(), []).append(i)
+    for members in groups.values():
+        first = spans[members[0]]
+        paths = routes.flow_paths(cols, spray, schema.NPATH, np.arange(first.flow_lo, first.flow_hi))
+        for i in members:
+            out[spans[i].flow_lo:spans[i].flow_hi] = paths
+    return out
 
 
 def link_rows(rate: np.ndarray, delay: np.ndarray, p: ResolvedParams) -> np.ndarray:
@@ -597,7 +629,7 @@ RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_f
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
     """Per-experiment results from the final batch state (copied, so the batch can be reused;
     the experiments in threads: plan.thread_map)."""
-    from mvopt.engine.plan import thread_map
+    from mvopt.engine.plan import experiment_threads, thread_map
 
     c = batch.cols
     hops = port_packets_sent(c)          # once for the batch (a per-experiment call would be quadratic)
@@ -641,7 +673,7 @@ def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
             port_tx_bytes=port_record(c, "port_tx", "wire_bytes")[p0:p1].copy(),
             diagnostic=diag, **_monitors(batch, i, end))
 
-    return thread_map(result, range(len(batch.experiments)))
+    return thread_map(result, range(len(batch.experiments)), experiment_threads(batch.experiments))
 
 
 def _monitors(batch: Batch, i: int, end_ps: int) -> dict:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mvopt.engine.params import Experiment, ResolvedParams, ser_ps
+from mvopt.engine.params import Experiment, ResolvedParams, ser_ps_array
 
 __all__ = ["HOST_POOL_SLOTS", "CAPACITY_MODES", "ring_capacity", "port_ring_capacities", "node_pool_slots",
            "pools_compact"]
@@ -43,8 +43,8 @@ def ring_capacity(rate_bps: np.ndarray, delay_ps: np.ndarray, window_ps: int, ma
     """Slots a wire ring needs: a sent packet stays unconsumed for at most ser + delay + 2 windows.
     Full: that span filled with the smallest packets; compact: twice the largest ones (data one
     way, an ACK per data packet back) plus a few control frames, never above full."""
-    max_ser = np.array([ser_ps(max_pkt, int(r)) for r in rate_bps], np.int64)
-    min_ser = np.array([ser_ps(min_pkt, int(r)) for r in rate_bps], np.int64)
+    rate = np.asarray(rate_bps, np.int64)
+    max_ser, min_ser = ser_ps_array(max_pkt, rate), ser_ps_array(min_pkt, rate)
     span = max_ser + np.asarray(delay_ps, np.int64) + 2 * window_ps
     full = _pow2(span // min_ser + 4)
     if not compact:

@@ -33,6 +33,15 @@ def ser_ps(nbytes: int, rate_bps: int) -> int:
     return -(-(nbytes * 8 * PS_PER_S) // rate_bps)
 
 
+def ser_ps_array(nbytes: int, rate_bps: np.ndarray) -> np.ndarray:
+    """ser_ps for every rate of an int64 array (exact: bytes * 8e12 < 2**63 for packets of up to
+    32,767 bytes, params checks them)."""
+    bits_ps = nbytes * 8 * PS_PER_S
+    if bits_ps >= 2**63:
+        raise ValueError(f"ser_ps_array: {nbytes} bytes overflow int64 picosecond arithmetic")
+    return -(np.int64(-bits_ps) // np.asarray(rate_bps, np.int64))
+
+
 def mix64(z: int) -> int:
     """splitmix64 finaliser (same constants as the kernels' ``mv_mix64``)."""
     z = (z + 0x9E3779B97F4A7C15) & MASK64

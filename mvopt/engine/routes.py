@@ -110,7 +110,7 @@ def wants_paths(topo: CompiledTopology, n_flow: int) -> bool:
     return has_table(topo) and n_flow <= FLOW_PATHS_MAX_FLOWS
 
 
-def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np.ndarray:
+def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows: np.ndarray | None = None) -> np.ndarray:
     """Every flow's ECMP path through a batch's dense tables: f_path's rows [n_flow, 2, npath],
     the egress port's index among the ports of the flow's i-th switch, the data way (from the
     source host to f_dst_local) and back (to f_src_local: ACKs, NACKs); -1 where the switch
@@ -118,21 +118,22 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np
     switches, or the data way of an experiment that sprays: `spray` per experiment). The
     kernels' `route` on the same inputs, ahead of time: the same table entries, next-hop sets
     and hash (hash64(seed, TAG_ECMP, switch, flow, 0, 0), from node_hash), one hop at a time for
-    all flows at once."""
+    all flows at once. `flows`: only these flow rows (the result's rows, in their order)."""
     from mvopt.engine import schema
     from mvopt.engine.params import hash_from
 
-    nf = cols["f_local"].size
+    fl = np.arange(cols["f_local"].size) if flows is None else np.asarray(flows, np.int64)
+    nf = fl.size
     out = np.full((nf, 2, npath), -1, np.int16)
     if not nf:
         return out
-    src = cols["task_src"][cols["f_task"]]
+    f_local, f_src, f_dst = cols["f_local"][fl], cols["f_src_local"][fl], cols["f_dst_local"][fl]
+    src = cols["task_src"][cols["f_task"][fl]]
     base = cols["exp_node_lo"][cols["node_exp"][src]]
     ecmp_prefix = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]].view(np.uint64)
     lost = np.zeros(nf, bool)     # the data way reached another host: no path back either
     port_lo, rtab, rtab_nh = cols["node_port_lo"], cols["rtab"], cols["rtab_nh"]
-    for way, (start, dst) in enumerate(((cols["f_src_local"], cols["f_dst_local"]),
-                                        (cols["f_dst_local"], cols["f_src_local"]))):
+    for way, (start, dst) in enumerate(((f_src, f_dst), (f_dst, f_src))):
         host = base + start
         node = cols["port_node"][cols["port_peer"][port_lo[host]]]     # a host's one port leads to its switch
         live = np.flatnonzero((cols["node_is_host"][node] == 0) & ~lost)
@@ -149,7 +150,7 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int) -> np
             k = a.copy()
             many = n > 1
             if many.any():
-                h = hash_from(ecmp_prefix[v[many]], cols["f_local"][live[many]])
+                h = hash_from(ecmp_prefix[v[many]], f_local[live[many]])
                 un = n[many].astype(np.uint64)
                 pick = np.where((un & (un - np.uint64(1))) == 0, h & (un - np.uint64(1)), h % un).astype(np.int64)
                 k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]

@@ -101,6 +101,31 @@ def test_zero_columns_are_zero_in_every_row() -> None:
                 assert batch.cols[name].any(), name
 
 
+def test_flow_paths_are_computed_once_per_distinct_experiment_with_the_same_rows() -> None:
+    """build_batch computes the flows' paths once per experiment that differs in what they depend
+    on (batch_flow_paths) and copies them to its equals: the rows are routes.flow_paths' over
+    every flow of the batch, in batches with repeated experiments, equal ones but for their CC
+    (the same paths) and ones that differ only in their seed (other ECMP hashes)."""
+    import dataclasses
+
+    from mvopt.engine import routes, schema
+    from mvopt.engine.batch import batch_flow_paths, exp_int
+    from mvopt.testing.scenarios import mixed_experiments
+
+    exps = mixed_experiments(6)
+    other_cc = dataclasses.replace(exps[0], network=dataclasses.replace(exps[0].network, cc="dctcp"))
+    other_seed = dataclasses.replace(exps[0], seed=99)
+    batch = build_batch(exps + [exps[0], exps[3], other_cc, other_seed])
+    cols = batch.cols
+    assert (cols["f_path"] >= 0).any()
+    whole = routes.flow_paths(cols, exp_int(cols, "spray"), schema.NPATH)
+    assert np.array_equal(cols["f_path"].reshape(whole.shape), whole)
+    assert np.array_equal(batch_flow_paths(cols, batch.spans), whole)
+    rows = [whole[sp.flow_lo:sp.flow_hi] for sp in batch.spans]
+    assert np.array_equal(rows[0], rows[6]) and np.array_equal(rows[0], rows[8])   # repeated; other CC
+    assert not np.array_equal(rows[0], rows[9])                                      # other ECMP hashes
+
+
 def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:
     """The packet record keeps wire bytes in 16 bits: payload + header must stay <= 32767."""
     from mvopt.errors import ConfigError

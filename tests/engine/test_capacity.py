@@ -18,6 +18,17 @@ from mvopt.errors import MvoptError
 from mvopt.testing.scenarios import fat_tree_flows, fat_tree_incast, mixed_experiments
 
 
+
+def test_serialization_times_of_an_array_of_rates_are_the_exact_ones() -> None:
+    """ser_ps_array (ring capacities, vectorised) is ser_ps, ceil(bytes * 8e12 / rate), for
+    every rate: common ones, odd ones that do not divide 8e12, the slowest and the fastest."""
+    from mvopt.engine.params import ser_ps_array
+
+    rates = np.array([1, 7, 999_999_937, 10**9, 25 * 10**9, 100 * 10**9, 3 * 10**11 + 1, 800 * 10**9, 2**62],
+                     np.int64)
+    for nbytes in (1, 64, 1500, 9000, 32767):
+        assert ser_ps_array(nbytes, rates).tolist() == [ser_ps(nbytes, int(r)) for r in rates]
+
 def test_rings_are_powers_of_two_and_large_enough() -> None:
     rate = np.array([10**11, 4 * 10**11, 25 * 10**9, 3 * 10**9 + 7], np.int64)
     delay = np.array([1_000_000, 500_000, 2_000_000, 1_000_000], np.int64)
