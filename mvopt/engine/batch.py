@@ -466,7 +466,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
     cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
     if paths:
-        cols["f_path"][:] = batch_flow_paths(cols, spans).ravel()
+        cols["f_path"][:] = batch_flow_paths(cols, spans, threads).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
@@ -475,13 +475,16 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                  zero_columns=frozenset(zero - filled))
 
 
-def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span]) -> np.ndarray:
+def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: int = 1) -> np.ndarray:
     """routes.flow_paths for every flow of a batch, computed once per distinct experiment: paths
     are egress indices among a switch's ports, so experiments equal in what the paths depend on
     (their ports' wiring, dense tables and ECMP hash states relative to their first node and
     port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
-    many such (candidates that differ in CC or buffers only); a benchmark's batch, one."""
+    many such (candidates that differ in CC or buffers only); a benchmark's batch, one. The
+    distinct ones in up to `threads` threads (plan.thread_map)."""
     import hashlib
+
+    from mvopt.engine.plan import thread_map
 
     spray = exp_int(cols, "spray")
     out = np.full((cols["f_local"].size, 2, schema.NPATH), -1, np.int16)
@@ -497,11 +500,13 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span]) -> np.ndarr
                      cols["f_local"][f], cols["f_src_local"][f], cols["f_dst_local"][f], spray[i:i + 1]):
             h.update(np.ascontiguousarray(part).tobytes())
         groups.setdefault(h.digest(), []).append(i)
-    for members in groups.values():
+    def fill(members: list[int]) -> None:
         first = spans[members[0]]
         paths = routes.flow_paths(cols, spray, schema.NPATH, np.arange(first.flow_lo, first.flow_hi))
         for i in members:
             out[spans[i].flow_lo:spans[i].flow_hi] = paths
+
+    thread_map(fill, list(groups.values()), threads)
     return out
 
 
