@@ -85,6 +85,7 @@ def races(spec: str) -> bool:
 # 8,064 tasks 0.074 against 0.103; 32,512 tasks (a 128-GPU ring) 3.04 against 2.26;
 # extract_results of 512 copies of (a) 0.038 against 0.064 s.
 EXPERIMENT_THREADS_MIN_TASKS = 16_384
+THREAD_MAP_LIMIT = 16            # threads at most (and the usable cores)
 
 
 def experiment_threads(experiments: Sequence[Experiment]) -> int:
@@ -92,10 +93,10 @@ def experiment_threads(experiments: Sequence[Experiment]) -> int:
     if not experiments:
         return 1
     tasks = sum(int(e.tasks.n) for e in experiments) / len(experiments)
-    return 16 if tasks >= EXPERIMENT_THREADS_MIN_TASKS else 1
+    return THREAD_MAP_LIMIT if tasks >= EXPERIMENT_THREADS_MIN_TASKS else 1
 
 
-def thread_map(fn, items: Sequence, limit: int = 16) -> list:
+def thread_map(fn, items: Sequence, limit: int = THREAD_MAP_LIMIT) -> list:
     """`[fn(x) for x in items]`, in up to `limit` threads (and the usable cores): for NumPy-heavy
     work per experiment, which releases the interpreter lock for most of its time (see
     experiment_threads for the limit). The first error propagates."""
