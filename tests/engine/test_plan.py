@@ -393,3 +393,20 @@ def test_racer_does_not_wait_for_a_thread_still_building_its_engine(monkeypatch)
         release.set()
     racer.workers[0].join(30)
     assert not racer.workers[0].is_alive() and racer.stats["cpu_runs"] == 0
+
+
+def test_experiment_threads_keeps_small_experiments_on_one_thread() -> None:
+    """Work per experiment runs in threads only for large experiments (on average), where NumPy
+    releases the interpreter lock for most of it; small ones stay on one thread."""
+    from types import SimpleNamespace
+
+    from mvopt.engine.plan import EXPERIMENT_THREADS_MIN_TASKS, THREAD_MAP_LIMIT, experiment_threads
+
+    def exps(*tasks: int) -> list:
+        return [SimpleNamespace(tasks=SimpleNamespace(n=t)) for t in tasks]
+
+    assert experiment_threads([]) == 1
+    assert experiment_threads(exps(480, 480)) == 1
+    assert experiment_threads(exps(EXPERIMENT_THREADS_MIN_TASKS)) == THREAD_MAP_LIMIT
+    assert experiment_threads(exps(2 * EXPERIMENT_THREADS_MIN_TASKS, 10)) == THREAD_MAP_LIMIT
+    assert experiment_threads(exps(EXPERIMENT_THREADS_MIN_TASKS - 1, 10)) == 1
