@@ -70,7 +70,10 @@ def main() -> None:
     sent, recv = pev[:, 0], pev[:, 1]
     node = c["port_node"]
     host = c["node_is_host"] == 1
-    per_node = lambda x: np.stack([np.bincount(node, weights=w, minlength=n) for w in x])   # noqa: E731
+
+    def per_node(x: np.ndarray) -> np.ndarray:       # windows x ports -> windows x nodes
+        return np.stack([np.bincount(node, weights=w, minlength=n) for w in x])
+
     ev = per_node(sent + recv)                                                     # windows x nodes
     busiest_port = np.stack([np.maximum.reduceat(w, c["node_port_lo"]) for w in sent + recv])
     lanes = np.where(host, ev, busiest_port) + args.fixed

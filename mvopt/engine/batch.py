@@ -7,6 +7,7 @@ the batch (hash inputs) uses the experiment-local ids kept in ``*_local`` column
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
@@ -482,8 +483,6 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
     port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
     many such (candidates that differ in CC or buffers only); a benchmark's batch, one. The
     distinct ones in up to `threads` threads (plan.thread_map)."""
-    import hashlib
-
     from mvopt.engine.plan import thread_map
 
     spray = exp_int(cols, "spray")
