@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.engine import routes, schema
-from mvopt.engine.batch import build_batch, dependency_ends, extract_results, monitor_rows
+from mvopt.engine.batch import build_batch, dependency_ends, extract_results, monitor_rows, scratch_nbytes
 from mvopt.engine.capacity import CAPACITY_MODES, node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import Experiment
 from mvopt.engine.progress import ProgressFn, ProgressReporter
@@ -233,7 +233,8 @@ def batch_counts(summed: dict[str, int]) -> dict[str, int]:
 def batch_bytes(counts: dict[str, int]) -> int:
     """Bytes of a batch with these (summed) counts: every column plus the scratch packet slots."""
     counts = batch_counts(counts)
-    return sum(int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize for col in schema.COLUMNS)
+    return scratch_nbytes(counts) + sum(int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize
+                                        for col in schema.COLUMNS if not col.doc.startswith("scratch"))
 
 
 def experiment_cost(exp: Experiment) -> float:

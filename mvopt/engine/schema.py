@@ -252,6 +252,14 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_tree", "i16", "n_port", "scratch: tournament-tree winners of the port's switch (arrivals, then "
        "transmissions; 2 x the next power of two of its ports, from 4 x its first port)", 4),
     _c("port_tree_t", "i64", "n_port", "scratch: the values of those winners", 4),
+    # The switch lanes' tables (MV_SWITCH_LANES 2, the GPU's groups kernel: kernels/mv_cuda_main.cuh),
+    # in global memory rather than shared: a block's shared memory is taken from its SM's L1
+    _c("port_lane_first", "i32", "n_port", "scratch: switch lanes: the ring slot of the first arrival of the "
+       "window routed to the port (-1: none)"),
+    _c("port_lane_last", "i64", "n_port", "scratch: switch lanes: the time of the port's last event of the window "
+       "(-1: none; -2: a compact ring ran out)"),
+    _c("node_lane", "i32", "n_node", "scratch: switch lanes: the switch's ports if its window runs port by port, "
+       "else 0"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (flow rows), sorted (round-robin order)"),

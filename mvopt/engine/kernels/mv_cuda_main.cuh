@@ -191,31 +191,30 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
 // in three phases, a barrier between them. (A) Each switch thread of at most MV_TREE_PORTS ports
 // checks whether its window may run port by port (switch_lanes_apply); if so it routes the
-// arrivals (switch_lanes_route) into the block's port-major table: entry k * W + t is port k
-// of thread t's switch (W: the block's threads rounded up to whole warps). Every other node
-// runs its window as usual, at the same time. (B) The warps take the table in rows of 32
-// entries, whichever warp is free (a shared counter), each lane running one port's events
-// (switch_port_lane): a row is the same port of 32 neighbouring switches, of one role where the
-// node order groups roles, so that a warp's lanes run alike events together. (C) The switches
-// that posted end their windows (switch_lanes_end) and report. Results do not depend on which
-// thread runs a port.
+// arrivals (switch_lanes_route: port_lane_first) and posts its ports (node_lane). Every other
+// node runs its window as usual, at the same time. (B) The warps take the table of the block's
+// ports in rows of 32 entries, whichever warp is free (a shared counter), each lane running one
+// port's events (switch_port_lane): entry k * W + t is port k of thread t's switch (W: the
+// block's threads rounded up to whole warps), so a row is the same port of 32 neighbouring
+// switches, of one role where the node order groups roles, and a warp's lanes run alike events
+// together. (C) The switches that posted end their windows (switch_lanes_end) from their ports'
+// reports (port_lane_last) and report. Results do not depend on which thread runs a port. The
+// tables live in global memory (scratch columns), not in shared memory: a block's shared memory
+// is carved out of its SM's L1, which bounds this kernel (docs/performance.md: 24 KB per block
+// cost 19 %).
 #if MV_SWITCH_LANES == 2
 #define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
-  int next_row, ports;               // rows of the table taken; most ports of a switch that posted
-  int32_t first[MV_TREE_PORTS * MV_LANE_ROW(MV_GROUP_THREADS)];   // a port's first arrival (switch_lanes_route)
-  int32_t n[MV_GROUP_THREADS];       // per thread: its switch's ports if it posted, else 0
-  int64_t last[MV_GROUP_THREADS];    // per switch that posted: the last event of its ports
-  int32_t state[MV_GROUP_THREADS];   // 1: a port had an event; 2: a compact ring ran out
+  int next_row, ports;   // rows of the table taken; most ports of a switch that posted
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   int64_t v = row0 + t;
   return ordered ? c->node_order[v] : v;
 }
-// Phase A for node v (thread t): whether its window runs port by port (its ports posted;
-// `before`: the ingress ports' bytes at the window's start, mmu_lanes_begin, for phase C).
-__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb, int64_t* before) {
+// Phase A for node v: whether its window runs port by port (its ports posted; `before`: the
+// ingress ports' bytes at the window's start, mmu_lanes_begin, for phase C).
+__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, LaneBlock* lb, int64_t* before) {
   if (c->node_is_host[v]) return false;
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   int par = parity(c, e);
@@ -223,16 +222,13 @@ __device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, int t, LaneBlock* lb,
   if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
   node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
   if (!switch_lanes_apply(c, e, v, te, par)) return false;
-  switch_lanes_route(c, e, v, te, par, &lb->first[t], MV_LANE_ROW(blockDim.x), before);
-  lb->n[t] = (int32_t)n;
+  switch_lanes_route(c, e, v, te, par, c->port_lane_first + lo, 1, before);
   atomicMax(&lb->ports, (int)n);
-  lb->last[t] = c->exp_T_ps[e];
-  lb->state[t] = 0;
   return true;
 }
 // Phase B: the table's rows, taken by whole warps until none is left (every thread of the block
-// calls it).
-__device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBlock* lb) {
+// calls it; `rows_used`: the group's nodes, the table's used columns).
+__device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int64_t rows_used, int ordered, LaneBlock* lb) {
   int w = MV_LANE_ROW(blockDim.x), rows = lb->ports * w / 32, lane = threadIdx.x & 31;
   // the warp's threads (the block's last warp may be partial)
   int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
@@ -244,26 +240,35 @@ __device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int ordered, LaneBl
     row = __shfl_sync(mask, row, 0);
     if (row >= rows) return;
     int i = row * 32 + lane, k = i / w, t = i % w;
-    if (t >= (int)blockDim.x || k >= lb->n[t]) continue;
-    int64_t v = group_node(c, row0, t, ordered), e = c->node_exp[v];
+    if (t >= rows_used) continue;
+    int64_t v = group_node(c, row0, t, ordered);
+    if (k >= c->node_lane[v]) continue;
+    int64_t e = c->node_exp[v], p = c->node_port_lo[v] + k;
     int64_t last = c->exp_T_ps[e];
-    int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e),
-                             c->node_port_lo[v] + k, lb->first[i], &last);
-    if (r < 0) atomicOr(&lb->state[t], 2);
-    else if (r > 0) {
-      atomicOr(&lb->state[t], 1);
-      atomicMax((long long*)&lb->last[t], (long long)last);
-    }
+    int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), p,
+                             c->port_lane_first[p], &last);
+    c->port_lane_last[p] = r < 0 ? -2 : r > 0 ? last : -1;
   }
 }
-// Phase C for a switch that posted: its window's end, and its report to `a`.
-__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int t, LaneBlock* lb, const int64_t* before, int64_t* a) {
-  int64_t e = c->node_exp[v];
-  if (lb->state[t] & 2) {   // a compact ring ran out: the experiment runs again with full capacities
+// Phase C for a switch that posted: its window's end from its ports' reports, and its report
+// to `a`.
+__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, const int64_t* before, int64_t* a) {
+  int64_t e = c->node_exp[v], lo = c->node_port_lo[v], hi = c->node_port_hi[v];
+  int64_t last = c->exp_T_ps[e];
+  bool busy = false, out = false;
+  for (int64_t p = lo; p < hi; ++p) {
+    int64_t t = c->port_lane_last[p];
+    if (t == -2) out = true;
+    else if (t >= 0) {
+      busy = true;
+      last = mv_max(last, t);
+    }
+  }
+  if (out) {   // a compact ring ran out: the experiment runs again with full capacities
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-    note_window_end(c, v, true, lb->last[t]);
+    note_window_end(c, v, true, last);
   } else {
-    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), lb->state[t] & 1, lb->last[t], before);
+    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, before);
   }
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(a, next);
@@ -290,6 +295,9 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
   if (threadIdx.x == 0) {
     t0 = mv_clock_ns();
     worked = 0;
+#if MV_SWITCH_LANES == 2
+    lanes.next_row = lanes.ports = 0;
+#endif
   }
   for (;;) {
     if (threadIdx.x == 0) {
@@ -309,24 +317,24 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       int64_t e_lo = group_exp[group];
       int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
 #if MV_SWITCH_LANES == 2
-      int64_t row0 = c->exp_node_lo[e_lo];
-      bool has_node = v < c->exp_node_hi[group_exp[group + 1] - 1];
+      int64_t row0 = c->exp_node_lo[e_lo], rows_used = c->exp_node_hi[group_exp[group + 1] - 1] - row0;
+      bool has_node = threadIdx.x < rows_used;
       bool posted = false;
       int64_t before[MV_TREE_PORTS];
-      if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;
-      lanes.n[threadIdx.x] = 0;
-      __syncthreads();
-      if (has_node) {
+      if (has_node) {   // (every node's thread writes its node_lane, 0 if it did not post)
         v = group_node(c, row0, threadIdx.x, ordered);
         int64_t e = c->node_exp[v];
         int64_t* a = acc + 4 * (e - e_lo);
-        if (exp_active(c, e, cap) && !(posted = lanes_post(c, v, threadIdx.x, &lanes, before)))
-          node_window_into(c, v, a, a + 1, a + 2, a + 3);
+        bool active = exp_active(c, e, cap);
+        posted = active && lanes_post(c, v, &lanes, before);
+        c->node_lane[v] = posted ? (int32_t)(c->node_port_hi[v] - c->node_port_lo[v]) : 0;
+        if (active && !posted) node_window_into(c, v, a, a + 1, a + 2, a + 3);
       }
       __syncthreads();   // (phase A's routing and table visible to the block)
-      lanes_run(c, row0, ordered, &lanes);
+      lanes_run(c, row0, rows_used, ordered, &lanes);
       __syncthreads();   // (phase B's port events visible to the switches' ends)
-      if (posted) lanes_end(c, v, threadIdx.x, &lanes, before, acc + 4 * (c->node_exp[v] - e_lo));
+      if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;   // (read again after the window's barrier)
+      if (posted) lanes_end(c, v, before, acc + 4 * (c->node_exp[v] - e_lo));
 #else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
