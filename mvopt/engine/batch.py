@@ -457,6 +457,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     for name, value in (("port_q", -1), ("node_rr", -1), ("node_pool_free", -1),
                         ("exp_acc_next", INF_PS), ("exp_acc_prog", INF_PS)):
         cols[name][:] = value
+    cols["port_pool"].reshape(-1, 2)[:, 0] = -1   # (empty lists: head -1, count 0)
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
                          "split it (mvopt.engine.plan splits batches by memory)")
@@ -470,7 +471,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["f_path"][:] = batch_flow_paths(cols, spans, threads).ravel()
     else:
         cols["f_path"][:] = -1
-    filled = {"port_q", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
+    filled = {"port_q", "port_pool", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
               "node_pool_hi", "node_order", "f_path", "link", "link_pmax"}
     return Batch(counts=counts, cols=cols, experiments=list(experiments), spans=spans, compact=tuple(flags),
                  zero_columns=frozenset(zero - filled))
@@ -754,8 +755,10 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
         lines.append("internal error: a wire ring overflowed (please report this as a bug)")
     elif status == "capacity":
         n0, n1 = sp.node_lo, sp.node_hi
+        port_free = np.bincount(c["port_node"][p0:p1] - n0, weights=c["port_pool"].reshape(-1, 2)[p0:p1, 1],
+                                minlength=n1 - n0)   # slots on the ports' own lists (port_pool), per node
         empty = np.nonzero((c["node_pool_next"][n0:n1] >= c["node_pool_hi"][n0:n1])
-                           & (c["node_pool_free"][n0:n1] < 0))[0]
+                           & (c["node_pool_free"][n0:n1] < 0) & (port_free == 0))[0]
         where = (f"the packet pools of nodes {', '.join(str(int(v)) for v in empty[:10])}" if empty.size
                  else "a wire ring")
         lines.append(f"ran out of its compact packet slots ({where}): to be run again with full ones")

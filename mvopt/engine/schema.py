@@ -39,6 +39,7 @@ NPATH = 8
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
 NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
+NLR = 12           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
 # when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
 # pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
@@ -171,6 +172,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_q", "i32", "n_port", "state [node]: queue heads (control, data), then tails, into the pool "
        "(one 16-byte record)", 4),
     _c("port_qmax", "i64", "n_port", "state [node]: maximum queued bytes seen"),
+    _c("port_pool", "i32", "n_port", "state [node]: the switch port's own list of free packet slots of its node's "
+       "pool: head (-1: none), count (kernels/mv_common.cuh: the slots its windows run port by port free)", 2),
     _c("port_in", "i64", "n_port", "state [node]: the ingress record of the port's link, 32 bytes (PI_* in "
        "mv_common.cuh, PI here): MMU ingress bytes and headroom bytes of this link (switch), when the "
        "pending PFC frame was requested, the PFC state's bits (PFC here: we asked the peer to pause, pause "
@@ -254,12 +257,12 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_tree_t", "i64", "n_port", "scratch: the values of those winners", 4),
     # The switch lanes' tables (MV_SWITCH_LANES 2, the GPU's groups kernel: kernels/mv_cuda_main.cuh),
     # in global memory rather than shared: a block's shared memory is taken from its SM's L1
-    _c("port_lane_first", "i32", "n_port", "scratch: switch lanes: the ring slot of the first arrival of the "
-       "window routed to the port (-1: none)"),
+    _c("port_lane", "i64", "n_port", "scratch: switch lanes: the record of the port's in-ring of a window run "
+       "port by port (LaneRing in kernels/mv_step.cuh, NLR words)", NLR),
     _c("port_lane_last", "i64", "n_port", "scratch: switch lanes: the time of the port's last event of the window "
        "(-1: none; -2: a compact ring ran out)"),
-    _c("node_lane", "i32", "n_node", "scratch: switch lanes: the switch's ports if its window runs port by port, "
-       "else 0"),
+    _c("node_lane", "i32", "n_node", "scratch: switch lanes: how the switch's window runs (LANES_* in "
+       "kernels/mv_step.cuh)"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (flow rows), sorted (round-robin order)"),
@@ -279,7 +282,7 @@ def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
     lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPT {NPT}",
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
-             f"#define NPI {NPI}",
+             f"#define NPI {NPI}", f"#define NLR {NLR}",
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
              *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),

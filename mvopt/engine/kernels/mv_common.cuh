@@ -126,30 +126,46 @@ MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
 
 // ---- node packet pools: free list through Pkt.next ----------------------------------------
 // A slot comes from the free list of returned slots, else from the never-used rest of the
-// pool (a bump pointer), so the slots need no initialisation before a run.
+// pool (a bump pointer), so the slots need no initialisation before a run. A switch's windows
+// run port by port (MV_SWITCH_LANES) keep the slots their ports free on lists of the ports'
+// own (port_pool: head, count; port_pool_push), so that ports on different threads share no
+// list: a port's arrivals take from its own list first (switch_port_lane). The node's other
+// windows take from those lists last, when the node's list and the never-used rest are empty.
+#define PORT_POOL_HEAD(c, p) ((c)->port_pool[(p) * 2])
+#define PORT_POOL_N(c, p) ((c)->port_pool[(p) * 2 + 1])
+MV_DEV void port_pool_push(Ctx* c, int64_t p, int32_t s) {
+  c->pkt[s].next = PORT_POOL_HEAD(c, p);
+  PORT_POOL_HEAD(c, p) = s;
+  PORT_POOL_N(c, p) += 1;
+}
+MV_DEV int32_t port_pool_pop(Ctx* c, int64_t p) {
+  int32_t s = PORT_POOL_HEAD(c, p);
+  PORT_POOL_HEAD(c, p) = c->pkt[s].next;
+  PORT_POOL_N(c, p) -= 1;
+  return s;
+}
 MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
   int32_t s = c->node_pool_free[v];
   if (s >= 0) { c->node_pool_free[v] = c->pkt[s].next; return s; }
   s = c->node_pool_next[v];
-  if (s >= c->node_pool_hi[v]) return -1;
-  c->node_pool_next[v] = s + 1;
-  return s;
+  if (s < c->node_pool_hi[v]) {
+    c->node_pool_next[v] = s + 1;
+    return s;
+  }
+  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p)   // (the ports' lists, last)
+    if (PORT_POOL_N(c, p) > 0) return port_pool_pop(c, p);
+  return -1;
+}
+// Whether pool_alloc would find a slot.
+MV_DEV bool pool_has_slot(const Ctx* c, int64_t v) {
+  if (c->node_pool_free[v] >= 0 || c->node_pool_next[v] < c->node_pool_hi[v]) return true;
+  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p)
+    if (PORT_POOL_N(c, p) > 0) return true;
+  return false;
 }
 MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
   c->pkt[s].next = c->node_pool_free[v];
   c->node_pool_free[v] = s;
-}
-// The same where several ports of a switch may free slots at once (MV_SWITCH_LANES): a push by
-// compare-and-swap. Nothing takes slots from the list while they run (their slots were taken
-// before, by switch_lanes_route), so a head seen again is the same list (no ABA).
-MV_DEV void pool_free_lane(Ctx* c, int64_t v, int32_t s) {
-  int32_t head = c->node_pool_free[v];
-  for (;;) {
-    c->pkt[s].next = head;
-    int32_t seen = mv_cas(&c->node_pool_free[v], head, s);
-    if (seen == head) return;
-    head = seen;
-  }
 }
 // A node counter where several ports of a switch may add at once (MV_SWITCH_LANES).
 MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }

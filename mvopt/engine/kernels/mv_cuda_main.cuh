@@ -47,9 +47,9 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // `acc`: the experiment's four accumulators (next, prog, done, acked), in global or shared memory.
 // (A report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic.)
 MV_DEV void node_window_into(Ctx* c, int64_t v, int64_t* next_acc, int64_t* prog_acc, int64_t* done_acc,
-                             int64_t* acked_acc) {
+                             int64_t* acked_acc, bool lanes = true) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
-  node_window(c, v);
+  node_window(c, v, lanes);
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(next_acc, next);
   if (prog < MV_INF) atomicMin(prog_acc, prog);
@@ -189,70 +189,84 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
   }
 }
 // MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
-// in three phases, a barrier between them. (A) Each switch thread of at most MV_TREE_PORTS ports
-// checks whether its window may run port by port (switch_lanes_apply); if so it routes the
-// arrivals (switch_lanes_route: port_lane_first) and posts its ports (node_lane). Every other
-// node runs its window as usual, at the same time. (B) The warps take the table of the block's
-// ports in rows of 32 entries, whichever warp is free (a shared counter), each lane running one
-// port's events (switch_port_lane): entry k * W + t is port k of thread t's switch (W: the
-// block's threads rounded up to whole warps), so a row is the same port of 32 neighbouring
-// switches, of one role where the node order groups roles, and a warp's lanes run alike events
-// together. (C) The switches that posted end their windows (switch_lanes_end) from their ports'
-// reports (port_lane_last) and report. Results do not depend on which thread runs a port. The
-// tables live in global memory (scratch columns), not in shared memory: a block's shared memory
-// is carved out of its SM's L1, which bounds this kernel (docs/performance.md: 24 KB per block
-// cost 19 %).
+// of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in three phases, a barrier
+// between them. (A) Every thread takes the block's in-ring scans (switch_lane_scan, into the
+// switch's records: the scratch column port_lane) until none is left. (B) The hosts and the
+// other switches run their windows on their own threads, then every thread takes the block's
+// port tasks until none is left: a port task decides how its switch's window runs
+// (switch_lanes_decide, the same answer for each of its ports), and runs its port's events
+// (switch_port_lane), or, the switch's port 0, the whole serial window (or none, a quiet one).
+// (C) The switches that ran port by port end their windows (switch_lanes_end) from their
+// ports' reports (port_lane_last) and report. A phase's tasks are entries k * W + t of a
+// port-major table (port k of thread t's switch; W: the block's threads rounded up to whole
+// warps), taken by whole warps in rows of 32 from a shared counter, whichever warp is free: a
+// row is the same port of 32 neighbouring switches, of one role where the node order groups
+// roles, so a warp's lanes run alike code together. Results do not depend on which thread runs
+// a task. The tables live in global memory (scratch), not in shared memory: a block's shared
+// memory is carved out of its SM's L1, which bounds this kernel (docs/performance.md).
 #if MV_SWITCH_LANES == 2
 #define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
-  int next_row, ports;   // rows of the table taken; most ports of a switch that posted
+  int scan_row, port_row;   // rows of the phases' tables taken so far
+  int ports;                // most ports of a switch of the group that runs port by port
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   int64_t v = row0 + t;
   return ordered ? c->node_order[v] : v;
 }
-// Phase A for node v: whether its window runs port by port (its ports posted; `before`: the
-// ingress ports' bytes at the window's start, mmu_lanes_begin, for phase C).
-__device__ __noinline__ bool lanes_post(Ctx* c, int64_t v, LaneBlock* lb, int64_t* before) {
-  if (c->node_is_host[v]) return false;
-  int64_t e = c->node_exp[v], lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  int par = parity(c, e);
-  int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
-  if (n > MV_TREE_PORTS || switch_quiet(c, e, v, te, par)) return false;
-  node_begin(c, v, par);   // (node_window does it again if the window runs serially: the same copies)
-  if (!switch_lanes_apply(c, e, v, te, par)) return false;
-  switch_lanes_route(c, e, v, te, par, c->port_lane_first + lo, 1, before);
-  atomicMax(&lb->ports, (int)n);
-  return true;
-}
-// Phase B: the table's rows, taken by whole warps until none is left (every thread of the block
-// calls it; `rows_used`: the group's nodes, the table's used columns).
-__device__ __noinline__ void lanes_run(Ctx* c, int64_t row0, int64_t rows_used, int ordered, LaneBlock* lb) {
-  int w = MV_LANE_ROW(blockDim.x), rows = lb->ports * w / 32, lane = threadIdx.x & 31;
+// The rows of a phase's table (`ports` rows of W entries), taken by whole warps from `counter`
+// until none is left, task(v, k) for each entry of a node of the group (`rows_used` nodes).
+template <class Task>
+MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, int ports, int* counter,
+                       const Task& task) {
+  int w = MV_LANE_ROW(blockDim.x), rows = ports * w / 32, lane = threadIdx.x & 31;
   // the warp's threads (the block's last warp may be partial)
   int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
   unsigned mask = in_warp == 32 ? 0xffffffffu : (1u << in_warp) - 1;
   for (;;) {
     __syncwarp(mask);
     int row = 0;
-    if (lane == 0) row = atomicAdd(&lb->next_row, 1);
+    if (lane == 0) row = atomicAdd(counter, 1);
     row = __shfl_sync(mask, row, 0);
     if (row >= rows) return;
     int i = row * 32 + lane, k = i / w, t = i % w;
-    if (t >= rows_used) continue;
-    int64_t v = group_node(c, row0, t, ordered);
-    if (k >= c->node_lane[v]) continue;
-    int64_t e = c->node_exp[v], p = c->node_port_lo[v] + k;
-    int64_t last = c->exp_T_ps[e];
-    int r = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), p,
-                             c->port_lane_first[p], &last);
-    c->port_lane_last[p] = r < 0 ? -2 : r > 0 ? last : -1;
+    if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
 }
-// Phase C for a switch that posted: its window's end from its ports' reports, and its report
-// to `a`.
-__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, const int64_t* before, int64_t* a) {
+// Switch v's records (its in-rings', LaneRing) and whether its window runs in lanes here.
+MV_DEV LaneRing* lane_records(const Ctx* c, int64_t v) {
+  return reinterpret_cast<LaneRing*>(c->port_lane) + c->node_port_lo[v];
+}
+MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
+  return switch_lanes_fit(c, v) && exp_active(c, c->node_exp[v], cap);
+}
+// Phase A's task: in-ring k of switch v.
+__device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
+  if (!lanes_here(c, v, cap) || k >= c->node_port_hi[v] - c->node_port_lo[v]) return;
+  int64_t e = c->node_exp[v];
+  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v) + k);
+}
+// Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
+__device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  if (!lanes_here(c, v, cap) || k >= n) return;
+  int64_t e = c->node_exp[v];
+  const LaneRing* r = lane_records(c, v);
+  int how = switch_lanes_decide(c, e, v, r, n);
+  if (k == 0) c->node_lane[v] = how;
+  if (how != LANES_RUN) {   // the serial window (the scan did node_begin's copies), or none
+    int64_t* a = acc + 4 * (e - e_lo);
+    if (k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+    return;
+  }
+  int64_t last = c->exp_T_ps[e];
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, &last);
+  c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
+}
+// Phase C for a switch that ran port by port: its window's end from its ports' reports, and its
+// report to `a`.
+__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], hi = c->node_port_hi[v];
   int64_t last = c->exp_T_ps[e];
   bool busy = false, out = false;
@@ -268,7 +282,7 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, const int64_t* before,
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
     note_window_end(c, v, true, last);
   } else {
-    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, before);
+    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, lane_records(c, v));
   }
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(a, next);
@@ -296,13 +310,16 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
     t0 = mv_clock_ns();
     worked = 0;
 #if MV_SWITCH_LANES == 2
-    lanes.next_row = lanes.ports = 0;
+    lanes.scan_row = lanes.port_row = 0;
 #endif
   }
   for (;;) {
     if (threadIdx.x == 0) {
       group = group_take(c, cap, group_exp, n_groups, n_slices, queue, done, t0, budget_ns, worked);
       worked = 1;
+#if MV_SWITCH_LANES == 2
+      lanes.ports = 0;
+#endif
     }
     __syncthreads();
     if (group < 0) return;
@@ -311,6 +328,15 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       acc[4 * k] = acc[4 * k + 1] = MV_INF;
       acc[4 * k + 2] = acc[4 * k + 3] = 0;
     }
+#if MV_SWITCH_LANES == 2
+    {  // the tables' rows: the most ports of a switch of the group that may run port by port
+      int64_t row0 = c->exp_node_lo[group_exp[group]];
+      if (threadIdx.x < c->exp_node_hi[group_exp[group + 1] - 1] - row0) {
+        int64_t u = group_node(c, row0, threadIdx.x, ordered);
+        if (switch_lanes_fit(c, u)) atomicMax(&lanes.ports, (int)(c->node_port_hi[u] - c->node_port_lo[u]));
+      }
+    }
+#endif
     __syncthreads();
     for (int64_t w = 0; w < slice; ++w) {
       // (the block's rows are read again each window, not kept: registers the window needs)
@@ -319,22 +345,21 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
 #if MV_SWITCH_LANES == 2
       int64_t row0 = c->exp_node_lo[e_lo], rows_used = c->exp_node_hi[group_exp[group + 1] - 1] - row0;
       bool has_node = threadIdx.x < rows_used;
-      bool posted = false;
-      int64_t before[MV_TREE_PORTS];
-      if (has_node) {   // (every node's thread writes its node_lane, 0 if it did not post)
-        v = group_node(c, row0, threadIdx.x, ordered);
-        int64_t e = c->node_exp[v];
-        int64_t* a = acc + 4 * (e - e_lo);
-        bool active = exp_active(c, e, cap);
-        posted = active && lanes_post(c, v, &lanes, before);
-        c->node_lane[v] = posted ? (int32_t)(c->node_port_hi[v] - c->node_port_lo[v]) : 0;
-        if (active && !posted) node_window_into(c, v, a, a + 1, a + 2, a + 3);
+      if (has_node) v = group_node(c, row0, threadIdx.x, ordered);
+      lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.scan_row,
+                 [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
+      __syncthreads();   // (phase A's records visible to the block)
+      if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
+      if (has_node && !lanes_here(c, v, cap) && exp_active(c, c->node_exp[v], cap)) {
+        int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
+        node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
       }
-      __syncthreads();   // (phase A's routing and table visible to the block)
-      lanes_run(c, row0, rows_used, ordered, &lanes);
+      lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
+                 [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
       __syncthreads();   // (phase B's port events visible to the switches' ends)
-      if (threadIdx.x == 0) lanes.next_row = lanes.ports = 0;   // (read again after the window's barrier)
-      if (posted) lanes_end(c, v, before, acc + 4 * (c->node_exp[v] - e_lo));
+      if (threadIdx.x == 0) lanes.port_row = 0;
+      if (has_node && lanes_here(c, v, cap) && c->node_lane[v] == LANES_RUN)
+        lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
 #else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)

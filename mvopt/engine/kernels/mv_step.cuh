@@ -454,22 +454,23 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   }
 }
 
-// ---- a switch's window as one lane per egress port (MV_SWITCH_LANES) -----------------------
+// ---- a switch's window as one lane per port (MV_SWITCH_LANES) -------------------------------
 // docs/engine.md, "Switch lanes". A switch's ports interact only through its shared buffer (MMU
 // admission, the dynamic threshold, PFC) and its packet pool. When no decision of a window can
-// depend on the order of the events of different ports (switch_lanes_apply), the window's
-// events of each egress port — the arrivals routed to it in their serial order, the PFC frames
-// its peer sent it, its transmissions — give the serial loop's results run apart from the other
-// ports' events, port after port. This is the groundwork of running them on separate GPU lanes
-// (performance.md, "Next steps"); here one thread runs the ports one after the other, and
-// results are identical either way (tests/engine/test_engine.py). 0: the serial loop only.
-// 1, the CPU's default: one thread runs the ports one after the other, each walking its own
-// chain of arrivals, which is also faster there (workload (a) 8 x 16 MiB, one core, three
-// alternating pairs: medians 0.682 against 0.771 s at 674fada; DCQCN 0.713 against 0.744 at
-// a5d9ef4). 2: as 1, and the GPU's groups kernel runs each port's events on whichever warp of
-// the block is free (mv_cuda_main.cuh: lanes_post, lanes_run, lanes_end). The GPU keeps 0:
-// 2 is correct there but slower on workload (a), 1.341 against 1.368 G packet-hops/s (8 MiB x
-// 4,096, fef8d49; 1 on the GPU: 1.194).
+// depend on the order of the events of different ports (switch_lanes_decide), the window runs
+// in two steps of one task per port, tasks of one step independent of each other:
+//   scan (switch_lane_scan), per in-ring j: node_begin's copies for port j, then every arrival
+//     of the window on the in-ring routed (on a copy) and chained to the egress port it goes
+//     to, in the ring's order; the facts the decision needs, in a record per in-ring (LaneRing);
+//   port (switch_port_lane), per egress port k: the window's events of port k — the arrivals
+//     routed to it, merged from the in-rings' chains in the serial loop's order (time, then
+//     lower in-ring), the PFC frames its peer sent it, its transmissions — with pool slots from
+//     the port's own list (port_pool) or a share of the never-used slots fixed by the records;
+// and the window's end (switch_lanes_end) follows from the records and the ports' reports.
+// The results are the serial loop's (tests/engine/test_engine.py). 0: the serial loop only.
+// 1, the CPU's default: one thread runs the steps, task after task (also faster there than the
+// serial loop: docs/performance.md). 2: as 1, and the GPU's groups kernel runs each step's tasks
+// on whichever threads of the block are free (mv_cuda_main.cuh).
 #ifndef MV_SWITCH_LANES
 #if defined(MV_BACKEND_CUDA)
 #define MV_SWITCH_LANES 0
@@ -480,129 +481,167 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
 #error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
 #endif
+#define MV_LANE_PORTS 8   // switches of at most this many ports (and MV_TREE_PORTS) run port by port
 
-// Whether switch v's window (end te, parity par; n <= MV_TREE_PORTS ports, node_begin done) may
-// run port by port: from the state at its start and the packets that arrive in it (all visible
-// now), no admission can fail, no byte goes to the headroom, no PFC state can change and the
-// pool cannot run out, in any order of its events: no headroom in use, and every ingress port's
-// bytes plus all its arrivals below the dynamic threshold computed with every arrival of the
-// window counted as shared (the MMU puts bytes above it into the headroom with or without PFC);
-// with PFC, no port paused or asking to pause, no PFC frame pending, and every arriving packet
-// admitted; without PFC, room in the buffer for every arrival; never-used pool slots for every
-// arrival; no monitor sample due (a sample records every port at one instant).
-MV_DEV bool switch_lanes_apply(const Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
-  if (mon_next(c, e) <= te) return false;
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  int64_t data[MV_TREE_PORTS], biggest[MV_TREE_PORTS];   // per in-ring: data bytes, largest data packet
-  int64_t arrivals = 0, data_all = 0;
-  bool pfc = EI(c, e, EI_PFC);
+// In-ring j's record of a window (the scan's output; record 0 also holds what the decision reads
+// of the switch as the window starts, before any port task changes it). NLR words (schema.py).
+enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
+struct LaneRing {
+  int32_t first[MV_LANE_PORTS];    // per egress port k: the ring slot of the first arrival routed to k, -1 none
+  int16_t queued[MV_LANE_PORTS];   // per egress port k: arrivals routed to k that join its queue
+  int32_t arrivals, data, biggest; // arrivals of the window; their data bytes, largest data packet
+  int32_t pool_n;                  // port j's own free slots (port_pool) at the window's start
+  int64_t before;                  // port j's MMU ingress bytes at the window's start
+  int64_t node_data, node_shared;  // record 0: the switch's data and shared bytes
+  int32_t pool_next;               // record 0: its first never-used pool slot
+  int32_t flags;                   // LR_STOP: port j's headroom or PFC state in play; LR_MORE: a
+                                   // packet after the window on the in-ring; record 0: LR_CALM (the
+                                   // switch was quiet, node_quiet), LR_MON (a monitor sample is due)
+};
+static_assert(sizeof(LaneRing) == NLR * 8, "LaneRing: NLR words (schema.py)");
+
+// Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
+// *r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
+// that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
+// goes to port j), `next` the ring slot of the in-ring's next arrival routed to the same port.
+MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRing* r) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, i = lo + j, q = c->port_peer[i];
+  bool calm = c->node_next_ps[v] >= MV_INF && c->node_quiet[v];
+  if (!calm) {   // node_begin, for port i (a calm switch's copies would write equal values)
+    c->port_head[q * 2 + par] = c->port_head[q * 2 + (par ^ 1)];
+    PORT_T(c, i, PT_TAIL + par) = PORT_T(c, i, PT_TAIL + (par ^ 1));
+  }
+  int32_t tail[MV_LANE_PORTS];   // per egress port: the last arrival chained so far
   for (int64_t k = 0; k < n; ++k) {
-    int64_t i = lo + k, q = c->port_peer[i];
-    if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) return false;
-    data[k] = biggest[k] = 0;
-    for (int64_t pos = c->port_head[q * 2 + par];; ++pos) {
-      if (ring_t_at(c, q, pos, par) >= te) break;
-      const Pkt& pk = c->pkt[ring_slot(c, q, pos)];
-      arrivals += 1;
-      if (pk.type == PK_DATA) {
-        data[k] += pk.bytes;
-        biggest[k] = mv_max(biggest[k], (int64_t)pk.bytes);
+    r->first[k] = tail[k] = -1;
+    r->queued[k] = 0;
+  }
+  int32_t arrivals = 0, data = 0, biggest = 0;
+  int64_t pos = c->port_head[q * 2 + par];
+  for (; ring_t_at(c, q, pos, par) < te; ++pos) {
+    int64_t slot = ring_slot(c, q, pos);
+    Pkt pk = c->pkt[slot];
+    arrivals += 1;
+    int32_t k = (int32_t)j;
+    bool queued = false;
+    if (pk.type == PK_DATA) {
+      data += pk.bytes;
+      biggest = biggest > pk.bytes ? biggest : pk.bytes;
+    }
+    if (pk.type != PK_PAUSE && pk.type != PK_RESUME) {
+      int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on the copy)
+      if (out >= 0) {
+        k = (int32_t)(out - lo);
+        queued = true;
       }
     }
-    data_all += data[k];
+    c->pkt[slot].in_port = (int16_t)(k | (queued ? 256 : 0));
+    c->pkt[slot].next = -1;
+    if (tail[k] < 0) r->first[k] = (int32_t)slot;
+    else c->pkt[tail[k]].next = (int32_t)slot;
+    tail[k] = (int32_t)slot;
+    r->queued[k] += queued;
   }
-  if (arrivals == 0) return false;   // (the serial loop's window is as short)
-  if (c->node_pool_hi[v] - c->node_pool_next[v] < arrivals) return false;
-  if (!pfc && c->node_data_bytes[v] + data_all > c->node_buffer[v]) return false;
-  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (c->node_shared_used[v] + data_all);
+  bool pfc = EI(c, e, EI_PFC);
+  int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
+  if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) flags |= LR_STOP;
+  r->arrivals = arrivals;
+  r->data = data;
+  r->biggest = biggest;
+  r->pool_n = PORT_POOL_N(c, i);
+  r->before = PORT_I(c, i, PI_IN_BYTES);
+  if (j == 0) {
+    r->node_data = c->node_data_bytes[v];
+    r->node_shared = c->node_shared_used[v];
+    r->pool_next = c->node_pool_next[v];
+    flags |= (calm ? LR_CALM : 0) | (mon_next(c, e) <= te ? LR_MON : 0);
+  }
+  r->flags = flags;
+}
+
+// The never-used pool slots egress port k of a window run port by port may take (beyond its own
+// list's), and where its share starts (*base): the ports' shares in port order.
+MV_DEV int64_t lane_pool_share(const LaneRing* r, int64_t n, int64_t k, int64_t* base) {
+  int64_t at = r[0].pool_next, mine = 0;
+  for (int64_t x = 0; x <= k; ++x) {
+    int64_t want = 0;
+    for (int64_t j = 0; j < n; ++j) want += r[j].queued[x];
+    mine = mv_max(want - r[x].pool_n, (int64_t)0);
+    if (x < k) at += mine;
+  }
+  *base = at;
+  return mine;
+}
+
+enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
+// How switch v's window runs, from its in-rings' records (n ports, window end te): LANES_QUIET,
+// nothing to do (switch_quiet's case: it was quiet, nothing arrives and no sample is due);
+// LANES_RUN, port by port: from the state at its start and the packets that arrive in it, no
+// admission can fail, no byte goes to the headroom, no PFC state can change and the pool cannot
+// run out, in any order of its events: no headroom in use, and every ingress port's bytes plus
+// all its arrivals below the dynamic threshold computed with every arrival of the window counted
+// as shared (the MMU puts bytes above it into the headroom with or without PFC); with PFC, no
+// port paused or asking to pause, no PFC frame pending, and every arriving packet admitted;
+// without PFC, room in the buffer for every arrival; enough never-used pool slots for the ports'
+// shares; no monitor sample due (a sample records every port at one instant). Else
+// LANES_SERIAL (also a window without arrivals: the serial loop's is as short). Reads the
+// records and the switch's parameters only, so every port task of the switch may call it.
+MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRing* r, int64_t n) {
+  int64_t arrivals = 0, data_all = 0;
+  int32_t flags = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    arrivals += r[j].arrivals;
+    data_all += r[j].data;
+    flags |= r[j].flags;
+  }
+  if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
+  if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
+  int64_t base, need = lane_pool_share(r, n, n - 1, &base);
+  if (base + need > c->node_pool_hi[v]) return LANES_SERIAL;
+  bool pfc = EI(c, e, EI_PFC);
+  if (!pfc && r[0].node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
+  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (r[0].node_shared + data_all);
   if (free_b < 0) free_b = 0;
   // the threshold only grows as shared bytes leave, so th is its least value in the window; an
   // ingress port's shared bytes never exceed `over`: no pause (shared >= th), no headroom (the
   // bytes above the reserve > th), and admission (a packet that fits the headroom, or whose bytes
   // with the shared ones fit the threshold)
-  int64_t r = EI(c, e, EI_RESERVE);
-  for (int64_t k = 0; k < n; ++k) {
-    if (!data[k]) continue;
-    int64_t i = lo + k, th = free_b >> PORT_LK(c, i, LK_SHIFT);
-    int64_t over = mv_max(PORT_I(c, i, PI_IN_BYTES) + data[k] - r, (int64_t)0);
-    if (over >= th) return false;
-    if (pfc && biggest[k] > PORT_LK(c, i, LK_HEADROOM) && mv_max(biggest[k], over) > th) return false;
+  int64_t res = EI(c, e, EI_RESERVE), lo = c->node_port_lo[v];
+  for (int64_t j = 0; j < n; ++j) {
+    if (!r[j].data) continue;
+    int64_t th = free_b >> PORT_LK(c, lo + j, LK_SHIFT);
+    int64_t over = mv_max(r[j].before + r[j].data - res, (int64_t)0);
+    if (over >= th) return LANES_SERIAL;
+    if (pfc && r[j].biggest > PORT_LK(c, lo + j, LK_HEADROOM) && mv_max((int64_t)r[j].biggest, over) > th)
+      return LANES_SERIAL;
   }
-  return true;
+  return LANES_RUN;
 }
 
-// The egress port (its index among v's ports) whose events include the packet in ring slot
-// `slot` of in-ring k (our port lo + k): a PFC frame's own link's port, a packet's route, port k
-// for a packet without a route (its drop is counted once, there). *queued: whether it will take
-// a pool slot (a packet with a route: every admission passes in such a window).
-MV_DEV int32_t switch_lane_of(const Ctx* c, int64_t e, int64_t v, int64_t lo, int64_t k, int64_t slot, bool* queued) {
-  Pkt pk = c->pkt[slot];
-  *queued = false;
-  if (pk.type == PK_PAUSE || pk.type == PK_RESUME) return (int32_t)k;
-  int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on a copy)
-  *queued = out >= 0;
-  return (int32_t)(out < 0 ? k : out - lo);
-}
-
-// Switch v's window port by port (switch_lanes_apply said it may), in three steps that a GPU
-// could run on different lanes, with a barrier between them: the arrivals routed
-// (switch_lanes_route), each egress port's events (switch_port_lane), the in-rings' heads and
-// the window's report (switch_lanes_end).
-
-// The window's first step: note each ingress port's bytes (`before`, for mmu_lanes_end), then
-// route every arrival of the window once, in the serial loop's order (time, then lower
-// in-ring), and chain each egress port's arrivals (`first[k * stride]`: port lo + k's first
-// one, a ring slot; -1: none; the GPU's lanes keep a block's table port-major). Each arrival
-// takes a pool slot here, so that ports running at once never take slots from the free list (switch_lanes_apply counted enough never-used ones: pool_alloc
-// cannot fail): the ring packet's `next` holds it, and its `in_port` the in-ring's index (bit 8:
-// the packet joins a queue; a PFC frame or a packet without a route does not, and its port
-// returns the slot). The pool slot's `next` holds the ring slot of the port's next arrival
-// until the arrival overwrites the pool slot (the port reads it first).
-MV_DEV void switch_lanes_route(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int32_t* first, int stride,
-                               int64_t* before) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  mmu_lanes_begin(c, v, before);
-  int64_t pos[MV_TREE_PORTS];
-  int32_t tail[MV_TREE_PORTS];   // per egress port: its last arrival's pool slot so far
-  for (int64_t k = 0; k < n; ++k) {
-    pos[k] = c->port_head[c->port_peer[lo + k] * 2 + par];
-    first[k * stride] = tail[k] = -1;
-  }
-  for (;;) {
-    int64_t ta = MV_INF, ka = -1;
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t t = ring_t_at(c, c->port_peer[lo + k], pos[k], par);
-      if (t < ta) { ta = t; ka = k; }
-    }
-    if (ta >= te) return;
-    int64_t slot = ring_slot(c, c->port_peer[lo + ka], pos[ka]++);
-    bool queued;
-    int32_t lane = switch_lane_of(c, e, v, lo, ka, slot, &queued);
-    int32_t s = pool_alloc(c, v);
-    c->pkt[slot].in_port = (int16_t)(ka | (queued ? 256 : 0));
-    c->pkt[slot].next = s;
-    c->pkt[s].next = -1;
-    if (tail[lane] < 0) first[lane * stride] = (int32_t)slot;
-    else c->pkt[tail[lane]].next = (int32_t)slot;
-    tail[lane] = s;
-  }
-}
-
-// Egress port p's events of the window in time order, as switch_window_of takes them: its
-// arrivals (the chain from `first`, switch_lanes_route) and its transmissions, arrivals first on
-// ties. Returns 1 if it had an event (*last: the time of its last one), 0 if none, -1 if a
-// compact ring ran out (the experiment runs again).
-MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t p, int32_t first,
-                            int64_t* last) {
-  int64_t lo = c->node_port_lo[v];
+// Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
+// its n in-rings): its events of the window in time order, as switch_window_of takes them,
+// arrivals first on ties, arrivals by time then in-ring. A queued arrival takes a slot of the
+// port's own list, else of its share of never-used ones (what is left of the share joins the
+// list at the end). Returns 1 if it had an event (*last: the time of its last one), 0 if none,
+// -1 if a compact ring ran out (the experiment runs again).
+MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRing* r,
+                            int64_t n, int64_t* last) {
+  int64_t lo = c->node_port_lo[v], p = lo + k;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
+  int64_t fresh, fresh_n = lane_pool_share(r, n, k, &fresh);
+  int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
+  for (int64_t j = 0; j < n; ++j) at[j] = r[j].first[k];
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
-  int32_t rs = first;   // the ring slot of the port's next arrival (-1: none left)
   for (;;) {
-    int64_t ta = rs >= 0 ? c->pkt[rs].t : MV_INF;
+    int64_t ta = MV_INF, ja = -1;
+    for (int64_t j = 0; j < n; ++j) {
+      if (at[j] < 0) continue;
+      int64_t t = c->pkt[at[j]].t;
+      if (t < ta) { ta = t; ja = j; }
+    }
     int64_t tx = td;
     int what_x = what;
     if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
@@ -613,13 +652,16 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     busy = 1;
     if (ta <= tx) {
       now = ta;
-      int32_t s = c->pkt[rs].next;        // its pool slot
-      int16_t tag = c->pkt[rs].in_port;   // its in-ring, and whether it joins a queue
-      int32_t next_rs = c->pkt[s].next;   // (before the arrival overwrites the slot)
+      int32_t rs = at[ja];
+      int16_t tag = c->pkt[rs].in_port;
+      at[ja] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
+      int32_t s = -1;
+      if (tag & 256) {
+        if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
+        else { s = (int32_t)fresh++; --fresh_n; }
+      }
       bool changed;
-      switch_arrival<true>(c, e, v, lo + (tag & 0xff), rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
-      if (!(tag & 256)) pool_free_lane(c, v, s);   // a PFC frame, or dropped: no queue took the slot
-      rs = next_rs;
+      switch_arrival<true>(c, e, v, lo + ja, rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
     } else {
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
@@ -628,23 +670,32 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     }
     td = switch_port_next(c, p, &what);
   }
+  for (; fresh_n > 0; --fresh_n) port_pool_push(c, p, (int32_t)fresh++);   // (the share's rest)
   *last = now;
   return busy;
 }
 
-// Every arrival of the window was taken: the MMU's shared and data bytes follow the ingress
-// ports' bytes (`before`: theirs at the window's start, mmu_lanes_begin), the in-rings' heads
-// move past the arrivals, and the window's report is switch_window_of's (busy: a port had an
-// event, the last at `last`).
+// Every port task ran: the MMU's shared and data bytes follow the ingress ports' bytes (theirs at
+// the window's start, in the records: mmu_lane_add), the never-used slots the ports' shares took
+// are taken, the in-rings' heads move past the arrivals, and the window's report is
+// switch_window_of's (busy: a port had an event, the last at `last`).
 MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last,
-                             const int64_t* before) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  mmu_lanes_end(c, e, v, before);
+                             const LaneRing* r) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, res = EI(c, e, EI_RESERVE);
+  int64_t shared = 0, data = 0, base;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t after = PORT_I(c, lo + k, PI_IN_BYTES);
+    shared += mv_max(after - res, (int64_t)0) - mv_max(r[k].before - res, (int64_t)0);
+    data += after - r[k].before;
+  }
+  c->node_shared_used[v] += shared;
+  c->node_data_bytes[v] += data;
+  int64_t share = lane_pool_share(r, n, n - 1, &base);   // (the last port's share ends them)
+  c->node_pool_next[v] = (int32_t)(base + share);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
-    int64_t head = c->port_head[q * 2 + par];
-    while (ring_t_at(c, q, head, par) < te) ++head;
+    int64_t head = c->port_head[q * 2 + par] + r[k].arrivals;
     c->port_head[q * 2 + par] = head;
     int what;
     next = mv_min(next, mv_min(ring_t_at(c, q, head, par), switch_port_next(c, lo + k, &what)));
@@ -655,28 +706,33 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   note_window_end(c, v, busy, last);
 }
 
-// The three steps on one thread, the ports one after the other.
-MV_DEV void switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
-  int64_t lo = c->node_port_lo[v], hi = c->node_port_hi[v];
+// Switch v's window port by port on one thread (n <= MV_LANE_PORTS ports): the scan of every
+// in-ring, then the decision; quiet: nothing (false: the caller's serial path would do the
+// same); serial: false; else every port task, one after the other, and the end (true).
+MV_DEV bool switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool* quiet) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  LaneRing r[MV_LANE_PORTS];
+  for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, &r[j]);
+  int how = switch_lanes_decide(c, e, v, r, n);
+  *quiet = how == LANES_QUIET;
+  if (how != LANES_RUN) return false;
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false;
-  int32_t first[MV_TREE_PORTS];
-  int64_t before[MV_TREE_PORTS];
-  switch_lanes_route(c, e, v, te, par, first, 1, before);
-  for (int64_t p = lo; p < hi; ++p) {
+  for (int64_t k = 0; k < n; ++k) {
     int64_t t = last;
-    int r = switch_port_lane(c, e, v, te, par, p, first[p - lo], &t);
-    if (r < 0) {   // the compact capacities ran out: the experiment runs again with full ones
+    int got = switch_port_lane(c, e, v, te, par, k, r, n, &t);
+    if (got < 0) {   // the compact capacities ran out: the experiment runs again with full ones
       c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
       note_window_end(c, v, true, mv_max(last, t));
-      return;
+      return true;
     }
-    if (r > 0) {
+    if (got > 0) {
       busy = true;
       last = mv_max(last, t);
     }
   }
-  switch_lanes_end(c, e, v, te, par, busy, last, before);
+  switch_lanes_end(c, e, v, te, par, busy, last, r);
+  return true;
 }
 
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
@@ -702,20 +758,31 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #ifndef MV_TRACE_NODE
 #define MV_TRACE_NODE(v)
 #endif
-MV_DEV void node_window(Ctx* c, int64_t v) {
+// `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
+// groups kernel runs those windows itself and calls this with false for the others).
+MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
+  int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
+  return MV_SWITCH_LANES && !c->node_is_host[v] && n <= MV_TREE_PORTS && n <= MV_LANE_PORTS;
+}
+MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
   bool host = c->node_is_host[v];
+  if (lanes && switch_lanes_fit(c, v)) {
+    bool quiet;
+    if (switch_window_lanes(c, e, v, te, par, &quiet) || quiet) return;
+    switch_window_of<false>(c, e, v, te, par);   // (the scan did node_begin's copies)
+    return;
+  }
   if (!host && switch_quiet(c, e, v, te, par)) return;
   if (host) schedule_node(c, v);
   node_begin(c, v, par);
   if (host) host_window(c, e, v, te, par);
   else {
     int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
-    if (MV_SWITCH_LANES && n <= MV_TREE_PORTS && switch_lanes_apply(c, e, v, te, par)) switch_window_lanes(c, e, v, te, par);
-    else if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
+    if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
     else switch_window_of<false>(c, e, v, te, par);
   }
 }

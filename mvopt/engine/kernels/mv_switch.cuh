@@ -38,33 +38,17 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   c->node_shared_used[v] -= from_shared;
   c->node_data_bytes[v] -= b;
 }
-// The MMU's accounting in a window run port by port (MV_SWITCH_LANES; switch_lanes_apply held:
+// The MMU's accounting in a window run port by port (MV_SWITCH_LANES; switch_lanes_decide said so:
 // no headroom in use, every admission passes, and no decision of the window reads the MMU's
 // state). Each of b bytes (b < 0: leaving) of ingress port i changes that port's bytes alone, by
 // an add that is atomic where ports run at once on different lanes, and returns nothing (the
 // lane does not wait for it); the switch's shared and data bytes follow once, at the window's
-// end (mmu_lanes_end), from each ingress port's bytes before (mmu_lanes_begin) and after: the
+// end (switch_lanes_end), from each ingress port's bytes before (the scan's records) and after: the
 // shared bytes change by max(0, after - reserve) - max(0, before - reserve), as mmu_enqueue and
 // mmu_dequeue change them, event by event, without headroom. (One add per packet instead of
 // three, one of them waited for: groups-lanes 1.369 against 1.341 G packet-hops/s, profile_gpu
 // 8 MiB x 4,096, fourteenth session.)
 MV_DEV void mmu_lane_add(Ctx* c, int64_t i, int64_t b) { mv_add_old(&PORT_I(c, i, PI_IN_BYTES), b); }
-MV_DEV void mmu_lanes_begin(const Ctx* c, int64_t v, int64_t* before) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  for (int64_t k = 0; k < n; ++k) before[k] = PORT_I(c, lo + k, PI_IN_BYTES);
-}
-MV_DEV void mmu_lanes_end(Ctx* c, int64_t e, int64_t v, const int64_t* before) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, r = EI(c, e, EI_RESERVE);
-  int64_t shared = 0, data = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t after = PORT_I(c, lo + k, PI_IN_BYTES);
-    shared += mv_max(after - r, (int64_t)0) - mv_max(before[k] - r, (int64_t)0);
-    data += after - before[k];
-  }
-  c->node_shared_used[v] += shared;
-  c->node_data_bytes[v] += data;
-}
-
 // PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
 // Pause is considered after an enqueue (after_enqueue), resume after a dequeue. Returns whether
 // it changed port i's PFC state (and so possibly what port i sends next).
@@ -171,7 +155,7 @@ MV_DEV bool port_sends_at_once(const Ctx* c, int64_t p, int q, int64_t t) {
 // release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
 // records). Returns the ingress port whose PFC state changed (-1: none).
 // LANE: a window run port by port (MV_SWITCH_LANES): the shared state by lane-safe adds, and no
-// PFC check (switch_lanes_apply: no PFC state can change in such a window).
+// PFC check (switch_lanes_decide: no PFC state can change in such a window).
 template <bool LANE = false>
 MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* pk, int64_t t, int64_t int_slot) {
   int64_t touched = -1;
@@ -224,9 +208,9 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
 // pool slot, the queue links and the two extra turns of the event loop. A pool slot must still
 // be free (a full pool drops the packet either way); INT (HPCC) keeps the queued path.
 //
-// LANE (a window run port by port, MV_SWITCH_LANES): switch_lanes_route routed the packet
-// already (`routed`: its egress port, -1 none) and took its pool slot (`given`); admission
-// passes and no PFC state changes (switch_lanes_apply), and the shared state changes by
+// LANE (a window run port by port, MV_SWITCH_LANES): switch_lane_scan routed the packet
+// already (`routed`: its egress port, -1 none) and its port task took its pool slot (`given`); admission
+// passes and no PFC state changes (switch_lanes_decide), and the shared state changes by
 // lane-safe adds.
 #define SW_OUT_OF_SLOTS (-2)
 template <bool LANE = false, class Alone>
@@ -273,7 +257,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   pk.next = -1;
   pk.in_port = (int16_t)(i - c->node_port_lo[v]);
   bool direct = MV_DIRECT && out != i && !(c->has_int && EI(c, e, EI_CC) == CC_HPCC) &&
-                (c->node_pool_free[v] >= 0 || c->node_pool_next[v] < c->node_pool_hi[v]) &&
+                pool_has_slot(c, v) &&
                 port_sends_at_once(c, out, q, t) && alone(out);
   bool entered = false;   // MMU admission done (and its PFC check)
   if (direct && data) {
@@ -356,6 +340,6 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (what == Q_DATA) *touched = switch_data_leaves<LANE>(c, e, v, p, pk, t, s);
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
-  if (LANE) pool_free_lane(c, v, s); else pool_free(c, v, s);
+  if (LANE) port_pool_push(c, p, s); else pool_free(c, v, s);   // (a port's own list on a lane)
   return ok;
 }
