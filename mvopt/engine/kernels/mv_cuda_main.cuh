@@ -189,26 +189,31 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
   }
 }
 // MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
-// of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in three phases, a barrier
+// of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in two phases, a barrier
 // between them. (A) Every thread takes the block's in-ring scans (switch_lane_scan, into the
-// switch's records: the scratch column port_lane) until none is left. (B) The hosts and the
+// switch's records: the scratch column port_lane) until none is left; the last scan of a switch
+// to end decides how its window runs (switch_lanes_decide: node_lane). (B) The hosts and the
 // other switches run their windows on their own threads, then every thread takes the block's
-// port tasks until none is left: a port task decides how its switch's window runs
-// (switch_lanes_decide, the same answer for each of its ports), and runs its port's events
-// (switch_port_lane), or, the switch's port 0, the whole serial window (or none, a quiet one).
-// (C) The switches that ran port by port end their windows (switch_lanes_end) from their
-// ports' reports (port_lane_last) and report. A phase's tasks are entries k * W + t of a
-// port-major table (port k of thread t's switch; W: the block's threads rounded up to whole
-// warps), taken by whole warps in rows of 32 from a shared counter, whichever warp is free: a
-// row is the same port of 32 neighbouring switches, of one role where the node order groups
-// roles, so a warp's lanes run alike code together. Results do not depend on which thread runs
-// a task. The tables live in global memory (scratch), not in shared memory: a block's shared
-// memory is carved out of its SM's L1, which bounds this kernel (docs/performance.md).
+// port tasks until none is left: each runs its port's events (switch_port_lane), or, port 0 of
+// a switch decided serial, the whole serial window; the last port task of a switch to end ends
+// its window (switch_lanes_end) and reports. The last of a switch's tasks is found by a
+// counter per switch (node_lane_n; its tasks' writes before their count, by block-scope
+// fences: they all run in the block). A phase's tasks are entries k * W + t of a port-major
+// table (port k of thread t's switch; W: the block's threads rounded up to whole warps), taken
+// by whole warps in rows of 32 from a shared counter, whichever warp is free: a row is the same
+// port of 32 neighbouring switches, of one role where the node order groups roles, so a warp's
+// lanes run alike code together. Results do not depend on which thread runs a task. The
+// tables live in global memory (scratch), not in shared memory: a block's shared memory is
+// carved out of its SM's L1, which bounds this kernel (docs/performance.md). A block whose
+// switches were all calm after a window (nothing pending, no event: switch_quiet's premise)
+// runs the next one as the plain groups kernel does, every node on its own thread: an idle
+// window costs no scans.
 #if MV_SWITCH_LANES == 2
 #define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
   int scan_row, port_row;   // rows of the phases' tables taken so far
   int ports;                // most ports of a switch of the group that runs port by port
+  int busy[2];              // by window parity: a switch of the block was not calm after it
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
@@ -241,32 +246,30 @@ MV_DEV LaneRing* lane_records(const Ctx* c, int64_t v) {
 MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
   return switch_lanes_fit(c, v) && exp_active(c, c->node_exp[v], cap);
 }
-// Phase A's task: in-ring k of switch v.
-__device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
-  if (!lanes_here(c, v, cap) || k >= c->node_port_hi[v] - c->node_port_lo[v]) return;
-  int64_t e = c->node_exp[v];
-  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v) + k);
+// Whether this is the last of switch v's n tasks of a phase to end (then the counter is 0 again
+// and the others' writes are visible).
+MV_DEV bool lanes_last_task(Ctx* c, int64_t v, int64_t n) {
+  __threadfence_block();   // release: this task's writes before its count
+  if (atomicAdd(&c->node_lane_n[v], 1) != (int)n - 1) return false;
+  c->node_lane_n[v] = 0;
+  __threadfence_block();   // acquire: the other tasks' writes
+  return true;
 }
-// Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
-__device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+// Phase A's task: in-ring k of switch v; the last one decides.
+__device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
+  int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
   if (!lanes_here(c, v, cap) || k >= n) return;
   int64_t e = c->node_exp[v];
-  const LaneRing* r = lane_records(c, v);
+  LaneRing* r = lane_records(c, v);
+  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r + k);
+  if (!lanes_last_task(c, v, n)) return;
   int how = switch_lanes_decide(c, e, v, r, n);
-  if (k == 0) c->node_lane[v] = how;
-  if (how != LANES_RUN) {   // the serial window (the scan did node_begin's copies), or none
-    int64_t* a = acc + 4 * (e - e_lo);
-    if (k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
-    return;
-  }
-  int64_t last = c->exp_T_ps[e];
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, &last);
-  c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
+  c->node_lane[v] = how;
+  if (how == LANES_QUIET) c->node_iter[v] += 1;   // (its report stays what it was: node_window_into's)
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its
 // report to `a`.
-__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
+MV_DEV void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], hi = c->node_port_hi[v];
   int64_t last = c->exp_T_ps[e];
   bool busy = false, out = false;
@@ -288,6 +291,24 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   if (next < MV_INF) atomicMin(a, next);
   if (prog < MV_INF) atomicMin(a + 1, prog);
   c->node_iter[v] += 1;
+}
+// Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo); the
+// last one ends the window.
+__device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  if (!lanes_here(c, v, cap) || k >= n) return;
+  int how = c->node_lane[v];
+  int64_t e = c->node_exp[v];
+  int64_t* a = acc + 4 * (e - e_lo);
+  if (how != LANES_RUN) {   // the serial window (the scans did node_begin's copies), or none
+    if (how == LANES_SERIAL && k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+    return;
+  }
+  int64_t last = c->exp_T_ps[e];
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v), n,
+                             &last);
+  c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
+  if (lanes_last_task(c, v, n)) lanes_end(c, v, a);
 }
 #endif
 
@@ -319,6 +340,8 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       worked = 1;
 #if MV_SWITCH_LANES == 2
       lanes.ports = 0;
+      lanes.busy[0] = 1;   // (a slice's first window runs in lanes)
+      lanes.busy[1] = 0;
 #endif
     }
     __syncthreads();
@@ -346,20 +369,21 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       int64_t row0 = c->exp_node_lo[e_lo], rows_used = c->exp_node_hi[group_exp[group + 1] - 1] - row0;
       bool has_node = threadIdx.x < rows_used;
       if (has_node) v = group_node(c, row0, threadIdx.x, ordered);
-      lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.scan_row,
-                 [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
-      __syncthreads();   // (phase A's records visible to the block)
-      if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
-      if (has_node && !lanes_here(c, v, cap) && exp_active(c, c->node_exp[v], cap)) {
+      bool mine_here = has_node && lanes_here(c, v, cap);   // (a switch of ours that may run in lanes)
+      bool in_lanes = lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
+      if (in_lanes) {
+        lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.scan_row,
+                   [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
+        __syncthreads();   // (phase A's records and decisions visible to the block)
+        if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
+      }
+      if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
         node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
       }
-      lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
-                 [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
-      __syncthreads();   // (phase B's port events visible to the switches' ends)
-      if (threadIdx.x == 0) lanes.port_row = 0;
-      if (has_node && lanes_here(c, v, cap) && c->node_lane[v] == LANES_RUN)
-        lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
+      if (in_lanes)
+        lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
+                   [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
 #else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)
@@ -369,6 +393,13 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       }
 #endif
       __syncthreads();   // (also makes the window's global writes visible to the block)
+#if MV_SWITCH_LANES == 2
+      // whether the next window runs in lanes: a switch of the block was not calm after this one
+      // (busy[w & 1], read at this window's start, is written again in the next window, after
+      // the barrier below)
+      if (mine_here && !(c->node_next_ps[v] >= MV_INF && c->node_quiet[v])) lanes.busy[(w + 1) & 1] = 1;
+      if (threadIdx.x == 0) lanes.port_row = lanes.busy[w & 1] = 0;
+#endif
       int64_t mine = group_exp[group] + threadIdx.x;   // the experiment this thread advances, if any
       bool advances = mine < group_exp[group + 1];
       if (advances && exp_active(c, mine, cap)) group_advance(c, mine, acc + 4 * threadIdx.x);
