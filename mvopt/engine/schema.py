@@ -39,7 +39,7 @@ NPATH = 8
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
 NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
-NLR = 13           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
+NLR = 12           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
 # when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
 # pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
@@ -263,8 +263,6 @@ COLUMNS: tuple[Column, ...] = (
        "(-1: none; -2: a compact ring ran out)"),
     _c("node_lane", "i32", "n_node", "scratch: switch lanes: how the switch's window runs (LANES_* in "
        "kernels/mv_step.cuh)"),
-    _c("node_lane_n", "i32", "n_node", "scratch: switch lanes: the switch's tasks of the phase that have ended "
-       "(0 between phases)"),
     _c("heap_t", "i64", "n_heap", "state [host]: task-event heap times"),
     _c("heap_task", "i32", "n_heap", "state [host]: task-event heap keys (2 * task + kind)"),
     _c("act_flow", "i32", "n_heap", "state [host]: active flows (flow rows), sorted (round-robin order)"),

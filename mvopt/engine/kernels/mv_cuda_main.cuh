@@ -189,25 +189,26 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
   }
 }
 // MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
-// of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in two phases, a barrier
+// of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in three phases, a barrier
 // between them. (A) Every thread takes the block's in-ring scans (switch_lane_scan, into the
-// switch's records: the scratch column port_lane) until none is left; the last scan of a switch
-// to end decides how its window runs (switch_lanes_decide: node_lane). (B) The hosts and the
+// switch's records: the scratch column port_lane) until none is left. (B) The hosts and the
 // other switches run their windows on their own threads, then every thread takes the block's
-// port tasks until none is left: each runs its port's events (switch_port_lane), or, port 0 of
-// a switch decided serial, the whole serial window; the last port task of a switch to end ends
-// its window (switch_lanes_end) and reports. The last of a switch's tasks is found by a
-// counter per switch (node_lane_n; its tasks' writes before their count, by block-scope
-// fences: they all run in the block). A phase's tasks are entries k * W + t of a port-major
-// table (port k of thread t's switch; W: the block's threads rounded up to whole warps), taken
-// by whole warps in rows of 32 from a shared counter, whichever warp is free: a row is the same
-// port of 32 neighbouring switches, of one role where the node order groups roles, so a warp's
-// lanes run alike code together. Results do not depend on which thread runs a task. The
-// tables live in global memory (scratch), not in shared memory: a block's shared memory is
-// carved out of its SM's L1, which bounds this kernel (docs/performance.md). A block whose
-// switches were all calm after a window (nothing pending, no event: switch_quiet's premise)
-// runs the next one as the plain groups kernel does, every node on its own thread: an idle
-// window costs no scans.
+// port tasks until none is left: each decides how its switch's window runs
+// (switch_lanes_decide, from the records: the same answer for each of its ports), then runs its
+// port's events (switch_port_lane) or, port 0 of a switch decided serial, the whole serial
+// window. (C) Each switch that ran port by port ends its window (switch_lanes_end) from its
+// ports' reports (port_lane_last) and reports, on its own thread. A phase's tasks are entries
+// k * W + t of a port-major table (port k of thread t's switch; W: the block's threads rounded
+// up to whole warps), taken by whole warps in rows of 32 from a shared counter, whichever warp
+// is free: a row is the same port of 32 neighbouring switches, of one role where the node order
+// groups roles, so a warp's lanes run alike code together. Results do not depend on which
+// thread runs a task. The tables live in global memory (scratch), not in shared memory: a
+// block's shared memory is carved out of its SM's L1, which bounds this kernel
+// (docs/performance.md). A block whose switches were all calm after a window (nothing pending,
+// no event: switch_quiet's premise) runs the next one as the plain groups kernel does, every
+// node on its own thread: an idle window costs no scans. (Measured, sixteenth session: a
+// counter per switch, so that its last scan decides and its last port task ends the window,
+// saves a barrier and the decisions per port but lost 4 %: docs/performance.md.)
 #if MV_SWITCH_LANES == 2
 #define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
@@ -221,12 +222,12 @@ MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   return ordered ? c->node_order[v] : v;
 }
 // The rows of a phase's table (`ports` rows of W entries), taken by whole warps from `counter`
-// until none is left, task(v, k) for each entry of a node of the group (`rows_used` nodes).
+// until none is left, task(v, k) for each entry of a node of the group (`rows_used` nodes). The
+// block's last warp may be partial: its threads take the row's entries in turn.
 template <class Task>
 MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, int ports, int* counter,
                        const Task& task) {
   int w = MV_LANE_ROW(blockDim.x), rows = ports * w / 32, lane = threadIdx.x & 31;
-  // the warp's threads (the block's last warp may be partial)
   int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
   unsigned mask = in_warp == 32 ? 0xffffffffu : (1u << in_warp) - 1;
   for (;;) {
@@ -235,8 +236,10 @@ MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordere
     if (lane == 0) row = atomicAdd(counter, 1);
     row = __shfl_sync(mask, row, 0);
     if (row >= rows) return;
-    int i = row * 32 + lane, k = i / w, t = i % w;
-    if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
+    for (int l = lane; l < 32; l += in_warp) {
+      int i = row * 32 + l, k = i / w, t = i % w;
+      if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
+    }
   }
 }
 // Switch v's records (its in-rings', LaneRing) and whether its window runs in lanes here.
@@ -246,30 +249,32 @@ MV_DEV LaneRing* lane_records(const Ctx* c, int64_t v) {
 MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
   return switch_lanes_fit(c, v) && exp_active(c, c->node_exp[v], cap);
 }
-// Whether this is the last of switch v's n tasks of a phase to end (then the counter is 0 again
-// and the others' writes are visible).
-MV_DEV bool lanes_last_task(Ctx* c, int64_t v, int64_t n) {
-  __threadfence_block();   // release: this task's writes before its count
-  if (atomicAdd(&c->node_lane_n[v], 1) != (int)n - 1) return false;
-  c->node_lane_n[v] = 0;
-  __threadfence_block();   // acquire: the other tasks' writes
-  return true;
-}
-// Phase A's task: in-ring k of switch v; the last one decides.
+// Phase A's task: in-ring k of switch v.
 __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
-  int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
+  if (!lanes_here(c, v, cap) || k >= c->node_port_hi[v] - c->node_port_lo[v]) return;
+  int64_t e = c->node_exp[v];
+  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v) + k);
+}
+// Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
+__device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
+  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   if (!lanes_here(c, v, cap) || k >= n) return;
   int64_t e = c->node_exp[v];
-  LaneRing* r = lane_records(c, v);
-  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r + k);
-  if (!lanes_last_task(c, v, n)) return;
+  const LaneRing* r = lane_records(c, v);
   int how = switch_lanes_decide(c, e, v, r, n);
-  c->node_lane[v] = how;
-  if (how == LANES_QUIET) c->node_iter[v] += 1;   // (its report stays what it was: node_window_into's)
+  if (k == 0) c->node_lane[v] = how;
+  if (how != LANES_RUN) {   // the serial window (the scans did node_begin's copies), or none
+    int64_t* a = acc + 4 * (e - e_lo);
+    if (k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+    return;
+  }
+  int64_t last = c->exp_T_ps[e];
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, &last);
+  c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its
 // report to `a`.
-MV_DEV void lanes_end(Ctx* c, int64_t v, int64_t* a) {
+__device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   int64_t e = c->node_exp[v], lo = c->node_port_lo[v], hi = c->node_port_hi[v];
   int64_t last = c->exp_T_ps[e];
   bool busy = false, out = false;
@@ -291,24 +296,6 @@ MV_DEV void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   if (next < MV_INF) atomicMin(a, next);
   if (prog < MV_INF) atomicMin(a + 1, prog);
   c->node_iter[v] += 1;
-}
-// Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo); the
-// last one ends the window.
-__device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
-  int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  if (!lanes_here(c, v, cap) || k >= n) return;
-  int how = c->node_lane[v];
-  int64_t e = c->node_exp[v];
-  int64_t* a = acc + 4 * (e - e_lo);
-  if (how != LANES_RUN) {   // the serial window (the scans did node_begin's copies), or none
-    if (how == LANES_SERIAL && k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
-    return;
-  }
-  int64_t last = c->exp_T_ps[e];
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v), n,
-                             &last);
-  c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
-  if (lanes_last_task(c, v, n)) lanes_end(c, v, a);
 }
 #endif
 
@@ -381,9 +368,12 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
         node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
       }
-      if (in_lanes)
+      if (in_lanes) {
         lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
                    [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
+        __syncthreads();   // (phase B's port events visible to the switches' ends)
+        if (mine_here && c->node_lane[v] == LANES_RUN) lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
+      }
 #else
       if (v < c->exp_node_hi[group_exp[group + 1] - 1]) {
         if (ordered) v = c->node_order[v];   // (a permutation within the group's rows)

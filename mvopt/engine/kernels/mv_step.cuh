@@ -497,7 +497,6 @@ struct LaneRing {
   int32_t flags;                   // LR_STOP: port j's headroom or PFC state in play; LR_MORE: a
                                    // packet after the window on the in-ring; record 0: LR_CALM (the
                                    // switch was quiet, node_quiet), LR_MON (a monitor sample is due)
-  int32_t share_at, share_n;       // egress port j's share of never-used slots (switch_lanes_decide)
 };
 static_assert(sizeof(LaneRing) == NLR * 8, "LaneRing: NLR words (schema.py)");
 
@@ -560,6 +559,21 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   r->flags = flags;
 }
 
+// The never-used pool slots egress port k of a window run port by port takes beyond its own
+// list's (the slots its queued arrivals need beyond the list's at the window's start), and where
+// they start (*at): the ports' shares follow one another in port order.
+MV_DEV int64_t lane_share(const LaneRing* r, int64_t n, int64_t k, int64_t* at) {
+  int64_t from = r[0].pool_next, mine = 0;
+  for (int64_t x = 0; x <= k; ++x) {
+    from += mine;
+    int64_t want = 0;
+    for (int64_t j = 0; j < n; ++j) want += r[j].queued[x];
+    mine = mv_max(want - r[x].pool_n, (int64_t)0);
+  }
+  *at = from;
+  return mine;
+}
+
 enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // How switch v's window runs, from its in-rings' records (n ports, window end te): LANES_QUIET,
 // nothing to do (switch_quiet's case: it was quiet, nothing arrives and no sample is due);
@@ -570,12 +584,10 @@ enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // as shared (the MMU puts bytes above it into the headroom with or without PFC); with PFC, no
 // port paused or asking to pause, no PFC frame pending, and every arriving packet admitted;
 // without PFC, room in the buffer for every arrival; enough never-used pool slots for the ports'
-// shares; no monitor sample due (a sample records every port at one instant). Else
+// shares (lane_share); no monitor sample due (a sample records every port at one instant). Else
 // LANES_SERIAL (also a window without arrivals: the serial loop's is as short). Reads the
-// records and the switch's parameters only. For LANES_RUN it writes each egress port's share of
-// the never-used pool slots (share_at, share_n: the slots its arrivals need beyond its own
-// list's, in port order) into the port's record.
-MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, LaneRing* r, int64_t n) {
+// records and the switch's parameters only, so that every port task of the switch may call it.
+MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRing* r, int64_t n) {
   int64_t arrivals = 0, data_all = 0;
   int32_t flags = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -585,13 +597,8 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, LaneRing* r, 
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
-  int64_t at = r[0].pool_next;
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t want = 0;
-    for (int64_t j = 0; j < n; ++j) want += r[j].queued[k];
-    at += mv_max(want - r[k].pool_n, (int64_t)0);
-  }
-  if (at > c->node_pool_hi[v]) return LANES_SERIAL;
+  int64_t at, share = lane_share(r, n, n - 1, &at);
+  if (at + share > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
   if (!pfc && r[0].node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (r[0].node_shared + data_all);
@@ -609,19 +616,11 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, LaneRing* r, 
     if (pfc && r[j].biggest > PORT_LK(c, lo + j, LK_HEADROOM) && mv_max((int64_t)r[j].biggest, over) > th)
       return LANES_SERIAL;
   }
-  at = r[0].pool_next;
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t want = 0;
-    for (int64_t j = 0; j < n; ++j) want += r[j].queued[k];
-    r[k].share_at = (int32_t)at;
-    r[k].share_n = (int32_t)mv_max(want - r[k].pool_n, (int64_t)0);
-    at += r[k].share_n;
-  }
   return LANES_RUN;
 }
 
-// Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN and wrote the
-// ports' shares into the records r of its n in-rings): its events of the window in time order, as switch_window_of takes them,
+// Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
+// its n in-rings): its events of the window in time order, as switch_window_of takes them,
 // arrivals first on ties, arrivals by time then in-ring. A queued arrival takes a slot of the
 // port's own list, else of its share of never-used ones (what is left of the share joins the
 // list at the end). Returns 1 if it had an event (*last: the time of its last one), 0 if none,
@@ -630,7 +629,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
                             int64_t n, int64_t* last) {
   int64_t lo = c->node_port_lo[v], p = lo + k;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  int64_t fresh = r[k].share_at, fresh_n = r[k].share_n;
+  int64_t fresh, fresh_n = lane_share(r, n, k, &fresh);
   int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
   for (int64_t j = 0; j < n; ++j) at[j] = r[j].first[k];
   int64_t now = c->exp_T_ps[e];
@@ -692,7 +691,8 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   c->node_shared_used[v] += shared;
   c->node_data_bytes[v] += data;
-  c->node_pool_next[v] = r[n - 1].share_at + r[n - 1].share_n;   // (the last port's share ends them)
+  int64_t at, share = lane_share(r, n, n - 1, &at);   // (the last port's share ends them)
+  c->node_pool_next[v] = (int32_t)(at + share);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
