@@ -210,6 +210,9 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // counter per switch, so that its last scan decides and its last port task ends the window,
 // saves a barrier and the decisions per port but lost 4 %: docs/performance.md.)
 #if MV_SWITCH_LANES == 2
+#ifndef MV_LANES_CALM
+#define MV_LANES_CALM 1   // 0: every window in lanes (a variant to measure the calm blocks' check)
+#endif
 #define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
   int scan_row, port_row;   // rows of the phases' tables taken so far
@@ -357,7 +360,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       bool has_node = threadIdx.x < rows_used;
       if (has_node) v = group_node(c, row0, threadIdx.x, ordered);
       bool mine_here = has_node && lanes_here(c, v, cap);   // (a switch of ours that may run in lanes)
-      bool in_lanes = lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
+      bool in_lanes = !MV_LANES_CALM || lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
       if (in_lanes) {
         lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.scan_row,
                    [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
@@ -387,7 +390,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       // whether the next window runs in lanes: a switch of the block was not calm after this one
       // (busy[w & 1], read at this window's start, is written again in the next window, after
       // the barrier below)
-      if (mine_here && !(c->node_next_ps[v] >= MV_INF && c->node_quiet[v])) lanes.busy[(w + 1) & 1] = 1;
+      if (MV_LANES_CALM && mine_here && !(c->node_next_ps[v] >= MV_INF && c->node_quiet[v])) lanes.busy[(w + 1) & 1] = 1;
       if (threadIdx.x == 0) lanes.port_row = lanes.busy[w & 1] = 0;
 #endif
       int64_t mine = group_exp[group] + threadIdx.x;   // the experiment this thread advances, if any
