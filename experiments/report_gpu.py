@@ -423,7 +423,23 @@ def render() -> str:
                                "groups": "groups, one 128-byte record per port (reverted)"}),
                            ("profile_tree4_b4096_eb85605", "eb85605", {
                                "groups": "groups, blocks of 224 threads (the default then)",
-                               "groups-tree4": "groups, blocks of 224, switches' local caches of 4 ports (MV_TREE_PORTS 4)"})])
+                               "groups-tree4": "groups, blocks of 224, switches' local caches of 4 ports (MV_TREE_PORTS 4)"}),
+                           ("profile_lanesglobal_b4096_92a76a6", "92a76a6", {
+                               "groups": "groups, blocks of 256 threads (the default; seventeenth session)",
+                               "groups-lanes": "groups, switch lanes as built in the thirteenth session, their tables "
+                                               "in global memory instead of 24.6 KB of shared memory per block"}),
+                           ("profile_lanes_b4096_8f60017", "8f60017", {
+                               "groups-lanes": "groups, switch lanes rebuilt: a scan per in-ring, a task per port, "
+                                               "the hosts' windows beside the port tasks"}),
+                           ("profile_lanes_b4096_691b929", "691b929", {
+                               "groups-lanes": "groups, switch lanes, the last scan of a switch decides and its last "
+                                               "port task ends the window (counters per switch; reverted)"}),
+                           ("profile_lanes_b4096_e295cb8", "e295cb8", {
+                               "groups-lanes": "groups, switch lanes as at 8f60017, calm blocks' windows plain, "
+                                               "partial warps take every entry"}),
+                           ("profile_lanescalm_b4096_cf19582", "cf19582", {
+                               "groups-lanes": "groups, switch lanes as at e295cb8 (another machine)",
+                               "groups-lanes-nocalm": "groups, switch lanes, every window in lanes (MV_LANES_CALM 0)"})])
     lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
                          "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),

@@ -1388,3 +1388,86 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
     assert runs[0][-1].counters["ecn_marks"] > 0
     for a, b in zip(*runs):
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
+
+
+def switch_pool_places(cols: dict, pkt: np.ndarray, v: int, pool_lo: int) -> dict[str, list[int]]:
+    """Where switch v's drawn pool slots are between windows: its free list, its ports' own lists
+    (port_pool), its ports' queues (control and data). Checks each list's shape on the way."""
+    nxt = pkt["next"]
+
+    def walk(head: int, tail: int = -1) -> list[int]:
+        out = []
+        while head >= 0:
+            out.append(int(head))
+            assert len(out) <= pkt.size, "a cycle"
+            if head == tail:
+                break
+            head = int(nxt[head])
+        return out
+
+    lo, hi = int(cols["node_port_lo"][v]), int(cols["node_port_hi"][v])
+    pools, q = cols["port_pool"].reshape(-1, 2), cols["port_q"].reshape(-1, 4)
+    ports = [walk(int(pools[p, 0])) for p in range(lo, hi)]
+    for p, slots in zip(range(lo, hi), ports):
+        assert len(slots) == pools[p, 1], f"port {p}: its list holds {len(slots)} slots, its count says {pools[p, 1]}"
+    return {"free": walk(int(cols["node_pool_free"][v])), "ports": sum(ports, []),
+            "queues": sum((walk(int(q[p, k]), int(q[p, k + 2])) for p in range(lo, hi) for k in (0, 1)), [])}
+
+
+@pytest.mark.parametrize("lanes", [1, 0])
+def test_switch_pool_slots_are_each_in_one_place(lanes: int) -> None:
+    """Every pool slot a switch has drawn (node_pool_next - its first) is, between windows, in
+    exactly one place: the switch's free list, one of its ports' own lists (the slots its windows
+    run port by port free: MV_SWITCH_LANES, docs/engine.md), or a port's queue; mid-way through a
+    4-to-1 incast with a deep queue and through the all-reduce of (a). With the lanes, the ports'
+    lists hold slots (their windows ran port by port); without, they are empty."""
+    from mvopt.bench import allreduce_config
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.schema import PKT_DTYPE
+    from mvopt.experiment import build_experiment
+
+    for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
+        batch = build_batch([exp])
+        pool_lo = batch.cols["node_pool_next"].copy()
+        CpuBackend(defines={"MV_SWITCH_LANES": lanes}).run(batch, max_iters=windows)
+        assert batch.scratch is not None                      # stopped mid-way: its slots are on the batch
+        cols, pkt = batch.cols, batch.scratch["pkt"].view(PKT_DTYPE)
+        in_ports = 0
+        for v in np.flatnonzero(cols["node_is_host"] == 0):
+            places = switch_pool_places(cols, pkt, int(v), int(pool_lo[v]))
+            every = places["free"] + places["ports"] + places["queues"]
+            assert sorted(every) == list(range(int(pool_lo[v]), int(cols["node_pool_next"][v]))), f"switch {v}"
+            in_ports += len(places["ports"])
+        assert (in_ports > 0) == bool(lanes)
+
+
+def test_serial_windows_take_the_ports_slots_last() -> None:
+    """A switch whose windows ran port by port holds the slots they freed on its ports' lists;
+    its serial windows take from them once its own list and its never-used slots are empty
+    (pool_alloc), so that a full pool drops exactly what the serial loop drops. A 4-to-1 incast
+    whose switch pool holds only the slots the lanes drew in its first 20 windows (the queue
+    still grows then: packets are dropped later), run port by port for those 20 windows (then
+    the never-used slots and the switch's list are empty, its ports' lists not), then serially to
+    its end: the results of the serial loop all along with the same pool, drops included."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    first = 20
+    probe = build_batch([incast("none", 400_000, n=4)])
+    lo = probe.cols["node_pool_next"].copy()
+    CpuBackend(defines={"MV_SWITCH_LANES": 1}).run(probe, max_iters=first)
+    switch = int(np.flatnonzero(probe.cols["node_is_host"] == 0)[0])
+    exp = incast("none", 400_000, n=4, switch_packet_slots=int(probe.cols["node_pool_next"][switch] - lo[switch]))
+    serial = build_batch([exp])
+    want = extract_results(serial, CpuBackend(defines={"MV_SWITCH_LANES": 0}).run(serial))[0]
+    batch = build_batch([exp])
+    CpuBackend(defines={"MV_SWITCH_LANES": 1}).run(batch, max_iters=first)
+    cols = batch.cols
+    assert cols["node_pool_next"][switch] == cols["node_pool_hi"][switch] and cols["node_pool_free"][switch] < 0
+    ports = slice(int(cols["node_port_lo"][switch]), int(cols["node_port_hi"][switch]))
+    assert cols["port_pool"].reshape(-1, 2)[ports, 1].sum() > 0
+    got = extract_results(batch, first + CpuBackend(defines={"MV_SWITCH_LANES": 0}).run(batch))[0]
+    assert want.counters["data_packets_dropped"] > 0
+    assert got.same_as(want), "; ".join(differences(got, want))
