@@ -1,7 +1,7 @@
 """Random stress of the GPU's groups launch mode against the CPU backend, for a device session:
 random batches of the mixed test experiments (random seeds, 1-40 experiments), each run in the
 groups mode under random conditions that cut it into many pieces: blocks of 32, 100 (a partial
-last warp), 128 or 224 threads,
+last warp; the switch lanes round it up to 128), 128 or 224 threads,
 a resident grid forced down to 1-3 blocks (groups then take turns), slices of 1-16 windows,
 launch budgets of 1 ns to 0.3 s, first launches of 1-256 windows; with and without the
 switches-first order within groups (group_order). Every result must equal the CPU's. One line

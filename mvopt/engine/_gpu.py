@@ -68,6 +68,29 @@ GRAPH_REPLAYS_MAX = 4           # graph mode: at most this many graphs (of 64 wi
 STEAL_BLOCKS_PER_SM = 3
 
 
+# The GPU's switch windows: serial on the switch's thread (0), or port by port on the groups
+# kernel's free threads (2, the switch lanes: docs/engine.md "Switch lanes"). Measured on an H200
+# (docs/performance.md, seventeenth session, workload (a) 8 MiB x 4,096): +3.5-7 %, idle window
+# 8.9 against 7.7 us; the default stays 0 until the whole GPU test suite and the 64 MiB bench
+# have run with 2. $MVOPT_SWITCH_LANES picks one for a whole pipeline (switch_lanes_setting).
+SWITCH_LANES = 0
+SWITCH_LANES_CHOICES = (0, 2)
+
+
+def switch_lanes_setting() -> int:
+    """$MVOPT_SWITCH_LANES: the GPU kernels' switch windows, 0 (serial) or 2 (port by port on
+    the groups kernel's free threads); default SWITCH_LANES. A variant's MV_SWITCH_LANES in
+    `defines` overrides it. Results do not depend on it."""
+    value = os.environ.get("MVOPT_SWITCH_LANES", "")
+    if not value:
+        return SWITCH_LANES
+    if value not in {str(x) for x in SWITCH_LANES_CHOICES}:
+        raise BackendUnavailable(f"MVOPT_SWITCH_LANES={value!r}: expected one of "
+                                 f"{', '.join(map(str, SWITCH_LANES_CHOICES))} (0: a switch's window on its "
+                                 "thread; 2: port by port on the groups kernel's free threads)")
+    return int(value)
+
+
 def group_block_setting() -> int:
     """$MVOPT_GROUP_BLOCK: the groups launch mode's threads per block (default
     GROUP_BLOCK_THREADS), for benchmarks of the whole pipeline at other sizes (a variant's
@@ -166,6 +189,7 @@ class GpuBackend:
         self.group_slice_windows = group_slice_windows
         self.launch = launch or os.environ.get("MVOPT_GPU_LAUNCH", LAUNCH_MODES[0])
         group_block = group_block_setting()
+        lanes = switch_lanes_setting()
         self.graph_used = False        # graph mode: whether this CuPy captured a CUDA graph
         self.time_phases = time_phases
         if window_blocks is not None and window_blocks < 1:
@@ -188,6 +212,9 @@ class GpuBackend:
         self.device = device
         with cupy.cuda.Device(device):
             defines = dict(defines or {})
+            if "MV_SWITCH_LANES" not in defines and lanes:
+                defines["MV_SWITCH_LANES"] = lanes
+            self.lanes = int(defines.get("MV_SWITCH_LANES", 0))   # (2: groups blocks of whole warps)
             self.threads = int(defines.pop("MV_THREADS", THREADS))
             self.group_threads = int(defines.pop("MV_GROUP_THREADS", GROUP_THREADS_MAX))   # the groups kernel's bound
             self.group_block = int(defines.pop("MV_GROUP_BLOCK", group_block))
@@ -300,6 +327,8 @@ class GpuBackend:
         kernel = self.groups_kernel
         acc_words = 4 * int(np.diff(offsets).max())      # reports: four per experiment of the largest group
         smem = 8 * acc_words
+        if self.lanes == 2:   # the switch lanes take their tasks by whole warps (mv_cuda_main.cuh)
+            threads = -(-threads // 32) * 32
         resident = self._groups_resident(kernel, threads, smem)
         blocks = min(n_groups, resident)
         group_exp = cp.asarray(offsets)

@@ -89,3 +89,20 @@ def test_the_block_size_setting_takes_multiples_of_32_and_names_the_variable(mon
         monkeypatch.setenv("MVOPT_GROUP_BLOCK", bad)
         with pytest.raises(BackendUnavailable, match=f"MVOPT_GROUP_BLOCK='{bad}'.*multiple of 32"):
             group_block_setting()
+
+
+def test_the_switch_lanes_setting_takes_0_or_2_and_names_the_variable(monkeypatch) -> None:
+    """$MVOPT_SWITCH_LANES (a benchmark's knob): unset gives the default, 0 and 2 are taken,
+    anything else is refused with a message naming the variable, the value and what is allowed."""
+    from mvopt.engine._gpu import SWITCH_LANES, switch_lanes_setting
+    from mvopt.errors import BackendUnavailable
+
+    monkeypatch.delenv("MVOPT_SWITCH_LANES", raising=False)
+    assert switch_lanes_setting() == SWITCH_LANES
+    for good in (0, 2):
+        monkeypatch.setenv("MVOPT_SWITCH_LANES", str(good))
+        assert switch_lanes_setting() == good
+    for bad in ("1", "3", "yes", "-2"):
+        monkeypatch.setenv("MVOPT_SWITCH_LANES", bad)
+        with pytest.raises(BackendUnavailable, match=f"MVOPT_SWITCH_LANES='{bad}'.*one of 0, 2"):
+            switch_lanes_setting()

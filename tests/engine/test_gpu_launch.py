@@ -197,7 +197,7 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     with the cached transmission class (the CPU's default), with one event per turn of a
     switch's event loop, and with switch windows port by port (one thread; in the groups mode
     also each port on a thread of its own, MV_SWITCH_LANES 2, in blocks of whole warps and in
-    blocks of 100 threads, whose last warp is partial): the CPU's results."""
+    groups of 100 threads, launched in blocks rounded up to whole warps): the CPU's results."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)

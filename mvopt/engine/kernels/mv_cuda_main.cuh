@@ -198,22 +198,21 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // port's events (switch_port_lane) or, port 0 of a switch decided serial, the whole serial
 // window. (C) Each switch that ran port by port ends its window (switch_lanes_end) from its
 // ports' reports (port_lane_last) and reports, on its own thread. A phase's tasks are entries
-// k * W + t of a port-major table (port k of thread t's switch; W: the block's threads rounded
-// up to whole warps), taken by whole warps in rows of 32 from a shared counter, whichever warp
+// k * W + t of a port-major table (port k of thread t's switch; W: the block's threads, whole
+// warps: the launcher rounds the block up), taken by whole warps in rows of 32 from a shared counter, whichever warp
 // is free: a row is the same port of 32 neighbouring switches, of one role where the node order
 // groups roles, so a warp's lanes run alike code together. Results do not depend on which
 // thread runs a task. The tables live in global memory (scratch), not in shared memory: a
 // block's shared memory is carved out of its SM's L1, which bounds this kernel
 // (docs/performance.md). A block whose switches were all calm after a window (nothing pending,
 // no event: switch_quiet's premise) runs the next one as the plain groups kernel does, every
-// node on its own thread: an idle window costs no scans. (Measured, sixteenth session: a
+// node on its own thread: an idle window costs no scans. (Measured, seventeenth session: a
 // counter per switch, so that its last scan decides and its last port task ends the window,
 // saves a barrier and the decisions per port but lost 4 %: docs/performance.md.)
 #if MV_SWITCH_LANES == 2
 #ifndef MV_LANES_CALM
 #define MV_LANES_CALM 1   // 0: every window in lanes (a variant to measure the calm blocks' check)
 #endif
-#define MV_LANE_ROW(threads) (((threads) + 31) / 32 * 32)   // W, a row of the table
 struct LaneBlock {
   int scan_row, port_row;   // rows of the phases' tables taken so far
   int ports;                // most ports of a switch of the group that runs port by port
@@ -226,23 +225,19 @@ MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
 }
 // The rows of a phase's table (`ports` rows of W entries), taken by whole warps from `counter`
 // until none is left, task(v, k) for each entry of a node of the group (`rows_used` nodes). The
-// block's last warp may be partial: its threads take the row's entries in turn.
+// block is whole warps (the launcher rounds it up: mv_run_groups traps otherwise).
 template <class Task>
 MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, int ports, int* counter,
                        const Task& task) {
-  int w = MV_LANE_ROW(blockDim.x), rows = ports * w / 32, lane = threadIdx.x & 31;
-  int in_warp = min(32, (int)blockDim.x - (int)(threadIdx.x & ~31u));
-  unsigned mask = in_warp == 32 ? 0xffffffffu : (1u << in_warp) - 1;
+  int w = blockDim.x, rows = ports * w / 32, lane = threadIdx.x & 31;
   for (;;) {
-    __syncwarp(mask);
+    __syncwarp();
     int row = 0;
     if (lane == 0) row = atomicAdd(counter, 1);
-    row = __shfl_sync(mask, row, 0);
+    row = __shfl_sync(0xffffffffu, row, 0);
     if (row >= rows) return;
-    for (int l = lane; l < 32; l += in_warp) {
-      int i = row * 32 + l, k = i / w, t = i % w;
-      if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
-    }
+    int i = row * 32 + lane, k = i / w, t = i % w;
+    if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
 }
 // Switch v's records (its in-rings', LaneRing) and whether its window runs in lanes here.
@@ -321,6 +316,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
     t0 = mv_clock_ns();
     worked = 0;
 #if MV_SWITCH_LANES == 2
+    if (blockDim.x % 32) __trap();   // (lanes_rows takes whole warps: the launcher rounds blocks up)
     lanes.scan_row = lanes.port_row = 0;
 #endif
   }
