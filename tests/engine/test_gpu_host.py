@@ -47,6 +47,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     be.cp, be.sms, be._wait = FAKE_CP, 1, lambda: None
     be.group_slice_windows = None
     be.group_order = False
+    be.lanes = 0
     be._groups_resident = lambda kernel, threads, smem: resident
 
     def kernel(grid, block, args, shared_mem=0):
@@ -102,3 +103,19 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
 def test_first_window_of_a_batch_with_nothing_running() -> None:
     assert first_window(np.array([ST_DONE, ST_DONE]), np.array([3, 9])) == 0
     assert first_window(np.array([ST_RUN, ST_DONE, ST_RUN]), np.array([7, 2, 5])) == 5
+
+
+@pytest.mark.parametrize("lanes, block", [(0, 100), (2, 128)])
+def test_the_switch_lanes_launch_whole_warps(lanes: int, block: int) -> None:
+    """Groups packed into 100 threads launch in blocks of 100, or of 128 with the switch lanes,
+    whose kernel takes its tasks by whole warps (and traps on a partial one)."""
+    lengths = np.array([5, 5])
+    status, iters = HostArray([ST_RUN, ST_RUN]), HostArray([0, 0])
+    be = backend(status, iters, lengths, 100, None)
+    be.lanes = lanes
+    seen = []
+    run_groups = be.groups_kernel
+    be.groups_kernel = lambda grid, blk, args, shared_mem=0: (seen.append(blk), run_groups(grid, blk, args, shared_mem))
+    launch, _ = be._groups_launcher(np.array([0, 1, 2]), 100, status, iters)
+    launch(5)
+    assert seen == [(block,)] and (status.a == ST_DONE).all()
