@@ -628,7 +628,7 @@ STATE_COLUMNS = tuple(col.name for col in schema.COLUMNS if col.doc.startswith("
 # The state columns that extract_results reads: all a backend must copy back after a run that ended.
 RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_finish_ps", "f_done_ps",
                   "f_snd_una", "node_ctr", "node_last_ps", "node_event_ps", "port_qmax", "port_tx",
-                  "port_in", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free")
+                  "port_in", "exp_mon_k", "mon_q", "mon_w", "node_pool_next", "node_pool_free", "port_pool")
 
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:

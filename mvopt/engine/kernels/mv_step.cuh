@@ -520,7 +520,8 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     r->first[k] = tail[k] = -1;
     r->queued[k] = 0;
   }
-  int32_t arrivals = 0, data = 0, biggest = 0;
+  int32_t arrivals = 0, biggest = 0;
+  int64_t data = 0;
   int64_t pos = c->port_head[q * 2 + par];
   for (; ring_t_at(c, q, pos, par) < te; ++pos) {
     int64_t slot = ring_slot(c, q, pos);
@@ -549,8 +550,11 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   bool pfc = EI(c, e, EI_PFC);
   int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
   if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) flags |= LR_STOP;
+  // more arrivals than the record's 16-bit counts hold (a long window of small packets on a fast
+  // link), or more data bytes than its 32-bit sum: the window runs serially, the counts unread
+  if (arrivals > 32767 || data > 0x7fffffff) flags |= LR_STOP;
   r->arrivals = arrivals;
-  r->data = data;
+  r->data = (int32_t)mv_min(data, (int64_t)0x7fffffff);
   r->biggest = biggest;
   r->pool_n = PORT_POOL_N(c, i);
   r->before = PORT_I(c, i, PI_IN_BYTES);
@@ -767,7 +771,7 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 // groups kernel runs those windows itself and calls this with false for the others).
 MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
   int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
-  return MV_SWITCH_LANES && !c->node_is_host[v] && n <= MV_TREE_PORTS && n <= MV_LANE_PORTS;
+  return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_TREE_PORTS && n <= MV_LANE_PORTS;
 }
 MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   MV_TRACE_NODE(v);
