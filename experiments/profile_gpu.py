@@ -155,7 +155,7 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (seventeenth session) the same without the plain windows of calm blocks
             "groups-lanes-nocalm": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANES_CALM": 0},
             # (seventeenth session, not yet run) records sized for switches of at most 4 ports
-            # (72 bytes instead of 96; wider switches run serially)
+            # (96 bytes instead of 128; wider switches run serially)
             "groups-lanes-p4": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 4},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
