@@ -8,7 +8,8 @@
 # on the `nvidia-h200` kind (`nvidia-h200-x2` for `multi`), carrying .whl (optuna, from
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
-# Steps: tests (GPU test modules), stress_groups (random batches of the groups launch mode
+# Steps: tests (GPU test modules), ab (an older tree's profile beside this one's, alternating:
+# AB_VARIANTS, AB_ROUNDS), stress_groups (random batches of the groups launch mode
 # against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: its GPU
 # tests, the stress script with MV_SWITCH_LANES=2, profile groups against groups-lanes),
 # lanes_default (every GPU test and the 64 MiB bench with MVOPT_SWITCH_LANES=2), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
@@ -67,6 +68,12 @@ run lanes_default 560 bash -c "MVOPT_SWITCH_LANES=2 python3 -m pytest -q -x -p n
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
   --variants ${PROFILE_VARIANTS:-graph,coop} ${PROFILE_IDLE:+--idle-variants $PROFILE_IDLE}
+# an older tree beside this one, in processes of their own, alternating (AB_ROUNDS times): make
+# it here with `git worktree add -f alt_old REV` (and /alt_old/ in .git/info/exclude), carry
+# alt_old to the device, and name the variants to compare with AB_VARIANTS (default groups)
+run ab ${AB_LIMIT:-400} bash -c "for i in \$(seq ${AB_ROUNDS:-2}); do for tree in old new; do
+  (cd \$([ \$tree = old ] && echo alt_old || echo .) && PYTHONPATH=\$PWD python3 experiments/profile_gpu.py \
+     --out $OUT/ab/\${tree}_\$i --mib 8 --batch 4096 --variants ${AB_VARIANTS:-groups} --idle-variants none); done; done"
 # the kernel's source, kept in a fresh CuPy cache, is what ncu's per-line tables need (it compiles from a temporary file)
 ncu_src="CUPY_CACHE_DIR=$PWD/.ncu_cache CUPY_CACHE_SAVE_CUDA_SOURCE=1"
 run ncu 170 bash -c "rm -rf .ncu_cache; $ncu_src MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=graph ncu --clock-control none --section SpeedOfLight \
