@@ -1392,7 +1392,7 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
 
 
-def switch_pool_places(cols: dict, pkt: np.ndarray, v: int, pool_lo: int) -> dict[str, list[int]]:
+def switch_pool_places(cols: dict, pkt: np.ndarray, v: int) -> dict[str, list[int]]:
     """Where switch v's drawn pool slots are between windows: its free list, its ports' own lists
     (port_pool), its ports' queues (control and data). Checks each list's shape on the way."""
     nxt = pkt["next"]
@@ -1437,7 +1437,7 @@ def test_switch_pool_slots_are_each_in_one_place(lanes: int) -> None:
         cols, pkt = batch.cols, batch.scratch["pkt"].view(PKT_DTYPE)
         in_ports = 0
         for v in np.flatnonzero(cols["node_is_host"] == 0):
-            places = switch_pool_places(cols, pkt, int(v), int(pool_lo[v]))
+            places = switch_pool_places(cols, pkt, int(v))
             every = places["free"] + places["ports"] + places["queues"]
             assert sorted(every) == list(range(int(pool_lo[v]), int(cols["node_pool_next"][v]))), f"switch {v}"
             in_ports += len(places["ports"])

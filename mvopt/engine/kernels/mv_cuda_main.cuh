@@ -199,9 +199,9 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // window. (C) Each switch that ran port by port ends its window (switch_lanes_end) from its
 // ports' reports (port_lane_last) and reports, on its own thread. A phase's tasks are entries
 // k * W + t of a port-major table (port k of thread t's switch; W: the block's threads, whole
-// warps: the launcher rounds the block up), taken by whole warps in rows of 32 from a shared counter, whichever warp
-// is free: a row is the same port of 32 neighbouring switches, of one role where the node order
-// groups roles, so a warp's lanes run alike code together. Results do not depend on which
+// warps: the launcher rounds the block up), taken by whole warps in rows of 32 from a shared
+// counter, whichever warp is free: a row is the same port of 32 neighbouring switches, of one
+// role where the node order groups roles, so a warp's lanes run alike code together. Results do not depend on which
 // thread runs a task. The tables live in global memory (scratch), not in shared memory: a
 // block's shared memory is carved out of its SM's L1, which bounds this kernel
 // (docs/performance.md). A block whose switches were all calm after a window (nothing pending,
@@ -286,14 +286,9 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
       last = mv_max(last, t);
     }
   }
-  if (out) {   // a compact ring ran out: the experiment runs again with full capacities
-    c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-    note_window_end(c, v, true, last);
-  } else {
-    const LaneRing* r = lane_records(c, v);
-    int64_t at, share = lane_share(r, hi - lo, hi - lo - 1, &at);
-    switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, r, at + share);
-  }
+  const LaneRing* r = lane_records(c, v);
+  int64_t at, share = lane_share(r, hi - lo, hi - lo - 1, &at);
+  switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, out, r, at + share);
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(a, next);
   if (prog < MV_INF) atomicMin(a + 1, prog);

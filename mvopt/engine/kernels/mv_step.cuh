@@ -460,10 +460,10 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // depend on the order of the events of different ports (switch_lanes_decide), the window runs
 // in two steps of one task per port, tasks of one step independent of each other:
 //   scan (switch_lane_scan), per in-ring j: node_begin's copies for port j, then every arrival
-//     of the window on the in-ring routed (on a copy) and chained to the egress port it goes
-//     to, in the ring's order; the facts the decision needs, in a record per in-ring (LaneRing);
+//     of the window on the in-ring routed (on a copy) and counted in its egress port's mask, in
+//     a record per in-ring (LaneRing) with the facts the decision needs;
 //   port (switch_port_lane), per egress port k: the window's events of port k — the arrivals
-//     routed to it, merged from the in-rings' chains in the serial loop's order (time, then
+//     routed to it, merged from the in-rings' masks in the serial loop's order (time, then
 //     lower in-ring), the PFC frames its peer sent it, its transmissions — with pool slots from
 //     the port's own list (port_pool) or a share of the never-used slots fixed by the records;
 // and the window's end (switch_lanes_end) follows from the records and the ports' reports.
@@ -700,12 +700,18 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   return busy;
 }
 
-// Every port task ran: the MMU's shared and data bytes follow the ingress ports' bytes (theirs at
+// Every port task ran (`out`: one found a compact ring full, and the experiment runs again with
+// full capacities): the MMU's shared and data bytes follow the ingress ports' bytes (theirs at
 // the window's start, in the records: mmu_lane_add), the never-used slots the ports' shares took
 // are taken, the in-rings' heads move past the arrivals, and the window's report is
 // switch_window_of's (busy: a port had an event, the last at `last`).
-MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last,
+MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last, bool out,
                              const LaneRing* r, int64_t pool_end) {
+  if (out) {
+    c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+    note_window_end(c, v, true, last);
+    return;
+  }
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, res = EI(c, e, EI_RESERVE);
   int64_t shared = 0, data = 0;
   for (int64_t k = 0; k < n; ++k) {
@@ -731,33 +737,26 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
 }
 
 // Switch v's window port by port on one thread (n <= MV_LANE_PORTS ports): the scan of every
-// in-ring, then the decision; quiet: nothing (false: the caller's serial path would do the
-// same); serial: false; else every port task, one after the other, and the end (true).
-MV_DEV bool switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool* quiet) {
+// in-ring, the decision, and for LANES_RUN every port task, one after the other, and the end.
+// Returns the decision (LANES_SERIAL: the caller runs the serial window; LANES_QUIET: none).
+MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   LaneRing r[MV_LANE_PORTS];
   for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, &r[j]);
   int64_t shares[2 * MV_LANE_PORTS];   // per port: its never-used slots' start and count
   int how = switch_lanes_decide(c, e, v, r, n, shares);
-  *quiet = how == LANES_QUIET;
-  if (how != LANES_RUN) return false;
+  if (how != LANES_RUN) return how;
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
-  bool busy = false;
-  for (int64_t k = 0; k < n; ++k) {
+  bool busy = false, out = false;
+  for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
     int got = switch_port_lane(c, e, v, te, par, k, r, n, shares[2 * k], shares[2 * k + 1], &t);
-    if (got < 0) {   // the compact capacities ran out: the experiment runs again with full ones
-      c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
-      note_window_end(c, v, true, mv_max(last, t));
-      return true;
-    }
-    if (got > 0) {
-      busy = true;
-      last = mv_max(last, t);
-    }
+    out = got < 0;
+    if (got != 0) last = mv_max(last, t);
+    busy |= got > 0;
   }
-  switch_lanes_end(c, e, v, te, par, busy, last, r, shares[2 * n - 2] + shares[2 * n - 1]);
-  return true;
+  switch_lanes_end(c, e, v, te, par, busy, last, out, r, shares[2 * n - 2] + shares[2 * n - 1]);
+  return how;
 }
 
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
@@ -783,12 +782,14 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #ifndef MV_TRACE_NODE
 #define MV_TRACE_NODE(v)
 #endif
-// `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
-// groups kernel runs those windows itself and calls this with false for the others).
+// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS and
+// MV_TREE_PORTS ports).
 MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
   int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
   return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_TREE_PORTS && n <= MV_LANE_PORTS;
 }
+// `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
+// groups kernel runs those windows itself and calls this with false for the others).
 MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
@@ -796,9 +797,8 @@ MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
   bool host = c->node_is_host[v];
   if (lanes && switch_lanes_fit(c, v)) {
-    bool quiet;
-    if (switch_window_lanes(c, e, v, te, par, &quiet) || quiet) return;
-    switch_window_of<false>(c, e, v, te, par);   // (the scan did node_begin's copies)
+    if (switch_window_lanes(c, e, v, te, par) == LANES_SERIAL)
+      switch_window_of<false>(c, e, v, te, par);   // (the scans did node_begin's copies)
     return;
   }
   if (!host && switch_quiet(c, e, v, te, par)) return;
