@@ -39,7 +39,7 @@ NPATH = 8
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
 NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
-NLR = 16           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
+NLR = 12           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
 # when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
 # pause, what we last signalled, the peer paused us: what a port's next transmission depends on)

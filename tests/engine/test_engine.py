@@ -1361,7 +1361,7 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
                                      ({"MV_EVENT_PAIRS": 1, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3},
                                       {"MV_EVENT_PAIRS": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}),
                                      ({"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 0}),
-                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_PORTS": 4, "MV_LANE_ARRIVALS": 3}, {"MV_SWITCH_LANES": 0}),
+                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_PORTS": 4}, {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_PER_EVENT_WRITES": 1},
                                       {"MV_SWITCH_LANES": 0, "MV_PER_EVENT_WRITES": 1})])
 def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:
@@ -1374,7 +1374,7 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
     (MV_EVENT_PAIRS 0 takes one event per turn; small cache limits put switches on the scan, tree
     and rescan paths), and switch windows run port by port where no decision depends on the
     order of their ports' events (MV_SWITCH_LANES; the incast's PFC windows run serially; with
-    switches of at most 4 ports and 3 arrivals per in-ring, the rest serially): the
+    switches of at most 4 ports, wider ones serially): the
     same results as without them, over mixed experiments (ECMP and spraying, several
     topologies) and a DCQCN incast (ECN marks, whose hash starts from node_hash too)."""
     from mvopt.engine import build_batch

@@ -33,9 +33,6 @@
     return (int64_t)atomicAdd((unsigned long long*)a, (unsigned long long)x);
   }
   __device__ inline int32_t mv_cas(int32_t* a, int32_t expect, int32_t want) { return atomicCAS(a, expect, want); }
-  // The index of the lowest set bit of x != 0, and the set bits of x.
-  __device__ inline int mv_ctz64(uint64_t x) { return __ffsll((long long)x) - 1; }
-  __device__ inline int mv_popc64(uint64_t x) { return __popcll(x); }
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -58,8 +55,6 @@
     if (o == expect) *a = want;
     return o;
   }
-  static inline int mv_ctz64(uint64_t x) { return __builtin_ctzll(x); }
-  static inline int mv_popc64(uint64_t x) { return __builtin_popcountll(x); }
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif

@@ -267,9 +267,7 @@ __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64
     return;
   }
   int64_t last = c->exp_T_ps[e];
-  int64_t fresh, fresh_n = lane_share(r, n, k, &fresh);
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, fresh, fresh_n,
-                             &last);
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, &last);
   c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its
@@ -286,9 +284,7 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
       last = mv_max(last, t);
     }
   }
-  const LaneRing* r = lane_records(c, v);
-  int64_t at, share = lane_share(r, hi - lo, hi - lo - 1, &at);
-  switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, out, r, at + share);
+  switch_lanes_end(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), busy, last, out, lane_records(c, v));
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(a, next);
   if (prog < MV_INF) atomicMin(a + 1, prog);

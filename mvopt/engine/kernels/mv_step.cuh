@@ -460,10 +460,10 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // depend on the order of the events of different ports (switch_lanes_decide), the window runs
 // in two steps of one task per port, tasks of one step independent of each other:
 //   scan (switch_lane_scan), per in-ring j: node_begin's copies for port j, then every arrival
-//     of the window on the in-ring routed (on a copy) and counted in its egress port's mask, in
-//     a record per in-ring (LaneRing) with the facts the decision needs;
+//     of the window on the in-ring routed (on a copy) and chained to the egress port it goes
+//     to, in the ring's order; the facts the decision needs, in a record per in-ring (LaneRing);
 //   port (switch_port_lane), per egress port k: the window's events of port k — the arrivals
-//     routed to it, merged from the in-rings' masks in the serial loop's order (time, then
+//     routed to it, merged from the in-rings' chains in the serial loop's order (time, then
 //     lower in-ring), the PFC frames its peer sent it, its transmissions — with pool slots from
 //     the port's own list (port_pool) or a share of the never-used slots fixed by the records;
 // and the window's end (switch_lanes_end) follows from the records and the ports' reports.
@@ -482,44 +482,32 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
 #endif
 // Switches of at most this many ports (and MV_TREE_PORTS) run port by port; it sizes the
-// records (LaneRing: 128 bytes with 8, 96 with 4, the NLR words of the column being the most).
+// records (LaneRing: 96 bytes with 8, 72 with 4, the NLR words of the column being the most).
 #ifndef MV_LANE_PORTS
 #define MV_LANE_PORTS 8
 #endif
 
 // In-ring j's record of a window (the scan's output; record 0 also holds what the decision reads
-// of the switch as the window starts, before any port task changes it): one 128-byte line (NLR
-// words, schema.py). The window's arrivals on the in-ring are numbered in ring order (at most
-// 64: more run the window serially); an egress port's are the set bits of its mask, so a port
-// task finds its next one in one step and the scan writes no ring packet (links through the
-// ring packets made a window of (a) write 416 ring lines instead of 258: docs/performance.md).
-#ifndef MV_LANE_ARRIVALS
-#define MV_LANE_ARRIVALS 64   // (a test's variant takes fewer, to run the serial fallback)
-#endif
-static_assert(MV_LANE_ARRIVALS <= 64, "an egress port's arrivals of an in-ring are bits of one word");
+// of the switch as the window starts, before any port task changes it). NLR words (schema.py).
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
 struct LaneRing {
-  uint64_t to[MV_LANE_PORTS];      // per egress port k: bit a set if arrival a goes to port k (a PFC
-                                   // frame, or a packet without a route: port j)
-  uint64_t queued;                 // bit a set if arrival a joins its port's queue (a pool slot)
+  int32_t first[MV_LANE_PORTS];    // per egress port k: the ring slot of the first arrival routed to k, -1 none
+  int16_t queued[MV_LANE_PORTS];   // per egress port k: arrivals routed to k that join its queue
+  int32_t arrivals, data, biggest; // arrivals of the window; their data bytes, largest data packet
+  int32_t pool_n;                  // port j's own free slots (port_pool) at the window's start
   int64_t before;                  // port j's MMU ingress bytes at the window's start
-  int32_t data, pool_n;            // the arrivals' data bytes; port j's own free slots (port_pool)
-  int16_t arrivals, biggest;       // arrivals of the window, its largest data packet
-  int32_t flags;                   // LR_STOP: port j's headroom or PFC state in play, or too many
-                                   // arrivals; LR_MORE: a packet after the window on the in-ring;
-                                   // record 0: LR_CALM (the switch was quiet, node_quiet), LR_MON
-                                   // (a monitor sample is due)
-  int32_t ring_lo, start, mask;    // the in-ring: arrival a is in slot ring_lo + ((start + a) & mask)
-  int32_t pool_next;               // record 0: the switch's first never-used pool slot
-  int64_t node_data, node_shared;  // record 0: its data and shared bytes
+  int64_t node_data, node_shared;  // record 0: the switch's data and shared bytes
+  int32_t pool_next;               // record 0: its first never-used pool slot
+  int32_t flags;                   // LR_STOP: port j's headroom or PFC state in play; LR_MORE: a
+                                   // packet after the window on the in-ring; record 0: LR_CALM (the
+                                   // switch was quiet, node_quiet), LR_MON (a monitor sample is due)
 };
-// The ring slot of the record's arrival a.
-MV_DEV int64_t lane_slot(const LaneRing* r, int a) { return r->ring_lo + ((r->start + a) & r->mask); }
 static_assert(sizeof(LaneRing) <= NLR * 8, "LaneRing: at most NLR words (schema.py)");
 
 // Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
-// *r: node_begin's copies for port j, then each arrival of the window routed (on a copy of the
-// packet) and counted in its egress port's mask.
+// *r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
+// that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
+// goes to port j), `next` the ring slot of the in-ring's next arrival routed to the same port.
 MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRing* r) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, i = lo + j, q = c->port_peer[i];
   bool calm = c->node_next_ps[v] >= MV_INF && c->node_quiet[v];
@@ -527,17 +515,20 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     c->port_head[q * 2 + par] = c->port_head[q * 2 + (par ^ 1)];
     PORT_T(c, i, PT_TAIL + par) = PORT_T(c, i, PT_TAIL + (par ^ 1));
   }
-  uint64_t to[MV_LANE_PORTS], queued = 0;
-  for (int64_t k = 0; k < n; ++k) to[k] = 0;
-  int32_t arrivals = 0, biggest = 0, data = 0, flags = 0;
+  int32_t tail[MV_LANE_PORTS];   // per egress port: the last arrival chained so far
+  for (int64_t k = 0; k < n; ++k) {
+    r->first[k] = tail[k] = -1;
+    r->queued[k] = 0;
+  }
+  int32_t arrivals = 0, biggest = 0;
+  int64_t data = 0;
   int64_t pos = c->port_head[q * 2 + par];
   for (; ring_t_at(c, q, pos, par) < te; ++pos) {
-    if (arrivals == MV_LANE_ARRIVALS) {   // (the masks hold no more: the window runs serially)
-      flags |= LR_STOP;
-      break;
-    }
-    Pkt pk = c->pkt[ring_slot(c, q, pos)];
-    int64_t k = j;
+    int64_t slot = ring_slot(c, q, pos);
+    Pkt pk = c->pkt[slot];
+    arrivals += 1;
+    int32_t k = (int32_t)j;
+    bool queued = false;
     if (pk.type == PK_DATA) {
       data += pk.bytes;
       biggest = biggest > pk.bytes ? biggest : pk.bytes;
@@ -545,26 +536,28 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     if (pk.type != PK_PAUSE && pk.type != PK_RESUME) {
       int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on the copy)
       if (out >= 0) {
-        k = out - lo;
-        queued |= 1ull << arrivals;
+        k = (int32_t)(out - lo);
+        queued = true;
       }
     }
-    to[k] |= 1ull << arrivals;
-    arrivals += 1;
+    c->pkt[slot].in_port = (int16_t)(k | (queued ? 256 : 0));
+    c->pkt[slot].next = -1;
+    if (tail[k] < 0) r->first[k] = (int32_t)slot;
+    else c->pkt[tail[k]].next = (int32_t)slot;
+    tail[k] = (int32_t)slot;
+    r->queued[k] += queued;
   }
   bool pfc = EI(c, e, EI_PFC);
-  if (pos < PORT_T(c, q, PT_TAIL + (par ^ 1))) flags |= LR_MORE;
+  int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
   if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) flags |= LR_STOP;
-  for (int64_t k = 0; k < n; ++k) r->to[k] = to[k];
-  r->queued = queued;
-  r->arrivals = (int16_t)arrivals;
-  r->data = data;   // (at most MV_LANE_ARRIVALS packets of at most 32,767 bytes)
-  r->biggest = (int16_t)biggest;
+  // more arrivals than the record's 16-bit counts hold (a long window of small packets on a fast
+  // link), or more data bytes than its 32-bit sum: the window runs serially, the counts unread
+  if (arrivals > 32767 || data > 0x7fffffff) flags |= LR_STOP;
+  r->arrivals = arrivals;
+  r->data = (int32_t)mv_min(data, (int64_t)0x7fffffff);
+  r->biggest = biggest;
   r->pool_n = PORT_POOL_N(c, i);
   r->before = PORT_I(c, i, PI_IN_BYTES);
-  r->ring_lo = (int32_t)PORT_W(c, q, PW_RING_LO);
-  r->mask = (int32_t)PORT_W(c, q, PW_RING_CAP) - 1;
-  r->start = (int32_t)(c->port_head[q * 2 + par] & r->mask);
   if (j == 0) {
     r->node_data = c->node_data_bytes[v];
     r->node_shared = c->node_shared_used[v];
@@ -576,20 +569,14 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
 
 // The never-used pool slots egress port k of a window run port by port takes beyond its own
 // list's (the slots its queued arrivals need beyond the list's at the window's start), and where
-// they start (*at): the ports' shares follow one another in port order. `all` (if given) gets
-// every port's up to k, (start, count) pairs: one call for every port where one thread runs them
-// (popcounts are library calls on a CPU compiled for any x86-64 or ARM).
-MV_DEV int64_t lane_share(const LaneRing* r, int64_t n, int64_t k, int64_t* at, int64_t* all = nullptr) {
+// they start (*at): the ports' shares follow one another in port order.
+MV_DEV int64_t lane_share(const LaneRing* r, int64_t n, int64_t k, int64_t* at) {
   int64_t from = r[0].pool_next, mine = 0;
   for (int64_t x = 0; x <= k; ++x) {
     from += mine;
     int64_t want = 0;
-    for (int64_t j = 0; j < n; ++j) want += mv_popc64(r[j].to[x] & r[j].queued);
+    for (int64_t j = 0; j < n; ++j) want += r[j].queued[x];
     mine = mv_max(want - r[x].pool_n, (int64_t)0);
-    if (all) {
-      all[2 * x] = from;
-      all[2 * x + 1] = mine;
-    }
   }
   *at = from;
   return mine;
@@ -608,9 +595,7 @@ enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // shares (lane_share); no monitor sample due (a sample records every port at one instant). Else
 // LANES_SERIAL (also a window without arrivals: the serial loop's is as short). Reads the
 // records and the switch's parameters only, so that every port task of the switch may call it.
-// `shares` (if given): the ports' shares (lane_share's `all`), when it gets that far.
-MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRing* r, int64_t n,
-                               int64_t* shares = nullptr) {
+MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRing* r, int64_t n) {
   int64_t arrivals = 0, data_all = 0;
   int32_t flags = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -620,7 +605,7 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRin
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
-  int64_t at, share = lane_share(r, n, n - 1, &at, shares);
+  int64_t at, share = lane_share(r, n, n - 1, &at);
   if (at + share > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
   if (!pfc && r[0].node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
@@ -649,23 +634,23 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRin
 // list at the end). Returns 1 if it had an event (*last: the time of its last one), 0 if none,
 // -1 if a compact ring ran out (the experiment runs again).
 MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRing* r,
-                            int64_t n, int64_t fresh, int64_t fresh_n, int64_t* last) {
+                            int64_t n, int64_t* last) {
   int64_t lo = c->node_port_lo[v], p = lo + k;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  uint64_t left[MV_LANE_PORTS];   // per in-ring: its arrivals routed here not taken yet
-  int64_t t_next[MV_LANE_PORTS];  // ... and the first one's time (MV_INF: none)
-  for (int64_t j = 0; j < n; ++j) {
-    left[j] = r[j].to[k];
-    t_next[j] = left[j] ? c->pkt[lane_slot(&r[j], mv_ctz64(left[j]))].t : MV_INF;
-  }
+  int64_t fresh, fresh_n = lane_share(r, n, k, &fresh);
+  int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
+  for (int64_t j = 0; j < n; ++j) at[j] = r[j].first[k];
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
   for (;;) {
     int64_t ta = MV_INF, ja = -1;
-    for (int64_t j = 0; j < n; ++j)
-      if (t_next[j] < ta) { ta = t_next[j]; ja = j; }
+    for (int64_t j = 0; j < n; ++j) {
+      if (at[j] < 0) continue;
+      int64_t t = c->pkt[at[j]].t;
+      if (t < ta) { ta = t; ja = j; }
+    }
     int64_t tx = td;
     int what_x = what;
     if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
@@ -676,17 +661,16 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     busy = 1;
     if (ta <= tx) {
       now = ta;
-      int a = mv_ctz64(left[ja]);
-      left[ja] &= left[ja] - 1;
-      t_next[ja] = left[ja] ? c->pkt[lane_slot(&r[ja], mv_ctz64(left[ja]))].t : MV_INF;
-      bool queued = (r[ja].queued >> a) & 1;
+      int32_t rs = at[ja];
+      int16_t tag = c->pkt[rs].in_port;
+      at[ja] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
       int32_t s = -1;
-      if (queued) {
+      if (tag & 256) {
         if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
         else { s = (int32_t)fresh++; --fresh_n; }
       }
       bool changed;
-      switch_arrival<true>(c, e, v, lo + ja, lane_slot(&r[ja], a), ta, par, &changed, never_alone, s, queued ? p : -1);
+      switch_arrival<true>(c, e, v, lo + ja, rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
     } else {
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
@@ -706,7 +690,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
 // are taken, the in-rings' heads move past the arrivals, and the window's report is
 // switch_window_of's (busy: a port had an event, the last at `last`).
 MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last, bool out,
-                             const LaneRing* r, int64_t pool_end) {
+                             const LaneRing* r) {
   if (out) {
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
     note_window_end(c, v, true, last);
@@ -721,7 +705,8 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   c->node_shared_used[v] += shared;
   c->node_data_bytes[v] += data;
-  c->node_pool_next[v] = (int32_t)pool_end;   // (where the last port's share ends)
+  int64_t at, share = lane_share(r, n, n - 1, &at);   // (the last port's share ends them)
+  c->node_pool_next[v] = (int32_t)(at + share);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
@@ -743,19 +728,18 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   LaneRing r[MV_LANE_PORTS];
   for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, &r[j]);
-  int64_t shares[2 * MV_LANE_PORTS];   // per port: its never-used slots' start and count
-  int how = switch_lanes_decide(c, e, v, r, n, shares);
+  int how = switch_lanes_decide(c, e, v, r, n);
   if (how != LANES_RUN) return how;
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false, out = false;
   for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
-    int got = switch_port_lane(c, e, v, te, par, k, r, n, shares[2 * k], shares[2 * k + 1], &t);
+    int got = switch_port_lane(c, e, v, te, par, k, r, n, &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
     busy |= got > 0;
   }
-  switch_lanes_end(c, e, v, te, par, busy, last, out, r, shares[2 * n - 2] + shares[2 * n - 1]);
+  switch_lanes_end(c, e, v, te, par, busy, last, out, r);
   return how;
 }
 
