@@ -160,7 +160,7 @@ def main() -> None:
     # 2. workload (a)
     size = int(args.mib * 2**20)
     batches = [int(b) for b in args.batches.split(",")]
-    cpu_batches = [int(b) for b in args.cpu_batches.split(",")]
+    cpu_batches = [int(b) for b in args.cpu_batches.split(",") if b]   # ("": no CPU rows)
     for cc in args.cc.split(",") if "a" in args.sections else ():
         exp = build_experiment(allreduce_config(cc, size))
         for backend, bl in (("gpu", batches), ("cpu", cpu_batches)):
