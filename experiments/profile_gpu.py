@@ -155,8 +155,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (seventeenth session) the same without the plain windows of calm blocks
             "groups-lanes-nocalm": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANES_CALM": 0},
             # (seventeenth session, not yet run) records sized for switches of at most 4 ports
-            # (96 bytes instead of 128; wider switches run serially)
+            # (72 bytes instead of 96; wider switches run serially)
             "groups-lanes-p4": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 4},
+            # (eighteenth session: the lanes are the default, so every variant without
+            # MV_SWITCH_LANES runs them) the groups kernel with its switch windows serial
+            "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

@@ -69,11 +69,12 @@ STEAL_BLOCKS_PER_SM = 3
 
 
 # The GPU's switch windows: serial on the switch's thread (0), or port by port on the groups
-# kernel's free threads (2, the switch lanes: docs/engine.md "Switch lanes"). Measured on an H200
-# (docs/performance.md, seventeenth session, workload (a) 8 MiB x 4,096): +3.5-7 %, idle window
-# 8.9 against 7.7 us; the default stays 0 until the whole GPU test suite and the 64 MiB bench
-# have run with 2. $MVOPT_SWITCH_LANES picks one for a whole pipeline (switch_lanes_setting).
-SWITCH_LANES = 0
+# kernel's free threads (2, the switch lanes, the default: docs/engine.md "Switch lanes"; the
+# other launch modes keep the serial loop). Measured on an H200 (docs/performance.md, eighteenth
+# session): workload (a) 64 MiB x 4,096, 1.686 / 1.685 against 1.607 / 1.606 G packet-hops/s,
+# idle window 9.5 against 8.0 us of kernel time. $MVOPT_SWITCH_LANES picks one for a whole
+# pipeline (switch_lanes_setting).
+SWITCH_LANES = 2
 SWITCH_LANES_CHOICES = (0, 2)
 
 

@@ -45,9 +45,12 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // times and the tasks and flows it finished (integer minima and sums: the order in which the
 // nodes report cannot change the result).
 // `acc`: the experiment's four accumulators (next, prog, done, acked), in global or shared memory.
-// (A report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic.)
+// (A report of MV_INF, e.g. a quiet switch's, changes nothing: no atomic.) `lanes`: whether a
+// switch's window may run port by port on this thread (the CPU's way, MV_SWITCH_LANES 1); with
+// MV_SWITCH_LANES 2 only the groups kernel runs windows port by port, on its free threads, and
+// the other launch modes keep the serial loop.
 MV_DEV void node_window_into(Ctx* c, int64_t v, int64_t* next_acc, int64_t* prog_acc, int64_t* done_acc,
-                             int64_t* acked_acc, bool lanes = true) {
+                             int64_t* acked_acc, bool lanes = MV_SWITCH_LANES != 2) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
   node_window(c, v, lanes);
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
