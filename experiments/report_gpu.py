@@ -60,10 +60,11 @@ def workload_a(d: dict, commit: str, machine: str, before: list[tuple[dict, str,
                f"{d['idle']['cpu']['us_per_window']:.1f} µs.")
     for old_d, old_commit, what in before:
         old = max((r for r in old_d["rows"] if r["backend"] == "gpu"), key=lambda r: r["hops_per_s"])
-        idle_old = old_d["idle"]["gpu"]
+        idle_old = old_d["idle"].get("gpu")
+        idle_text = (f"idle {idle_old['kernel_s'] / idle_old['windows'] * 1e6:.1f} µs of kernel time per window"
+                     if idle_old else "no idle windows in that run")
         out.append(f"Workload (a) in the same benchmark at `{old_commit}` ({what}): best GPU {old['hops_per_s'] / 1e9:.3f} G "
-                   f"packet-hops/s (batch {old['batch']}); idle {idle_old['kernel_s'] / idle_old['windows'] * 1e6:.1f} µs "
-                   "of kernel time per window.")
+                   f"packet-hops/s (batch {old['batch']}); {idle_text}.")
     out.append("")
     return out
 
@@ -258,8 +259,14 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_609315a"), "609315a", one, options="--sections a,idle {batches} "
-                        "--cpu-batches 256 --cc none --mib 64 --budget-s 100", before=[
+    lines += workload_a(load("bench_gpu_a_d25a6ba_lanes"), "d25a6ba",
+                        "`nvidia-h200`, `MVOPT_SWITCH_LANES=2` (the switch lanes, the default since `745723f`)",
+                        options="--sections a,idle {batches} --cpu-batches 256 --cc none --mib 64 --budget-s 100", before=[
+        (load("bench_gpu_a_d25a6ba_serial"), "d25a6ba", "the same device call, right after, `MVOPT_SWITCH_LANES=0`: "
+                                                       "the switch windows serial, the default until `745723f`; a "
+                                                       "second pair in that call: 1.685 against 1.606"),
+        (load("bench_gpu_a_eb85605_b256"), "eb85605", "serial switch windows, blocks of 256 threads, `nvidia-h200`"),
+        (load("bench_gpu_a_609315a"), "609315a", "serial switch windows, blocks of 224 threads, `nvidia-h200`"),
         (load("bench_gpu_a_bb9ef57"), "bb9ef57", "before the link classes, the 32-byte ingress record and the "
                                                 "evict-first arrival times read ahead; there 2,048 experiments: "
                                                 "1.370, `nvidia-h200`"),
@@ -439,7 +446,21 @@ def render() -> str:
                                                "partial warps take every entry"}),
                            ("profile_lanescalm_b4096_cf19582", "cf19582", {
                                "groups-lanes": "groups, switch lanes as at e295cb8 (another machine)",
-                               "groups-lanes-nocalm": "groups, switch lanes, every window in lanes (MV_LANES_CALM 0)"})])
+                               "groups-lanes-nocalm": "groups, switch lanes, every window in lanes (MV_LANES_CALM 0)"}),
+                           ("profile_lanesmasks_b4096_9bf263f", "9bf263f", {
+                               "groups": "groups, serial switch windows (eighteenth session)",
+                               "groups-lanes": "groups, switch lanes, arrivals as mask bits in the records (reverted)"}),
+                           ("profile_laneschains_b4096_c4f84c0", "c4f84c0", {
+                               "groups-lanes": "groups, switch lanes, arrivals chained through the ring packets "
+                                               "(the same device call, alternating with the row above)"}),
+                           ("profile_lanesdefault_b4096_745723f", "745723f", {
+                               "groups": "groups, switch lanes (the default since 745723f)",
+                               "groups-lanes-p4": "groups, switch lanes, records for switches of at most 4 ports "
+                                                  "(MV_LANE_PORTS 4: 72 bytes instead of 96)",
+                               "groups-serial": "groups, serial switch windows (MV_SWITCH_LANES 0)"}),
+                           ("profile_lanesp4_b4096_745723f", "745723f", {
+                               "groups": "groups, switch lanes (the default)",
+                               "groups-lanes-p4": "groups, switch lanes, records of 72 bytes (MV_LANE_PORTS 4)"})])
     lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
                          "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),
