@@ -39,7 +39,8 @@ NPATH = 8
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
 NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
-NLR = 12           # words of an in-ring's record of a window run port by port (LaneRing in mv_step.cuh)
+NLR = 12           # words a port of the switch lanes' records (LaneRecs in mv_step.cuh, packed by the switch's
+                   # width: at most 75 bytes a port; 96 keeps each switch's records on 32-byte sectors)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
 # when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to
 # pause, what we last signalled, the peer paused us: what a port's next transmission depends on)
@@ -257,8 +258,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("port_tree_t", "i64", "n_port", "scratch: the values of those winners", 4),
     # The switch lanes' tables (MV_SWITCH_LANES 2, the GPU's groups kernel: kernels/mv_cuda_main.cuh),
     # in global memory rather than shared: a block's shared memory is taken from its SM's L1
-    _c("port_lane", "i64", "n_port", "scratch: switch lanes: the record of the port's in-ring of a window run "
-       "port by port (LaneRing in kernels/mv_step.cuh, NLR words)", NLR),
+    _c("port_lane", "i64", "n_port", "scratch: switch lanes: a window's records of the port's switch, in its "
+       "ports' rows (LaneRecs in kernels/mv_step.cuh, NLR words a port)", NLR),
     _c("port_lane_last", "i64", "n_port", "scratch: switch lanes: the time of the port's last event of the window "
        "(-1: none; -2: a compact ring ran out)"),
     _c("node_lane", "i32", "n_node", "scratch: switch lanes: how the switch's window runs (LANES_* in "

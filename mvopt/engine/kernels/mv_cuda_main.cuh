@@ -243,9 +243,11 @@ MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordere
     if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
 }
-// Switch v's records (its in-rings', LaneRing) and whether its window runs in lanes here.
-MV_DEV LaneRing* lane_records(const Ctx* c, int64_t v) {
-  return reinterpret_cast<LaneRing*>(c->port_lane) + c->node_port_lo[v];
+// Switch v's records of the window (LaneRecs: in its ports' rows of the column) and whether its
+// window runs in lanes here.
+MV_DEV LaneRecs lane_records(const Ctx* c, int64_t v) {
+  int64_t lo = c->node_port_lo[v];
+  return lane_recs(c->port_lane + lo * NLR, c->node_port_hi[v] - lo);
 }
 MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
   return switch_lanes_fit(c, v) && exp_active(c, c->node_exp[v], cap);
@@ -254,15 +256,15 @@ MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
 __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
   if (!lanes_here(c, v, cap) || k >= c->node_port_hi[v] - c->node_port_lo[v]) return;
   int64_t e = c->node_exp[v];
-  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v) + k);
+  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v));
 }
 // Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
 __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   if (!lanes_here(c, v, cap) || k >= n) return;
   int64_t e = c->node_exp[v];
-  const LaneRing* r = lane_records(c, v);
-  int how = switch_lanes_decide(c, e, v, r, n);
+  LaneRecs r = lane_records(c, v);
+  int how = switch_lanes_decide(c, e, v, r);
   if (k == 0) c->node_lane[v] = how;
   if (how != LANES_RUN) {   // the serial window (the scans did node_begin's copies), or none
     int64_t* a = acc + 4 * (e - e_lo);
@@ -270,7 +272,7 @@ __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64
     return;
   }
   int64_t last = c->exp_T_ps[e];
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, n, &last);
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, &last);
   c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its

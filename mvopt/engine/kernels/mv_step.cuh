@@ -461,7 +461,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 // in two steps of one task per port, tasks of one step independent of each other:
 //   scan (switch_lane_scan), per in-ring j: node_begin's copies for port j, then every arrival
 //     of the window on the in-ring routed (on a copy) and chained to the egress port it goes
-//     to, in the ring's order; the facts the decision needs, in a record per in-ring (LaneRing);
+//     to, in the ring's order; the facts the decision needs, in the switch's records (LaneRecs);
 //   port (switch_port_lane), per egress port k: the window's events of port k — the arrivals
 //     routed to it, merged from the in-rings' chains in the serial loop's order (time, then
 //     lower in-ring), the PFC frames its peer sent it, its transmissions — with pool slots from
@@ -481,34 +481,64 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
 #error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
 #endif
-// Switches of at most this many ports (and MV_TREE_PORTS) run port by port; it sizes the
-// records (LaneRing: 96 bytes with 8, 72 with 4, the NLR words of the column being the most).
+// Switches of at most this many ports (and MV_TREE_PORTS) run port by port (lane_bytes: the
+// records of 8 ports take at most 75 bytes a port, the NLR words of the column).
 #ifndef MV_LANE_PORTS
 #define MV_LANE_PORTS 8
 #endif
 
-// In-ring j's record of a window (the scan's output; record 0 also holds what the decision reads
-// of the switch as the window starts, before any port task changes it). NLR words (schema.py).
+// A window's records of a switch of n ports, what the scans found and the decision reads, packed
+// by n (what a port task reads of them bounds its start: records laid out for 8 ports, 96 bytes
+// an in-ring, cost a 4-port switch 1/3 more sectors than 72-byte ones, and those were 2.2 %
+// faster on (a), docs/performance.md): per in-ring j a LaneHead, then the switch's LaneSwitch
+// (read before any port task changes it), then per egress port k a row of n first arrivals and
+// a row of n queued counts, one entry per in-ring (port k's rows are its own).
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
-struct LaneRing {
-  int32_t first[MV_LANE_PORTS];    // per egress port k: the ring slot of the first arrival routed to k, -1 none
-  int16_t queued[MV_LANE_PORTS];   // per egress port k: arrivals routed to k that join its queue
-  int32_t arrivals, data, biggest; // arrivals of the window; their data bytes, largest data packet
-  int32_t pool_n;                  // port j's own free slots (port_pool) at the window's start
-  int64_t before;                  // port j's MMU ingress bytes at the window's start
-  int64_t node_data, node_shared;  // record 0: the switch's data and shared bytes
-  int32_t pool_next;               // record 0: its first never-used pool slot
-  int32_t flags;                   // LR_STOP: port j's headroom or PFC state in play; LR_MORE: a
-                                   // packet after the window on the in-ring; record 0: LR_CALM (the
-                                   // switch was quiet, node_quiet), LR_MON (a monitor sample is due)
+struct LaneHead {
+  int64_t before;             // port j's MMU ingress bytes at the window's start
+  int32_t data, pool_n;       // the arrivals' data bytes; port j's own free slots (port_pool)
+  int16_t arrivals, biggest;  // the window's arrivals on in-ring j (at most 32,767: else LR_STOP),
+                              // the largest data packet
+  int32_t flags;              // LR_STOP: port j's headroom or PFC state in play, or counts too
+                              // large; LR_MORE: a packet after the window on the in-ring; in-ring
+                              // 0: LR_CALM (the switch was quiet, node_quiet), LR_MON (a monitor
+                              // sample is due)
 };
-static_assert(sizeof(LaneRing) <= NLR * 8, "LaneRing: at most NLR words (schema.py)");
+struct LaneSwitch {
+  int64_t node_data, node_shared;   // the switch's data and shared bytes
+  int64_t pool_next;                // its first never-used pool slot
+};
+struct LaneRecs {
+  LaneHead* head;     // [n]
+  LaneSwitch* sw;
+  int32_t* first;     // [k * n + j]: the ring slot of in-ring j's first arrival routed to port k, -1 none
+  int16_t* queued;    // [k * n + j]: in-ring j's arrivals routed to port k that join its queue
+  int64_t n;
+};
+// Bytes of the records of a switch of n ports.
+MV_DEV constexpr int64_t lane_bytes(int64_t n) {
+  return (n * (int64_t)sizeof(LaneHead) + (int64_t)sizeof(LaneSwitch) + n * n * 6 + 7) / 8 * 8;
+}
+MV_DEV constexpr bool lane_bytes_fit(int64_t n) {   // (for every width up to n)
+  return n == 0 || (lane_bytes(n) <= n * NLR * 8 && lane_bytes_fit(n - 1));
+}
+static_assert(lane_bytes_fit(MV_LANE_PORTS), "the switch lanes' records: at most NLR words a port (schema.py)");
+// The records of a switch of n ports at `base` (8-byte aligned, lane_bytes(n) bytes).
+MV_DEV LaneRecs lane_recs(int64_t* base, int64_t n) {
+  LaneRecs r;
+  r.n = n;
+  r.head = reinterpret_cast<LaneHead*>(base);
+  r.sw = reinterpret_cast<LaneSwitch*>(r.head + n);
+  r.first = reinterpret_cast<int32_t*>(r.sw + 1);
+  r.queued = reinterpret_cast<int16_t*>(r.first + n * n);
+  return r;
+}
 
 // Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
-// *r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
+// its records r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
 // that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
 // goes to port j), `next` the ring slot of the in-ring's next arrival routed to the same port.
-MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRing* r) {
+MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRecs r) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, i = lo + j, q = c->port_peer[i];
   bool calm = c->node_next_ps[v] >= MV_INF && c->node_quiet[v];
   if (!calm) {   // node_begin, for port i (a calm switch's copies would write equal values)
@@ -517,8 +547,8 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   int32_t tail[MV_LANE_PORTS];   // per egress port: the last arrival chained so far
   for (int64_t k = 0; k < n; ++k) {
-    r->first[k] = tail[k] = -1;
-    r->queued[k] = 0;
+    r.first[k * n + j] = tail[k] = -1;
+    r.queued[k * n + j] = 0;
   }
   int32_t arrivals = 0, biggest = 0;
   int64_t data = 0;
@@ -542,10 +572,10 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     }
     c->pkt[slot].in_port = (int16_t)(k | (queued ? 256 : 0));
     c->pkt[slot].next = -1;
-    if (tail[k] < 0) r->first[k] = (int32_t)slot;
+    if (tail[k] < 0) r.first[k * n + j] = (int32_t)slot;
     else c->pkt[tail[k]].next = (int32_t)slot;
     tail[k] = (int32_t)slot;
-    r->queued[k] += queued;
+    r.queued[k * n + j] += queued;
   }
   bool pfc = EI(c, e, EI_PFC);
   int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
@@ -553,30 +583,31 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   // more arrivals than the record's 16-bit counts hold (a long window of small packets on a fast
   // link), or more data bytes than its 32-bit sum: the window runs serially, the counts unread
   if (arrivals > 32767 || data > 0x7fffffff) flags |= LR_STOP;
-  r->arrivals = arrivals;
-  r->data = (int32_t)mv_min(data, (int64_t)0x7fffffff);
-  r->biggest = biggest;
-  r->pool_n = PORT_POOL_N(c, i);
-  r->before = PORT_I(c, i, PI_IN_BYTES);
+  LaneHead* h = r.head + j;
+  h->arrivals = (int16_t)mv_min(arrivals, (int32_t)32767);   // (a larger count is never used: LR_STOP)
+  h->data = (int32_t)mv_min(data, (int64_t)0x7fffffff);
+  h->biggest = (int16_t)biggest;
+  h->pool_n = PORT_POOL_N(c, i);
+  h->before = PORT_I(c, i, PI_IN_BYTES);
   if (j == 0) {
-    r->node_data = c->node_data_bytes[v];
-    r->node_shared = c->node_shared_used[v];
-    r->pool_next = c->node_pool_next[v];
+    r.sw->node_data = c->node_data_bytes[v];
+    r.sw->node_shared = c->node_shared_used[v];
+    r.sw->pool_next = c->node_pool_next[v];
     flags |= (calm ? LR_CALM : 0) | (mon_next(c, e) <= te ? LR_MON : 0);
   }
-  r->flags = flags;
+  h->flags = flags;
 }
 
 // The never-used pool slots egress port k of a window run port by port takes beyond its own
 // list's (the slots its queued arrivals need beyond the list's at the window's start), and where
 // they start (*at): the ports' shares follow one another in port order.
-MV_DEV int64_t lane_share(const LaneRing* r, int64_t n, int64_t k, int64_t* at) {
-  int64_t from = r[0].pool_next, mine = 0;
+MV_DEV int64_t lane_share(const LaneRecs& r, int64_t k, int64_t* at) {
+  int64_t from = r.sw->pool_next, mine = 0, n = r.n;
   for (int64_t x = 0; x <= k; ++x) {
     from += mine;
     int64_t want = 0;
-    for (int64_t j = 0; j < n; ++j) want += r[j].queued[x];
-    mine = mv_max(want - r[x].pool_n, (int64_t)0);
+    for (int64_t j = 0; j < n; ++j) want += r.queued[x * n + j];
+    mine = mv_max(want - r.head[x].pool_n, (int64_t)0);
   }
   *at = from;
   return mine;
@@ -595,21 +626,21 @@ enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // shares (lane_share); no monitor sample due (a sample records every port at one instant). Else
 // LANES_SERIAL (also a window without arrivals: the serial loop's is as short). Reads the
 // records and the switch's parameters only, so that every port task of the switch may call it.
-MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRing* r, int64_t n) {
-  int64_t arrivals = 0, data_all = 0;
+MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRecs& r) {
+  int64_t arrivals = 0, data_all = 0, n = r.n;
   int32_t flags = 0;
   for (int64_t j = 0; j < n; ++j) {
-    arrivals += r[j].arrivals;
-    data_all += r[j].data;
-    flags |= r[j].flags;
+    arrivals += r.head[j].arrivals;
+    data_all += r.head[j].data;
+    flags |= r.head[j].flags;
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
-  int64_t at, share = lane_share(r, n, n - 1, &at);
+  int64_t at, share = lane_share(r, n - 1, &at);
   if (at + share > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
-  if (!pfc && r[0].node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
-  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (r[0].node_shared + data_all);
+  if (!pfc && r.sw->node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
+  int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (r.sw->node_shared + data_all);
   if (free_b < 0) free_b = 0;
   // the threshold only grows as shared bytes leave, so th is its least value in the window; an
   // ingress port's shared bytes never exceed `over`: no pause (shared >= th), no headroom (the
@@ -617,11 +648,12 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRin
   // with the shared ones fit the threshold)
   int64_t res = EI(c, e, EI_RESERVE), lo = c->node_port_lo[v];
   for (int64_t j = 0; j < n; ++j) {
-    if (!r[j].data) continue;
+    const LaneHead& h = r.head[j];
+    if (!h.data) continue;
     int64_t th = free_b >> PORT_LK(c, lo + j, LK_SHIFT);
-    int64_t over = mv_max(r[j].before + r[j].data - res, (int64_t)0);
+    int64_t over = mv_max(h.before + h.data - res, (int64_t)0);
     if (over >= th) return LANES_SERIAL;
-    if (pfc && r[j].biggest > PORT_LK(c, lo + j, LK_HEADROOM) && mv_max((int64_t)r[j].biggest, over) > th)
+    if (pfc && h.biggest > PORT_LK(c, lo + j, LK_HEADROOM) && mv_max((int64_t)h.biggest, over) > th)
       return LANES_SERIAL;
   }
   return LANES_RUN;
@@ -633,13 +665,13 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRin
 // port's own list, else of its share of never-used ones (what is left of the share joins the
 // list at the end). Returns 1 if it had an event (*last: the time of its last one), 0 if none,
 // -1 if a compact ring ran out (the experiment runs again).
-MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRing* r,
-                            int64_t n, int64_t* last) {
-  int64_t lo = c->node_port_lo[v], p = lo + k;
+MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
+                            int64_t* last) {
+  int64_t lo = c->node_port_lo[v], p = lo + k, n = r.n;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  int64_t fresh, fresh_n = lane_share(r, n, k, &fresh);
+  int64_t fresh, fresh_n = lane_share(r, k, &fresh);
   int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
-  for (int64_t j = 0; j < n; ++j) at[j] = r[j].first[k];
+  for (int64_t j = 0; j < n; ++j) at[j] = r.first[k * n + j];
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
@@ -690,7 +722,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
 // are taken, the in-rings' heads move past the arrivals, and the window's report is
 // switch_window_of's (busy: a port had an event, the last at `last`).
 MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, bool busy, int64_t last, bool out,
-                             const LaneRing* r) {
+                             const LaneRecs& r) {
   if (out) {
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
     note_window_end(c, v, true, last);
@@ -700,17 +732,17 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   int64_t shared = 0, data = 0;
   for (int64_t k = 0; k < n; ++k) {
     int64_t after = PORT_I(c, lo + k, PI_IN_BYTES);
-    shared += mv_max(after - res, (int64_t)0) - mv_max(r[k].before - res, (int64_t)0);
-    data += after - r[k].before;
+    shared += mv_max(after - res, (int64_t)0) - mv_max(r.head[k].before - res, (int64_t)0);
+    data += after - r.head[k].before;
   }
   c->node_shared_used[v] += shared;
   c->node_data_bytes[v] += data;
-  int64_t at, share = lane_share(r, n, n - 1, &at);   // (the last port's share ends them)
+  int64_t at, share = lane_share(r, n - 1, &at);   // (the last port's share ends them)
   c->node_pool_next[v] = (int32_t)(at + share);
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
-    int64_t head = c->port_head[q * 2 + par] + r[k].arrivals;
+    int64_t head = c->port_head[q * 2 + par] + r.head[k].arrivals;
     c->port_head[q * 2 + par] = head;
     int what;
     next = mv_min(next, mv_min(ring_t_at(c, q, head, par), switch_port_next(c, lo + k, &what)));
@@ -726,15 +758,16 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
 // Returns the decision (LANES_SERIAL: the caller runs the serial window; LANES_QUIET: none).
 MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
-  LaneRing r[MV_LANE_PORTS];
-  for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, &r[j]);
-  int how = switch_lanes_decide(c, e, v, r, n);
+  int64_t words[lane_bytes(MV_LANE_PORTS) / 8];
+  LaneRecs r = lane_recs(words, n);
+  for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, r);
+  int how = switch_lanes_decide(c, e, v, r);
   if (how != LANES_RUN) return how;
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false, out = false;
   for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
-    int got = switch_port_lane(c, e, v, te, par, k, r, n, &t);
+    int got = switch_port_lane(c, e, v, te, par, k, r, &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
     busy |= got > 0;
