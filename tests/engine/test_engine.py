@@ -1362,6 +1362,7 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
                                       {"MV_EVENT_PAIRS": 0, "MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}),
                                      ({"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_LANE_PORTS": 4}, {"MV_SWITCH_LANES": 0}),
+                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_TIMES": 1}, {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_PER_EVENT_WRITES": 1},
                                       {"MV_SWITCH_LANES": 0, "MV_PER_EVENT_WRITES": 1})])
 def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:

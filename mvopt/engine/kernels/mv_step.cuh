@@ -659,6 +659,14 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
   return LANES_RUN;
 }
 
+// A port task may keep the time of each in-ring's next arrival for it (1), loaded once when that
+// arrival becomes the next, instead of loading the n next arrivals' times again at every event
+// (0), so that an event waits on one load less (the masks' extra dependent load per arrival cost
+// the GPU 4 %, docs/performance.md). A variant until measured on a GPU (profile_gpu.py
+// groups-lanes-times); on the CPU 0.4 % more instructions (callgrind).
+#ifndef MV_LANE_TIMES
+#define MV_LANE_TIMES 0
+#endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings): its events of the window in time order, as switch_window_of takes them,
 // arrivals first on ties, arrivals by time then in-ring. A queued arrival takes a slot of the
@@ -671,7 +679,15 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
   int64_t fresh, fresh_n = lane_share(r, k, &fresh);
   int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
-  for (int64_t j = 0; j < n; ++j) at[j] = r.first[k * n + j];
+#if MV_LANE_TIMES
+  int64_t t_at[MV_LANE_PORTS];   // ... and its time (MV_INF: none), loaded once per arrival
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    at[j] = r.first[k * n + j];
+#if MV_LANE_TIMES
+    t_at[j] = at[j] >= 0 ? c->pkt[at[j]].t : MV_INF;
+#endif
+  }
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
@@ -679,8 +695,12 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   for (;;) {
     int64_t ta = MV_INF, ja = -1;
     for (int64_t j = 0; j < n; ++j) {
+#if MV_LANE_TIMES
+      int64_t t = t_at[j];
+#else
       if (at[j] < 0) continue;
       int64_t t = c->pkt[at[j]].t;
+#endif
       if (t < ta) { ta = t; ja = j; }
     }
     int64_t tx = td;
@@ -696,6 +716,9 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       int32_t rs = at[ja];
       int16_t tag = c->pkt[rs].in_port;
       at[ja] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
+#if MV_LANE_TIMES
+      t_at[ja] = at[ja] >= 0 ? c->pkt[at[ja]].t : MV_INF;
+#endif
       int32_t s = -1;
       if (tag & 256) {
         if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
