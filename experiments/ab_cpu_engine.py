@@ -1,6 +1,7 @@
 """One timing of workload (a) on one CPU core, for side-by-side comparisons of two checkouts:
 the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch (`--incast`: N
-15-to-1 incasts of MIB MiB per sender in the same fat-tree instead: deep queues).
+15-to-1 incasts of MIB MiB per sender in the same fat-tree instead: deep queues; `--rail`: N
+128-GPU rail-optimised clusters of workload (b)).
 
     git worktree add /tmp/ab_old REV
     for i in 1 2 3; do
@@ -14,13 +15,19 @@ Alternate the two (this machine is shared and noisy) and compare medians.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from mvopt.bench import allreduce_config
-from mvopt.engine import build_batch
-from mvopt.engine._cpu import CpuBackend
-from mvopt.experiment import build_experiment
-from mvopt.testing.scenarios import fat_tree_flows
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_gpu import cluster128_config  # noqa: E402
+from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.config import load_config  # noqa: E402
+from mvopt.engine import build_batch  # noqa: E402
+from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.experiment import build_experiment  # noqa: E402
+from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
 
 def main() -> None:
@@ -29,10 +36,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8, help="experiments in the batch")
     ap.add_argument("--mib", type=float, default=16.0, help="all-reduce size per host (MiB)")
     ap.add_argument("--incast", action="store_true", help="15-to-1 incasts instead")
+    ap.add_argument("--rail", action="store_true",
+                    help="workload (b) instead: bench_gpu's 128-GPU rail-optimised cluster, DCQCN (cc ignored), "
+                         "ring all-reduce of MIB MiB per GPU (rail switches of 32 ports)")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                     help="a kernel tuning macro (e.g. MV_TREE_PORTS=2), for variants of one checkout")
     args = ap.parse_args()
-    if args.incast:
+    if args.rail:
+        exp = build_experiment(load_config(cluster128_config(args.mib)))
+    elif args.incast:
         exp = fat_tree_flows([(s, 0) for s in range(1, 16)], int(args.mib * 2**20), cc=args.cc)
     else:
         exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))

@@ -1,6 +1,7 @@
 """Where the GPU backend's time goes: compile-time variants and node orders side by side.
 
-Runs workload (a) (k=4 fat-tree ring all-reduce, 1500-byte packets) as one batch under each
+Runs workload (a) (k=4 fat-tree ring all-reduce, 1500-byte packets; `--workload b`: bench_gpu's
+128-GPU rail-optimised clusters) as one batch under each
 variant of the kernels' tuning macros and of the network phase's node order, checks that every
 variant gives identical results, and reports kernel time, packet-hops/s and the upload /
 download times; then the all-idle window cost. With ``--ncu-once`` it runs one short launch
@@ -24,8 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_gpu import idle_experiments  # noqa: E402
+from bench_gpu import cluster128_config, idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
@@ -154,9 +156,12 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2},
             # (seventeenth session) the same without the plain windows of calm blocks
             "groups-lanes-nocalm": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANES_CALM": 0},
-            # (seventeenth session, not yet run) records sized for switches of at most 4 ports
-            # (72 bytes instead of 96; wider switches run serially)
+            # (seventeenth session) lanes for switches of at most 4 ports only (wider ones serially;
+            # at 745723f this also sized the records for 4 ports: 72 bytes instead of 96, +2.2 %)
             "groups-lanes-p4": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 4},
+            # (eighteenth session) lanes for switches of at most 8 ports, as before 32 (the rail
+            # switches of workload b, 32 ports, then run serially: --workload b)
+            "groups-lanes-p8": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 8},
             # (eighteenth session: the lanes are the default, so every variant without
             # MV_SWITCH_LANES runs them) the groups kernel with its switch windows serial
             "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
@@ -228,6 +233,9 @@ def run_once(be: GpuBackend, exps, interleave, max_iters=None, order: str = "aut
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
+    ap.add_argument("--workload", choices=("a", "b"), default="a",
+                    help="a: the k=4 fat-tree ring all-reduce (--cc, --seeds); b: bench_gpu's 128-GPU "
+                         "rail-optimised cluster (DCQCN; rail switches of 32 ports), --mib per GPU")
     ap.add_argument("--mib", type=float, default=8.0)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--cc", default="none")
@@ -249,7 +257,9 @@ def main() -> None:
                     help="--ncu-once: the stealing grid's blocks (default: the backend's)")
     args = ap.parse_args()
     nbytes = int(args.mib * 2**20)
-    if args.seeds == "same":
+    if args.workload == "b":
+        exps = [build_experiment(load_config(cluster128_config(args.mib)))] * args.batch
+    elif args.seeds == "same":
         exps = [build_experiment(allreduce_config(args.cc, nbytes))] * args.batch
     else:
         exps = [build_experiment(allreduce_config(args.cc, nbytes, seed=i + 1)) for i in range(args.batch)]
@@ -324,6 +334,7 @@ def write(args, rows: list, idle: dict) -> None:
     print(f"L2 maximum fetch granularity, the device's default: {fetch} B")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "profile_gpu.json").write_text(json.dumps({"rows": rows, "idle": idle, "mib": args.mib,
+                                                                  "workload": args.workload,
                                                                   "seeds": args.seeds, "batch": args.batch,
                                                                   "cc": args.cc, "l2_fetch_default": fetch}, indent=1))
 

@@ -25,7 +25,8 @@ from mvopt.engine.params import TAG_ECMP, Experiment, hash64
 from mvopt.engine.tasks import TaskGraph, TaskGraphBuilder
 
 __all__ = ["MiniTopology", "Link", "line", "star", "dumbbell", "leaf_spine", "ring",
-           "network", "experiment", "incast", "fat_tree_flows", "fat_tree_incast", "mixed_experiments"]
+           "network", "experiment", "incast", "fat_tree_flows", "fat_tree_incast", "mixed_experiments",
+           "rail_allreduce"]
 
 GBPS = 10**9
 NS = 1000
@@ -239,3 +240,17 @@ def mixed_experiments(n: int = 9) -> list[Experiment]:
         g.delay(1, 2_000_000, after=[first])
         out.append(Experiment(topology=t, network=cfg.network, tasks=g.build(), name=f"e{i}", seed=i))
     return out
+
+
+def rail_allreduce(cc: str, lb: str, servers: int = 8, size: int = 256 << 10) -> Experiment:
+    """A ring all-reduce of `size` bytes on a rail-optimised cluster of `servers` servers of 8
+    NICs: its rail switches have 2 x `servers` ports, wider than the engine's thread-local switch
+    caches (MV_TREE_PORTS), so their serial windows keep their caches from window to window."""
+    from mvopt.config import load_config
+    from mvopt.experiment import build_experiment
+
+    return build_experiment(load_config({
+        "name": f"rail{servers}-{cc}-{lb}",
+        "cluster": {"topology": "rail_optimized", "servers": servers, "servers_per_group": servers},
+        "network": {"cc": cc, "lb": lb}, "workload": {"kind": "collective"},
+        "collective": {"op": "all_reduce", "bytes": size, "algorithm": "ring", "channels": 1}}))

@@ -1393,6 +1393,36 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
 
 
+@pytest.mark.parametrize("on", [{"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 1, "MV_LANE_TIMES": 1}])
+def test_wide_switches_run_port_by_port_with_the_serial_results(on: dict) -> None:
+    """Switches wider than MV_TREE_PORTS (the rail switches of rail-optimised clusters: 16 and 32
+    ports) run their windows port by port too, up to MV_LANE_PORTS (32); their serial windows
+    keep caches from one window to the next, which a window run port by port leaves stale, so
+    the next serial one refills them. Rail clusters of 8 and 16 servers (ECMP and spraying, DCQCN)
+    and a 16-to-1 incast with PFC through a 17-port switch (windows port by port, then serial
+    once the queue builds, then port by port again): the serial loop's results, with the rail
+    switches' windows run port by port (their ports' own pool lists hold slots mid-way)."""
+    from mvopt.engine import build_batch
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine.batch import extract_results
+
+    exps = [sc.rail_allreduce("dcqcn", "ecmp"), sc.rail_allreduce("none", "spray"),
+            sc.rail_allreduce("dcqcn", "ecmp", 16), incast("dcqcn", 300_000, n=16)]
+    runs = []
+    for defines in (on, {"MV_SWITCH_LANES": 0}):
+        batch = build_batch(exps)
+        runs.append(extract_results(batch, CpuBackend(defines=defines).run(batch)))
+    for a, b in zip(*runs):
+        assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
+    probe = build_batch(exps[2:3])
+    CpuBackend(defines=on).run(probe, max_iters=40)
+    cols = probe.cols
+    width = cols["node_port_hi"] - cols["node_port_lo"]
+    pools = cols["port_pool"].reshape(-1, 2)
+    rails = np.flatnonzero((cols["node_is_host"] == 0) & (width == 32))
+    assert rails.size and sum(int(pools[cols["node_port_lo"][v]:cols["node_port_hi"][v], 1].sum()) for v in rails) > 0
+
+
 def switch_pool_places(cols: dict, pkt: np.ndarray, v: int) -> dict[str, list[int]]:
     """Where switch v's drawn pool slots are between windows: its free list, its ports' own lists
     (port_pool), its ports' queues (control and data). Checks each list's shape on the way."""

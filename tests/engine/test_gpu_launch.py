@@ -209,6 +209,22 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
+@pytest.mark.parametrize("defines", [{}, {"MV_LANE_TIMES": 1}])
+def test_wide_switches_run_port_by_port_on_the_gpu(defines: dict) -> None:
+    """Rail-optimised clusters (rail switches of 16 and 32 ports, wider than the thread-local
+    caches: their serial windows keep persisted caches, refilled after a window run port by port)
+    in the groups mode, each port of a switch on a thread of its own, ECMP and spraying, DCQCN:
+    the CPU's results."""
+    from mvopt.engine._gpu import GpuBackend
+    from mvopt.testing.scenarios import rail_allreduce
+
+    exps = [rail_allreduce("dcqcn", "ecmp"), rail_allreduce("none", "spray"), rail_allreduce("dcqcn", "ecmp", 16)]
+    cpu = simulate(exps, backend="cpu")
+    batch = build_batch(exps)
+    res = extract_results(batch, GpuBackend(launch="groups", defines=defines).run(batch))
+    assert all(a.same_as(b) for a, b in zip(cpu, res))
+
+
 def test_l2_fetch_granularity_is_a_hint_set_for_the_run_only() -> None:
     """`l2_fetch_bytes` (a device limit) changes no result and is restored after the run."""
     import cupy

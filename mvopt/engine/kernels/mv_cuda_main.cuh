@@ -258,21 +258,27 @@ __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64
   int64_t e = c->node_exp[v];
   switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v));
 }
+// A switch's serial window in phase B, on its port 0's task (a function of its own: inlined into
+// the port task, the serial loops, the wide switches' too, made it spill more).
+__device__ __noinline__ void lanes_serial_window(Ctx* c, int64_t v, int64_t* a) {
+  node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+}
 // Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
 __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   if (!lanes_here(c, v, cap) || k >= n) return;
   int64_t e = c->node_exp[v];
   LaneRecs r = lane_records(c, v);
-  int how = switch_lanes_decide(c, e, v, r);
+  LaneShare share;   // (this port's share of the never-used pool slots)
+  int how = switch_lanes_decide(c, e, v, r, &share, k);
   if (k == 0) c->node_lane[v] = how;
   if (how != LANES_RUN) {   // the serial window (the scans did node_begin's copies), or none
     int64_t* a = acc + 4 * (e - e_lo);
-    if (k == 0) node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+    if (k == 0) lanes_serial_window(c, v, a);
     return;
   }
   int64_t last = c->exp_T_ps[e];
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, &last);
+  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, share, &last);
   c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its

@@ -481,10 +481,11 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
 #error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
 #endif
-// Switches of at most this many ports (and MV_TREE_PORTS) run port by port (lane_bytes: the
-// records of 8 ports take at most 75 bytes a port, the NLR words of the column).
+// Switches of at most this many ports run port by port (lane_bytes: the records of 32 ports take
+// at most 217 bytes a port, the NLR words of the column). The rail switches of a rail-optimised
+// cluster have 32 (16 servers of 8 NICs: 16 down, 16 up), and their windows are the longest there.
 #ifndef MV_LANE_PORTS
-#define MV_LANE_PORTS 8
+#define MV_LANE_PORTS 32
 #endif
 
 // A window's records of a switch of n ports, what the scans found and the decision reads, packed
@@ -598,19 +599,23 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   h->flags = flags;
 }
 
-// The never-used pool slots egress port k of a window run port by port takes beyond its own
-// list's (the slots its queued arrivals need beyond the list's at the window's start), and where
-// they start (*at): the ports' shares follow one another in port order.
-MV_DEV int64_t lane_share(const LaneRecs& r, int64_t k, int64_t* at) {
-  int64_t from = r.sw->pool_next, mine = 0, n = r.n;
-  for (int64_t x = 0; x <= k; ++x) {
-    from += mine;
+// The never-used pool slots the egress ports of a window run port by port take beyond their own
+// lists' (a port's share: the slots its queued arrivals need beyond its list's at the window's
+// start), following one another in port order from the switch's first never-used slot. Port k's
+// share into out[0] (k >= 0), or every port's into out[0..n) (k < 0: where one thread runs them
+// all); returns where the last share ends. One pass over the records' queued counts.
+struct LaneShare { int64_t at, n; };
+MV_DEV int64_t lane_shares(const LaneRecs& r, LaneShare* out, int64_t k) {
+  int64_t from = r.sw->pool_next, n = r.n;
+  for (int64_t x = 0; x < n; ++x) {
     int64_t want = 0;
     for (int64_t j = 0; j < n; ++j) want += r.queued[x * n + j];
-    mine = mv_max(want - r.head[x].pool_n, (int64_t)0);
+    int64_t mine = mv_max(want - r.head[x].pool_n, (int64_t)0);
+    if (k < 0) out[x] = LaneShare{from, mine};
+    else if (x == k) out[0] = LaneShare{from, mine};
+    from += mine;
   }
-  *at = from;
-  return mine;
+  return from;
 }
 
 enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
@@ -623,10 +628,11 @@ enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // as shared (the MMU puts bytes above it into the headroom with or without PFC); with PFC, no
 // port paused or asking to pause, no PFC frame pending, and every arriving packet admitted;
 // without PFC, room in the buffer for every arrival; enough never-used pool slots for the ports'
-// shares (lane_share); no monitor sample due (a sample records every port at one instant). Else
-// LANES_SERIAL (also a window without arrivals: the serial loop's is as short). Reads the
-// records and the switch's parameters only, so that every port task of the switch may call it.
-MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRecs& r) {
+// shares (lane_shares: port k's, or every port's for k < 0, into `shares` where LANES_RUN); no
+// monitor sample due (a sample records every port at one instant). Else LANES_SERIAL (also a
+// window without arrivals: the serial loop's is as short). Reads the records and the switch's
+// parameters only, so that every port task of the switch may call it.
+MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRecs& r, LaneShare* shares, int64_t k) {
   int64_t arrivals = 0, data_all = 0, n = r.n;
   int32_t flags = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -636,8 +642,7 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
-  int64_t at, share = lane_share(r, n - 1, &at);
-  if (at + share > c->node_pool_hi[v]) return LANES_SERIAL;
+  if (lane_shares(r, shares, k) > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
   if (!pfc && r.sw->node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
   int64_t free_b = c->node_buffer[v] - c->node_reserved[v] - (r.sw->node_shared + data_all);
@@ -668,40 +673,48 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #define MV_LANE_TIMES 0
 #endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
-// its n in-rings): its events of the window in time order, as switch_window_of takes them,
-// arrivals first on ties, arrivals by time then in-ring. A queued arrival takes a slot of the
-// port's own list, else of its share of never-used ones (what is left of the share joins the
-// list at the end). Returns 1 if it had an event (*last: the time of its last one), 0 if none,
-// -1 if a compact ring ran out (the experiment runs again).
+// its n in-rings; its share of the never-used pool slots): its events of the window in time
+// order, as switch_window_of takes them, arrivals first on ties, arrivals by time then in-ring. A
+// queued arrival takes a slot of the port's own list, else of its share of never-used ones (what
+// is left of the share joins the list at the end). Returns 1 if it had an event (*last: the time
+// of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again).
 MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
-                            int64_t* last) {
+                            LaneShare share, int64_t* last) {
   int64_t lo = c->node_port_lo[v], p = lo + k, n = r.n;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
-  int64_t fresh, fresh_n = lane_share(r, k, &fresh);
-  int32_t at[MV_LANE_PORTS];   // per in-ring: the ring slot of its next arrival routed here, -1 none
+  int64_t fresh = share.at, fresh_n = share.n;
+  // the in-rings with arrivals for this port (few: a port of a wide switch hears from a few)
+  int32_t at[MV_LANE_PORTS];     // per such in-ring: the ring slot of its next arrival routed here, -1 none
+  int8_t ring[MV_LANE_PORTS];    // ... which in-ring it is, in in-ring order (ties: the lower first)
 #if MV_LANE_TIMES
   int64_t t_at[MV_LANE_PORTS];   // ... and its time (MV_INF: none), loaded once per arrival
 #endif
+  int m = 0;
   for (int64_t j = 0; j < n; ++j) {
-    at[j] = r.first[k * n + j];
+    int32_t s = r.first[k * n + j];
+    if (s < 0) continue;
+    at[m] = s;
+    ring[m] = (int8_t)j;
 #if MV_LANE_TIMES
-    t_at[j] = at[j] >= 0 ? c->pkt[at[j]].t : MV_INF;
+    t_at[m] = c->pkt[s].t;
 #endif
+    ++m;
   }
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
   for (;;) {
-    int64_t ta = MV_INF, ja = -1;
-    for (int64_t j = 0; j < n; ++j) {
+    int64_t ta = MV_INF;
+    int ia = -1;
+    for (int i = 0; i < m; ++i) {
 #if MV_LANE_TIMES
-      int64_t t = t_at[j];
+      int64_t t = t_at[i];
 #else
-      if (at[j] < 0) continue;
-      int64_t t = c->pkt[at[j]].t;
+      if (at[i] < 0) continue;
+      int64_t t = c->pkt[at[i]].t;
 #endif
-      if (t < ta) { ta = t; ja = j; }
+      if (t < ta) { ta = t; ia = i; }
     }
     int64_t tx = td;
     int what_x = what;
@@ -713,11 +726,12 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     busy = 1;
     if (ta <= tx) {
       now = ta;
-      int32_t rs = at[ja];
+      int32_t rs = at[ia];
+      int64_t ja = ring[ia];
       int16_t tag = c->pkt[rs].in_port;
-      at[ja] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
+      at[ia] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
 #if MV_LANE_TIMES
-      t_at[ja] = at[ja] >= 0 ? c->pkt[at[ja]].t : MV_INF;
+      t_at[ia] = at[ia] >= 0 ? c->pkt[at[ia]].t : MV_INF;
 #endif
       int32_t s = -1;
       if (tag & 256) {
@@ -760,8 +774,9 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   c->node_shared_used[v] += shared;
   c->node_data_bytes[v] += data;
-  int64_t at, share = lane_share(r, n - 1, &at);   // (the last port's share ends them)
-  c->node_pool_next[v] = (int32_t)(at + share);
+  LaneShare last_share;
+  c->node_pool_next[v] = (int32_t)lane_shares(r, &last_share, n - 1);
+  if (n > MV_TREE_PORTS) c->node_cached[v] = 0;   // (a serial window refills its persisted caches)
   int64_t next = node_sent_min(c, v, par);
   for (int64_t k = 0; k < n; ++k) {
     int64_t q = c->port_peer[lo + k];
@@ -784,13 +799,14 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   int64_t words[lane_bytes(MV_LANE_PORTS) / 8];
   LaneRecs r = lane_recs(words, n);
   for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, r);
-  int how = switch_lanes_decide(c, e, v, r);
+  LaneShare shares[MV_LANE_PORTS];
+  int how = switch_lanes_decide(c, e, v, r, shares, -1);
   if (how != LANES_RUN) return how;
   int64_t last = c->exp_T_ps[e];   // the window's last event, over all ports
   bool busy = false, out = false;
   for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
-    int got = switch_port_lane(c, e, v, te, par, k, r, &t);
+    int got = switch_port_lane(c, e, v, te, par, k, r, shares[k], &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
     busy |= got > 0;
@@ -822,12 +838,12 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #ifndef MV_TRACE_NODE
 #define MV_TRACE_NODE(v)
 #endif
-// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS and
-// MV_TREE_PORTS ports).
+// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS ports).
 MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
   int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
-  return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_TREE_PORTS && n <= MV_LANE_PORTS;
+  return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_LANE_PORTS && n <= MV_CACHE_PORTS;
 }
+
 // `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
 // groups kernel runs those windows itself and calls this with false for the others).
 MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
@@ -837,15 +853,16 @@ MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
   bool host = c->node_is_host[v];
   if (lanes && switch_lanes_fit(c, v)) {
-    if (switch_window_lanes(c, e, v, te, par) == LANES_SERIAL)
-      switch_window_of<false>(c, e, v, te, par);   // (the scans did node_begin's copies)
-    return;
+    // (serial: the scans did node_begin's copies; one call site of the serial windows below, as
+    // nvcc inlines them: a second one made it spill more)
+    if (switch_window_lanes(c, e, v, te, par) != LANES_SERIAL) return;
+  } else {
+    if (!host && switch_quiet(c, e, v, te, par)) return;
+    if (host) schedule_node(c, v);
+    node_begin(c, v, par);
   }
-  if (!host && switch_quiet(c, e, v, te, par)) return;
-  if (host) schedule_node(c, v);
-  node_begin(c, v, par);
   if (host) host_window(c, e, v, te, par);
-  else {
+  else {   // (wide switches keep their caches from one window to the next)
     int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
     if (n > MV_TREE_PORTS && n <= MV_CACHE_PORTS) switch_window_of<true>(c, e, v, te, par);
     else switch_window_of<false>(c, e, v, te, par);
