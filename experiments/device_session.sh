@@ -10,8 +10,8 @@
 #
 # Steps: tests (GPU test modules), ab (an older tree's profile beside this one's, alternating:
 # AB_VARIANTS, AB_ROUNDS), stress_groups (random batches of the groups launch mode
-# against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: its GPU
-# tests, the stress script with MV_SWITCH_LANES=2, profile groups against groups-lanes),
+# against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: their GPU
+# tests, the stress script, profiles of (a) under their variants and of (b)),
 # lanes_default (every GPU test and the 64 MiB bench with MVOPT_SWITCH_LANES=2), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
@@ -53,12 +53,16 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
   -k "gpu$([ "${GPU_TESTS:-}" = all ] || echo ' and not many_random')"
 # the groups launch mode against the CPU under random slicing, grids, budgets and node orders
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
-# switch lanes on the GPU (MV_SWITCH_LANES, docs/engine.md "Switch lanes"): the GPU tests of its
-# variants, the stress script with the groups kernel's port tasks, then (a) with and without
-run lanes 330 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes)' \
-  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-60} --define MV_SWITCH_LANES=2 \
+# switch lanes on the GPU (MV_SWITCH_LANES 2, the default: docs/engine.md "Switch lanes"): the GPU
+# tests of its variants and of wide switches, the stress script, then (a) under the lanes'
+# variants (LANES_VARIANTS) and (b), whose 32-port rail switches run port by port, against
+# lanes for at most 8 ports (their rail switches serially)
+run lanes 450 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
+  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-60} \
   && python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
-       --variants groups,groups-lanes,groups-lanes-p4,groups,groups-lanes,groups-lanes-p4 --idle-variants groups-lanes"
+       --variants ${LANES_VARIANTS:-groups,groups-lanes-times,groups-serial,groups,groups-lanes-times,groups-serial} --idle-variants none \
+  && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
+       --variants groups,groups-lanes-p8,groups,groups-lanes-p8 --idle-variants none"
 # the switch lanes as the whole pipeline's kernels ($MVOPT_SWITCH_LANES=2): every GPU test (the
 # long random one aside), then the 64 MiB bench of (a) beside the default's (before making them
 # the default: docs/performance.md, Next steps)
