@@ -57,10 +57,10 @@ run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py 
 # tests of its variants and of wide switches, the stress script, then (a) under the lanes'
 # variants (LANES_VARIANTS) and (b), whose 32-port rail switches run port by port, against
 # lanes for at most 8 ports (their rail switches serially)
-run lanes 450 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
-  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-60} \
+run lanes 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
+  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40} \
   && python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
-       --variants ${LANES_VARIANTS:-groups,groups-lanes-times,groups-serial,groups,groups-lanes-times,groups-serial} --idle-variants none \
+       --variants ${LANES_VARIANTS:-groups,groups-lanes-times,groups-lanes-call,groups-serial,groups,groups-lanes-times,groups-lanes-call} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
        --variants groups,groups-lanes-p8,groups,groups-lanes-p8 --idle-variants none"
 # the switch lanes as the whole pipeline's kernels ($MVOPT_SWITCH_LANES=2): every GPU test (the

@@ -167,6 +167,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
             # (eighteenth session, not yet run) a port task keeps its in-rings' next arrival times
             "groups-lanes-times": {"launch": "groups", "MV_LANE_TIMES": 1},
+            # (eighteenth session, not yet run) the nodes' own windows beside the port tasks through a
+            # call (the lanes kernel spills less)
+            "groups-lanes-call": {"launch": "groups", "MV_LANES_WINDOW_CALL": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

@@ -216,6 +216,12 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #ifndef MV_LANES_CALM
 #define MV_LANES_CALM 1   // 0: every window in lanes (a variant to measure the calm blocks' check)
 #endif
+// 1: the nodes' own windows beside the port tasks (the hosts', the calm blocks') through a call
+// instead of inlined, where the lanes' state is live around them (nvcc: the kernel spills 84 /
+// 124 bytes instead of 152 / 568, the called window 124 / 360). A variant until measured.
+#ifndef MV_LANES_WINDOW_CALL
+#define MV_LANES_WINDOW_CALL 0
+#endif
 struct LaneBlock {
   int scan_row, port_row;   // rows of the phases' tables taken so far
   int ports;                // most ports of a switch of the group that runs port by port
@@ -258,8 +264,9 @@ __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64
   int64_t e = c->node_exp[v];
   switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v));
 }
-// A switch's serial window in phase B, on its port 0's task (a function of its own: inlined into
-// the port task, the serial loops, the wide switches' too, made it spill more).
+// A node's own window in phase B: a switch's serial window on its port 0's task (a function of
+// its own: inlined into the port task, the serial loops, the wide switches' too, made it spill
+// more), and with MV_LANES_WINDOW_CALL the hosts' and calm blocks' windows.
 __device__ __noinline__ void lanes_serial_window(Ctx* c, int64_t v, int64_t* a) {
   node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
 }
@@ -371,7 +378,11 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       }
       if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
+#if MV_LANES_WINDOW_CALL
+        lanes_serial_window(c, v, a);
+#else
         node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+#endif
       }
       if (in_lanes) {
         lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
