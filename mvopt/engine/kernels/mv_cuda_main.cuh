@@ -200,12 +200,14 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // (switch_lanes_decide, from the records: the same answer for each of its ports), then runs its
 // port's events (switch_port_lane) or, port 0 of a switch decided serial, the whole serial
 // window. (C) Each switch that ran port by port ends its window (switch_lanes_end) from its
-// ports' reports (port_lane_last) and reports, on its own thread. A phase's tasks are entries
-// k * W + t of a port-major table (port k of thread t's switch; W: the block's threads, whole
-// warps: the launcher rounds the block up), taken by whole warps in rows of 32 from a shared
-// counter, whichever warp is free: a row is the same port of 32 neighbouring switches, of one
-// role where the node order groups roles, so a warp's lanes run alike code together. Results do not depend on which
-// thread runs a task. The tables live in global memory (scratch), not in shared memory: a
+// ports' reports (port_lane_last) and reports, on its own thread. A phase's tasks are, port by
+// port, the entries of the threads that hold the group's switches with that port (the group's
+// switches come first, the widest first: per port k the threads [0, ends[k]), lanes_table),
+// taken by whole warps in rows of 32 from a shared counter, whichever warp is free (the launcher
+// rounds the block up to whole warps): a row is the same port of 32 neighbouring switches, of
+// one role where the node order groups roles, so a warp's lanes run alike code together.
+// Results do not depend on which thread runs a task. The records live in global memory
+// (scratch), not in shared memory: a
 // block's shared memory is carved out of its SM's L1, which bounds this kernel
 // (docs/performance.md). A block whose switches were all calm after a window (nothing pending,
 // no event: switch_quiet's premise) runs the next one as the plain groups kernel does, every
@@ -223,31 +225,44 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #define MV_LANES_WINDOW_CALL 0
 #endif
 struct LaneBlock {
-  int scan_row, port_row;   // rows of the phases' tables taken so far
-  int ports;                // most ports of a switch of the group that runs port by port
-  int busy[2];              // by window parity: a switch of the block was not calm after it
+  int scan_row, port_row;       // rows of the phases' tables taken so far
+  int ports;                    // most ports of a switch of the group that runs port by port
+  int busy[2];                  // by window parity: a switch of the block was not calm after it
+  int ends[MV_LANE_PORTS];      // per port k: the threads [0, ends[k]) hold every such switch with a port k
+  int row_end[MV_LANE_PORTS];   // per port k: the warp-rows of ports 0..k (ports' entries of those threads)
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
   int64_t v = row0 + t;
   return ordered ? c->node_order[v] : v;
 }
-// The rows of a phase's table (`ports` rows of W entries), taken by whole warps from `counter`
-// until none is left, task(v, k) for each entry of a node of the group (`rows_used` nodes). The
-// block is whole warps (the launcher rounds it up: mv_run_groups traps otherwise).
+// The warp-rows of a phase's table: per port k, the entries of threads [0, ends[k]) (the group's
+// switches come first, the widest first, so a row is the same port of 32 neighbouring switches
+// and few rows hold none), taken by whole warps from `counter` until none is left, task(v, k)
+// for each entry of a node of the group (`rows_used` nodes). The block is whole warps (the
+// launcher rounds it up: mv_run_groups traps otherwise).
 template <class Task>
-MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, int ports, int* counter,
-                       const Task& task) {
-  int w = blockDim.x, rows = ports * w / 32, lane = threadIdx.x & 31;
+MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, const LaneBlock& lanes,
+                       int* counter, const Task& task) {
+  int rows = lanes.ports ? lanes.row_end[lanes.ports - 1] : 0, lane = threadIdx.x & 31;
   for (;;) {
     __syncwarp();
     int row = 0;
     if (lane == 0) row = atomicAdd(counter, 1);
     row = __shfl_sync(0xffffffffu, row, 0);
     if (row >= rows) return;
-    int i = row * 32 + lane, k = i / w, t = i % w;
-    if (t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
+    int k = 0;
+    while (row >= lanes.row_end[k]) ++k;
+    int t = (row - (k ? lanes.row_end[k - 1] : 0)) * 32 + lane;
+    if (t < lanes.ends[k] && t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
+}
+// The tables' rows of a slice's group (after every thread's lanes_mark: ends[k] then holds the
+// furthest thread with a switch of more than k ports): each port's threads and rows.
+MV_DEV void lanes_table(LaneBlock* lanes) {
+  int end = 0, rows = 0;
+  for (int k = lanes->ports - 1; k >= 0; --k) lanes->ends[k] = end = mv_max(end, lanes->ends[k]);
+  for (int k = 0; k < lanes->ports; ++k) lanes->row_end[k] = rows += (lanes->ends[k] + 31) / 32;
 }
 // Switch v's records of the window (LaneRecs: in its ports' rows of the column) and whether its
 // window runs in lanes here.
@@ -339,6 +354,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       worked = 1;
 #if MV_SWITCH_LANES == 2
       lanes.ports = 0;
+      for (int k = 0; k < MV_LANE_PORTS; ++k) lanes.ends[k] = 0;
       lanes.busy[0] = 1;   // (a slice's first window runs in lanes)
       lanes.busy[1] = 0;
 #endif
@@ -351,13 +367,20 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       acc[4 * k + 2] = acc[4 * k + 3] = 0;
     }
 #if MV_SWITCH_LANES == 2
-    {  // the tables' rows: the most ports of a switch of the group that may run port by port
+    {  // the tables' rows: the most ports of a switch of the group that may run port by port, and
+       // per width the furthest thread with a switch of it
       int64_t row0 = c->exp_node_lo[group_exp[group]];
       if (threadIdx.x < c->exp_node_hi[group_exp[group + 1] - 1] - row0) {
         int64_t u = group_node(c, row0, threadIdx.x, ordered);
-        if (switch_lanes_fit(c, u)) atomicMax(&lanes.ports, (int)(c->node_port_hi[u] - c->node_port_lo[u]));
+        if (switch_lanes_fit(c, u)) {
+          int n = (int)(c->node_port_hi[u] - c->node_port_lo[u]);
+          atomicMax(&lanes.ports, n);
+          atomicMax(&lanes.ends[n - 1], (int)threadIdx.x + 1);
+        }
       }
     }
+    __syncthreads();
+    if (threadIdx.x == 0) lanes_table(&lanes);
 #endif
     __syncthreads();
     for (int64_t w = 0; w < slice; ++w) {
@@ -371,7 +394,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       bool mine_here = has_node && lanes_here(c, v, cap);   // (a switch of ours that may run in lanes)
       bool in_lanes = !MV_LANES_CALM || lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
       if (in_lanes) {
-        lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.scan_row,
+        lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.scan_row,
                    [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
         __syncthreads();   // (phase A's records and decisions visible to the block)
         if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
@@ -385,7 +408,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
 #endif
       }
       if (in_lanes) {
-        lanes_rows(c, row0, rows_used, ordered, lanes.ports, &lanes.port_row,
+        lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.port_row,
                    [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
         __syncthreads();   // (phase B's port events visible to the switches' ends)
         if (mine_here && c->node_lane[v] == LANES_RUN) lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
