@@ -1393,7 +1393,8 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
 
 
-@pytest.mark.parametrize("on", [{"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 1, "MV_LANE_TIMES": 1}])
+@pytest.mark.parametrize("on", [{"MV_SWITCH_LANES": 1}, {"MV_SWITCH_LANES": 1, "MV_LANE_TIMES": 1},
+                                {"MV_SWITCH_LANES": 1, "MV_LANE_SHARE_EACH": 1}])
 def test_wide_switches_run_port_by_port_with_the_serial_results(on: dict) -> None:
     """Switches wider than MV_TREE_PORTS (the rail switches of rail-optimised clusters: 16 and 32
     ports) run their windows port by port too, up to MV_LANE_PORTS (32); their serial windows
@@ -1401,7 +1402,9 @@ def test_wide_switches_run_port_by_port_with_the_serial_results(on: dict) -> Non
     the next serial one refills them. Rail clusters of 8 and 16 servers (ECMP and spraying, DCQCN)
     and a 16-to-1 incast with PFC through a 17-port switch (windows port by port, then serial
     once the queue builds, then port by port again): the serial loop's results, with the rail
-    switches' windows run port by port (their ports' own pool lists hold slots mid-way)."""
+    switches' windows run port by port (their ports' own pool lists hold slots mid-way). Also with
+    each port's share of the never-used slots counted on its own, as a GPU port task counts it
+    (MV_LANE_SHARE_EACH)."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import extract_results
@@ -1447,13 +1450,14 @@ def switch_pool_places(cols: dict, pkt: np.ndarray, v: int) -> dict[str, list[in
             "queues": sum((walk(int(q[p, k]), int(q[p, k + 2])) for p in range(lo, hi) for k in (0, 1)), [])}
 
 
-@pytest.mark.parametrize("lanes", [1, 0])
-def test_switch_pool_slots_are_each_in_one_place(lanes: int) -> None:
+@pytest.mark.parametrize("lanes, each", [(1, 0), (1, 1), (0, 0)])
+def test_switch_pool_slots_are_each_in_one_place(lanes: int, each: int) -> None:
     """Every pool slot a switch has drawn (node_pool_next - its first) is, between windows, in
     exactly one place: the switch's free list, one of its ports' own lists (the slots its windows
     run port by port free: MV_SWITCH_LANES, docs/engine.md), or a port's queue; mid-way through a
     4-to-1 incast with a deep queue and through the all-reduce of (a). With the lanes, the ports'
-    lists hold slots (their windows ran port by port); without, they are empty."""
+    lists hold slots (their windows ran port by port); without, they are empty. `each`: every
+    port's share of the never-used slots counted on its own, as a GPU port task counts it."""
     from mvopt.bench import allreduce_config
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
@@ -1463,7 +1467,7 @@ def test_switch_pool_slots_are_each_in_one_place(lanes: int) -> None:
     for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
         batch = build_batch([exp])
         pool_lo = batch.cols["node_pool_next"].copy()
-        CpuBackend(defines={"MV_SWITCH_LANES": lanes}).run(batch, max_iters=windows)
+        CpuBackend(defines={"MV_SWITCH_LANES": lanes, "MV_LANE_SHARE_EACH": each}).run(batch, max_iters=windows)
         assert batch.scratch is not None                      # stopped mid-way: its slots are on the batch
         cols, pkt = batch.cols, batch.scratch["pkt"].view(PKT_DTYPE)
         in_ports = 0

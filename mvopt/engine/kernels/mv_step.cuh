@@ -791,6 +791,9 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   note_window_end(c, v, busy, last);
 }
 
+#ifndef MV_LANE_SHARE_EACH
+#define MV_LANE_SHARE_EACH 0
+#endif
 // Switch v's window port by port on one thread (n <= MV_LANE_PORTS ports): the scan of every
 // in-ring, the decision, and for LANES_RUN every port task, one after the other, and the end.
 // Returns the decision (LANES_SERIAL: the caller runs the serial window; LANES_QUIET: none).
@@ -806,6 +809,9 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   bool busy = false, out = false;
   for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
+#if MV_LANE_SHARE_EACH   // (a test's variant: each port's share on its own, as a GPU port task takes it)
+    lane_shares(r, &shares[k], k);
+#endif
     int got = switch_port_lane(c, e, v, te, par, k, r, shares[k], &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
