@@ -12,7 +12,7 @@
 # AB_VARIANTS, AB_ROUNDS), stress_groups (random batches of the groups launch mode
 # against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: their GPU
 # tests, the stress script, profiles of (a) under their variants and of (b)),
-# lanes_default (every GPU test and the 64 MiB bench with MVOPT_SWITCH_LANES=2), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
+# serial (every GPU test and the 64 MiB bench with MVOPT_SWITCH_LANES=0), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
 # batch vs a process per experiment; docs/performance.md comes back in $OUT/spme), ablation (Fig. 16:
@@ -63,11 +63,11 @@ run lanes 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 
        --variants ${LANES_VARIANTS:-groups,groups-lanes-times,groups-lanes-call,groups-serial,groups,groups-lanes-times,groups-lanes-call} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
        --variants groups,groups-lanes-p8,groups,groups-lanes-p8 --idle-variants none"
-# the switch lanes as the whole pipeline's kernels ($MVOPT_SWITCH_LANES=2): every GPU test (the
-# long random one aside), then the 64 MiB bench of (a) beside the default's (before making them
-# the default: docs/performance.md, Next steps)
-run lanes_default 560 bash -c "MVOPT_SWITCH_LANES=2 python3 -m pytest -q -x -p no:cacheprovider tests/engine \
-  -k 'gpu and not many_random' && MVOPT_SWITCH_LANES=2 python3 experiments/bench_gpu.py --out $OUT/lanes_default \
+# the serial switch windows ($MVOPT_SWITCH_LANES=0, the default until 745723f; the other launch
+# modes' and every switch's fallback) as the whole pipeline's: every GPU test (the long random
+# one aside), then the 64 MiB bench of (a), to set beside the default's
+run serial 560 bash -c "MVOPT_SWITCH_LANES=0 python3 -m pytest -q -x -p no:cacheprovider tests/engine \
+  -k 'gpu and not many_random' && MVOPT_SWITCH_LANES=0 python3 experiments/bench_gpu.py --out $OUT/serial \
   --sections a,idle --batches 4096 --cpu-batches 256 --cc none --mib 64 --budget-s 100"
 run multi 200 python3 experiments/bench_multi_gpu.py --out $OUT/multi --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-190} python3 experiments/profile_gpu.py --out "$OUT/profile" --mib 8 --batch ${PROFILE_BATCH:-4096} \
