@@ -257,8 +257,9 @@ MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordere
     if (t < lanes.ends[k] && t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
 }
-// The tables' rows of a slice's group (after every thread's lanes_mark: ends[k] then holds the
-// furthest thread with a switch of more than k ports): each port's threads and rows.
+// The tables' rows of a slice's group, once every thread with a switch of n ports has raised
+// ends[n - 1] to its index + 1: per port k, the threads up to the furthest switch with a port k,
+// and the warp-rows of ports 0..k.
 MV_DEV void lanes_table(LaneBlock* lanes) {
   int end = 0, rows = 0;
   for (int k = lanes->ports - 1; k >= 0; --k) lanes->ends[k] = end = mv_max(end, lanes->ends[k]);
