@@ -236,6 +236,8 @@ TOPOLOGIES = {
     "dumbbell": lambda: compiled(sc.dumbbell(2, 2, bottleneck_gbps=50)),
     "line": lambda: compiled(sc.line(2, delay_ns=700)),
     "ring": lambda: compiled(sc.ring(3)),
+    # a switch wider than MV_TREE_PORTS: persisted caches and trees, windows port by port
+    "star12": lambda: compiled(sc.star(12)),
 }
 
 
