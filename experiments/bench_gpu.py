@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.bench import allreduce_config, rail_allreduce_spec  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import Experiment, TaskGraphBuilder, build_batch, get_backend  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
@@ -64,10 +64,7 @@ def mixed_batch() -> list[Experiment]:
 
 def cluster128_config(mib: float) -> dict:
     """128 GPUs: 16 servers of 8 NICs on a 2-tier rail-optimised network, flat ring all-reduce."""
-    return {"name": "cluster128-ring", "cluster": {"topology": "rail_optimized", "servers": 16, "servers_per_group": 16},
-            "network": {"cc": "dcqcn", "switch_packet_slots": 4096},
-            "workload": {"kind": "collective"},
-            "collective": {"op": "all_reduce", "bytes": int(mib * 2**20), "algorithm": "ring", "channels": 1}}
+    return rail_allreduce_spec(int(mib * 2**20), 16, name="cluster128-ring", cc="dcqcn", switch_packet_slots=4096)
 
 
 def cluster54k_experiment(kib: int) -> Experiment:

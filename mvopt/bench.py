@@ -14,7 +14,7 @@ from typing import Iterable
 
 from mvopt.config import load_config
 
-__all__ = ["BenchRow", "allreduce_config", "bench_allreduce", "format_table"]
+__all__ = ["BenchRow", "allreduce_config", "bench_allreduce", "format_table", "rail_allreduce_spec"]
 
 
 @dataclass
@@ -70,6 +70,16 @@ def allreduce_config(cc: str, size_bytes: int, seed: int | None = None):
         "workload": {"kind": "collective"},
         "collective": {"op": "all_reduce", "bytes": size_bytes, "algorithm": "ring", "channels": 1},
     })
+
+
+def rail_allreduce_spec(size_bytes: int, servers: int = 16, *, name: str | None = None, **network) -> dict:
+    """A ring all-reduce of `size_bytes` per GPU on a 2-tier rail-optimised cluster of `servers`
+    servers of 8 NICs, one group (rail switches of 2 x `servers` ports), as a configuration
+    mapping (load_config takes it); `network`: that section's fields."""
+    return {"name": name or f"rail{servers}-allreduce",
+            "cluster": {"topology": "rail_optimized", "servers": servers, "servers_per_group": servers},
+            "network": dict(network), "workload": {"kind": "collective"},
+            "collective": {"op": "all_reduce", "bytes": int(size_bytes), "algorithm": "ring", "channels": 1}}
 
 
 def bench_allreduce(batches: Iterable[int], ccs: Iterable[str], size_bytes: int = 64 * 2**20,

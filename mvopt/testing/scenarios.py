@@ -246,11 +246,9 @@ def rail_allreduce(cc: str, lb: str, servers: int = 8, size: int = 256 << 10) ->
     """A ring all-reduce of `size` bytes on a rail-optimised cluster of `servers` servers of 8
     NICs: its rail switches have 2 x `servers` ports, wider than the engine's thread-local switch
     caches (MV_TREE_PORTS), so their serial windows keep their caches from window to window."""
+    from mvopt.bench import rail_allreduce_spec
     from mvopt.config import load_config
     from mvopt.experiment import build_experiment
 
-    return build_experiment(load_config({
-        "name": f"rail{servers}-{cc}-{lb}",
-        "cluster": {"topology": "rail_optimized", "servers": servers, "servers_per_group": servers},
-        "network": {"cc": cc, "lb": lb}, "workload": {"kind": "collective"},
-        "collective": {"op": "all_reduce", "bytes": size, "algorithm": "ring", "channels": 1}}))
+    return build_experiment(load_config(rail_allreduce_spec(size, servers, name=f"rail{servers}-{cc}-{lb}", cc=cc,
+                                                            lb=lb)))

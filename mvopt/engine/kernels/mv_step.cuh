@@ -844,7 +844,9 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #ifndef MV_TRACE_NODE
 #define MV_TRACE_NODE(v)
 #endif
-// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS ports).
+// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS ports,
+// and not a switch whose serial windows rescan its ports, wider than MV_CACHE_PORTS: a variant's
+// small cache limit keeps that path in the tests).
 MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
   int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
   return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_LANE_PORTS && n <= MV_CACHE_PORTS;
