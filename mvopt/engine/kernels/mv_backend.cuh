@@ -26,13 +26,11 @@
   // A spin lock (the push-with-locks ablation only, MV_PUSH_LOCK; the model itself takes none)
   __device__ inline void mv_lock(int* l) { while (atomicCAS(l, 0, 1) != 0) {} __threadfence(); }
   __device__ inline void mv_unlock(int* l) { __threadfence(); atomicExch(l, 0); }
-  // An add that returns the old value, and a compare-and-swap: atomic where a switch's ports
-  // may run at once on different lanes (MV_SWITCH_LANES), plain on the CPU, where they run one
-  // after the other.
+  // An add that returns the old value: atomic where a switch's ports may run at once on
+  // different lanes (MV_SWITCH_LANES), plain on the CPU, where they run one after the other.
   __device__ inline int64_t mv_add_old(int64_t* a, int64_t x) {
     return (int64_t)atomicAdd((unsigned long long*)a, (unsigned long long)x);
   }
-  __device__ inline int32_t mv_cas(int32_t* a, int32_t expect, int32_t want) { return atomicCAS(a, expect, want); }
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -50,11 +48,6 @@
   }
   static inline void mv_unlock(int32_t* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
   static inline int64_t mv_add_old(int64_t* a, int64_t x) { int64_t o = *a; *a = o + x; return o; }
-  static inline int32_t mv_cas(int32_t* a, int32_t expect, int32_t want) {
-    int32_t o = *a;
-    if (o == expect) *a = want;
-    return o;
-  }
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif
