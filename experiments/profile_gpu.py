@@ -170,14 +170,6 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G) the nodes' own
             # windows beside the port tasks through a call (the lanes kernel spills less)
             "groups-lanes-call": {"launch": "groups", "MV_LANES_WINDOW_CALL": 1},
-            # (nineteenth session) a port task's turns one event each (MV_LANE_PAIRS 0, as
-            # before), not an arrival and the transmission after it
-            "groups-lanes-onebyone": {"launch": "groups", "MV_LANE_PAIRS": 0},
-            # (nineteenth session) the nodes' own windows (hosts) in the scans' phase, not the
-            # port tasks'
-            "groups-nodes-first": {"launch": "groups", "MV_LANES_NODES_FIRST": 1},
-            # (nineteenth session) the lanes' scans without loading each packet a turn ahead
-            "groups-scan-plain": {"launch": "groups", "MV_SCAN_AHEAD": 0},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

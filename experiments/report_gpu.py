@@ -259,9 +259,13 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_d25a6ba_lanes"), "d25a6ba",
-                        "`nvidia-h200`, `MVOPT_SWITCH_LANES=2` (the switch lanes, the default since `745723f`)",
-                        options="--sections a,idle {batches} --cpu-batches 256 --cc none --mib 64 --budget-s 100", before=[
+    lines += workload_a(load("bench_gpu_a_a71a5d8"), "a71a5d8",
+                        "`nvidia-h200`, the switch lanes' records packed by switch width and lanes for switches "
+                        "of up to 32 ports (`device_session.sh bench_a`)",
+                        options="--sections a,idle {batches} --cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+        (load("bench_gpu_a_d25a6ba_lanes"), "d25a6ba", "`MVOPT_SWITCH_LANES=2` (the switch lanes, the default since "
+                                                      "`745723f`), records of 96 bytes a port, lanes for switches "
+                                                      "of up to 8 ports"),
         (load("bench_gpu_a_d25a6ba_serial"), "d25a6ba", "the same device call, right after, `MVOPT_SWITCH_LANES=0`: "
                                                        "the switch windows serial, the default until `745723f`; a "
                                                        "second pair in that call: 1.685 against 1.606"),
@@ -460,7 +464,19 @@ def render() -> str:
                                "groups-serial": "groups, serial switch windows (MV_SWITCH_LANES 0)"}),
                            ("profile_lanesp4_b4096_745723f", "745723f", {
                                "groups": "groups, switch lanes (the default)",
-                               "groups-lanes-p4": "groups, switch lanes, records of 72 bytes (MV_LANE_PORTS 4)"})])
+                               "groups-lanes-p4": "groups, switch lanes, records of 72 bytes (MV_LANE_PORTS 4)"}),
+                           ("profile_lanes19_b4096_a71a5d8", "a71a5d8", {
+                               "groups": "groups, switch lanes, records packed by switch width (the default since aab59ce)",
+                               "groups-lanes-times": "groups, switch lanes, each in-ring's next arrival time kept (MV_LANE_TIMES 1)",
+                               "groups-lanes-call": "groups, switch lanes, the nodes' own windows through a call (MV_LANES_WINDOW_CALL 1)",
+                               "groups-serial": "groups, serial switch windows (MV_SWITCH_LANES 0)"}),
+                           ("profile_lanespairs_b4096_3387d8a", "3387d8a", {
+                               "groups": "groups, switch lanes, a port task's turn an arrival and the transmission after it, "
+                                         "scans loading a packet ahead (reverted)",
+                               "groups-lanes-onebyone": "groups, switch lanes, a port task's turn one event (as before), scans ahead",
+                               "groups-scan-plain": "groups, event pairs in port tasks, plain scans",
+                               "groups-nodes-first": "groups, event pairs, the hosts' windows in the scans' phase (reverted)",
+                               "groups-lanes-times": "groups, event pairs, each in-ring's next arrival time kept"})])
     lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
                          "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),

@@ -225,11 +225,6 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #ifndef MV_LANES_WINDOW_CALL
 #define MV_LANES_WINDOW_CALL 0
 #endif
-// 1: the nodes' own windows in phase A, before their threads take scan rows, not in phase B
-// before they take port rows (mv_run_groups). A variant until measured on a GPU.
-#ifndef MV_LANES_NODES_FIRST
-#define MV_LANES_NODES_FIRST 0
-#endif
 struct LaneBlock {
   int scan_row, port_row;       // rows of the phases' tables taken so far
   int ports;                    // most ports of a switch of the group that runs port by port
@@ -400,28 +395,20 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       if (has_node) v = group_node(c, row0, threadIdx.x, ordered);
       bool mine_here = has_node && lanes_here(c, v, cap);   // (a switch of ours that may run in lanes)
       bool in_lanes = !MV_LANES_CALM || lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
-      // the nodes that run their own window (hosts, switches that may not run port by port, or
-      // every node of a calm block): in phase B beside the port tasks, or with
-      // MV_LANES_NODES_FIRST in phase A, before their warps take scan rows (the windows are
-      // independent of the scans, as of each other)
-      auto own_window = [&]() {
-        if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
-          int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
-#if MV_LANES_WINDOW_CALL
-          lanes_serial_window(c, v, a);
-#else
-          node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
-#endif
-        }
-      };
-      if (MV_LANES_NODES_FIRST) own_window();
       if (in_lanes) {
         lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.scan_row,
                    [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
         __syncthreads();   // (phase A's records and decisions visible to the block)
         if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
       }
-      if (!MV_LANES_NODES_FIRST) own_window();
+      if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
+        int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
+#if MV_LANES_WINDOW_CALL
+        lanes_serial_window(c, v, a);
+#else
+        node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+#endif
+      }
       if (in_lanes) {
         lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.port_row,
                    [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });

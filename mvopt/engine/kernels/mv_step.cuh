@@ -535,12 +535,6 @@ MV_DEV LaneRecs lane_recs(int64_t* base, int64_t n) {
   return r;
 }
 
-// MV_SCAN_AHEAD (1, the default): switch_lane_scan loads an in-ring's next packet while it
-// routes the one before (0: the packet's time, then the packet, after the turn before). Results
-// do not depend on it.
-#ifndef MV_SCAN_AHEAD
-#define MV_SCAN_AHEAD 1
-#endif
 // Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
 // its records r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
 // that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
@@ -559,23 +553,10 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   int32_t arrivals = 0, biggest = 0;
   int64_t data = 0;
-  int64_t pos = c->port_head[q * 2 + par], end = PORT_T(c, q, PT_TAIL + (par ^ 1));
-#if MV_SCAN_AHEAD
-  // the in-ring's bounds read once, and each packet loaded whole a turn ahead: its load is in
-  // flight while the turn before routes and tags its own (whose stores are to other slots)
-  int64_t ring_lo = PORT_W(c, q, PW_RING_LO), mask = PORT_W(c, q, PW_RING_CAP) - 1;
-  Pkt ahead;
-  ahead.t = MV_INF;
-  if (pos < end) ahead = c->pkt[ring_lo + (pos & mask)];
-  for (; pos < end && ahead.t < te; ++pos) {
-    int64_t slot = ring_lo + (pos & mask);
-    Pkt pk = ahead;
-    if (pos + 1 < end) ahead = c->pkt[ring_lo + ((pos + 1) & mask)];
-#else
+  int64_t pos = c->port_head[q * 2 + par];
   for (; ring_t_at(c, q, pos, par) < te; ++pos) {
     int64_t slot = ring_slot(c, q, pos);
     Pkt pk = c->pkt[slot];
-#endif
     arrivals += 1;
     int32_t k = (int32_t)j;
     bool queued = false;
@@ -598,7 +579,7 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     r.queued[k * n + j] += queued;
   }
   bool pfc = EI(c, e, EI_PFC);
-  int32_t flags = pos < end ? LR_MORE : 0;
+  int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
   if (PORT_I(c, i, PI_IN_HDRM) || (pfc && PFC_BIT(c, i, PFC_IN_PAUSED | PFC_SENT))) flags |= LR_STOP;
   // more arrivals than the record's 16-bit counts hold (a long window of small packets on a fast
   // link), or more data bytes than its 32-bit sum: the window runs serially, the counts unread
@@ -691,11 +672,6 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #ifndef MV_LANE_TIMES
 #define MV_LANE_TIMES 0
 #endif
-// A port task's turns (MV_EVENT_PAIRS, by default as the serial loops'): 1 an arrival and the
-// transmission after it, 0 one event.
-#ifndef MV_LANE_PAIRS
-#define MV_LANE_PAIRS MV_EVENT_PAIRS
-#endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings; its share of the never-used pool slots): its events of the window in time
 // order, as switch_window_of takes them, arrivals first on ties, arrivals by time then in-ring. A
@@ -726,11 +702,11 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   }
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
-  int64_t ta, tx;   // the next arrival (in-ring entry ia) and transmission (of class what_x)
-  int ia, what_x;
-  auto pick = [&]() {
-    ta = MV_INF;
-    ia = -1;
+  int what;
+  int64_t td = switch_port_next(c, p, &what);
+  for (;;) {
+    int64_t ta = MV_INF;
+    int ia = -1;
     for (int i = 0; i < m; ++i) {
 #if MV_LANE_TIMES
       int64_t t = t_at[i];
@@ -740,59 +716,38 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
 #endif
       if (t < ta) { ta = t; ia = i; }
     }
-    tx = switch_port_next(c, p, &what_x);
+    int64_t tx = td;
+    int what_x = what;
     if (tx < MV_INF && tx < now) {   // due before `now`: starts then, what it sends decided then
       tx = now;
       what_x = -1;
     }
-  };
-  auto arrive = [&]() {
-    now = ta;
-    int32_t rs = at[ia];
-    int64_t ja = ring[ia];
-    int16_t tag = c->pkt[rs].in_port;
-    at[ia] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
-#if MV_LANE_TIMES
-    t_at[ia] = at[ia] >= 0 ? c->pkt[at[ia]].t : MV_INF;
-#endif
-    int32_t s = -1;
-    if (tag & 256) {
-      if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
-      else { s = (int32_t)fresh++; --fresh_n; }
-    }
-    bool changed;
-    switch_arrival<true>(c, e, v, lo + ja, rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
-  };
-  auto send = [&]() {   // false: a compact ring is full
-    now = tx;
-    int64_t touched;   // (no PFC state changes in such a window)
-    return switch_transmit<true>(c, e, v, p, switch_start_class(c, p, tx, what_x), tx, par, &touched);
-  };
-  // the events in time order, arrivals first on ties; MV_LANE_PAIRS as switch_window_of's
-  // MV_EVENT_PAIRS: a turn takes an arrival and then the next event if it is a transmission, so
-  // that a warp's lanes that forward run the arrival's code together, then the transmission's
-#if MV_LANE_PAIRS
-  pick();
-  for (;;) {
     if (ta >= te && tx >= te) break;
     busy = 1;
     if (ta <= tx) {
-      arrive();
-      pick();
-      if (!(tx < ta && tx < te)) continue;   // the next event is not a transmission in this window
-    }
-    if (!send()) return -1;
-    pick();
-  }
-#else
-  for (;;) {
-    pick();
-    if (ta >= te && tx >= te) break;
-    busy = 1;
-    if (ta <= tx) arrive();
-    else if (!send()) return -1;
-  }
+      now = ta;
+      int32_t rs = at[ia];
+      int64_t ja = ring[ia];
+      int16_t tag = c->pkt[rs].in_port;
+      at[ia] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
+#if MV_LANE_TIMES
+      t_at[ia] = at[ia] >= 0 ? c->pkt[at[ia]].t : MV_INF;
 #endif
+      int32_t s = -1;
+      if (tag & 256) {
+        if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
+        else { s = (int32_t)fresh++; --fresh_n; }
+      }
+      bool changed;
+      switch_arrival<true>(c, e, v, lo + ja, rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
+    } else {
+      now = tx;
+      what_x = switch_start_class(c, p, tx, what_x);
+      int64_t touched;   // (no PFC state changes in such a window)
+      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
+    }
+    td = switch_port_next(c, p, &what);
+  }
   for (; fresh_n > 0; --fresh_n) port_pool_push(c, p, (int32_t)fresh++);   // (the share's rest)
   *last = now;
   return busy;
