@@ -170,6 +170,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G) the nodes' own
             # windows beside the port tasks through a call (the lanes kernel spills less)
             "groups-lanes-call": {"launch": "groups", "MV_LANES_WINDOW_CALL": 1},
+            # (nineteenth session) every port task's in-rings in arrays (local memory), as before
+            # MV_LANE_SMALL (the tasks of switches of at most 4 ports in registers)
+            "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

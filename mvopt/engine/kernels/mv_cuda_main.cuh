@@ -302,7 +302,7 @@ __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64
     return;
   }
   int64_t last = c->exp_T_ps[e];
-  int got = switch_port_lane(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, share, &last);
+  int got = switch_port_lane_of(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, r, share, &last);
   c->port_lane_last[lo + k] = got < 0 ? -2 : got > 0 ? last : -1;
 }
 // Phase C for a switch that ran port by port: its window's end from its ports' reports, and its

@@ -667,10 +667,23 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 // A port task may keep the time of each in-ring's next arrival for it (1), loaded once when that
 // arrival becomes the next, instead of loading the n next arrivals' times again at every event
 // (0), so that an event waits on one load less (the masks' extra dependent load per arrival cost
-// the GPU 4 %, docs/performance.md). A variant until measured on a GPU (profile_gpu.py
-// groups-lanes-times); on the CPU 0.4 % more instructions (callgrind).
+// the GPU 4 %, docs/performance.md). Measured (H200, (a) 8 MiB x 4,096, nineteenth session, the
+// times in local memory): 1.741 against 1.746 G packet-hops/s; on the CPU 0.4 % more
+// instructions (callgrind).
 #ifndef MV_LANE_TIMES
 #define MV_LANE_TIMES 0
+#endif
+// MV_LANE_SMALL: the port tasks of switches of at most this many ports hold their in-rings' next
+// arrivals in registers: an entry per in-ring, every loop over them unrolled, so that no index is
+// computed at run time (the GPU keeps an array indexed at run time in local memory, a load more
+// on each event's path). Wider switches' tasks keep the in-rings with arrivals for their port, in
+// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it.
+#ifndef MV_LANE_SMALL
+#if defined(MV_BACKEND_CUDA)
+#define MV_LANE_SMALL 4
+#else
+#define MV_LANE_SMALL 0
+#endif
 #endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings; its share of the never-used pool slots): its events of the window in time
@@ -678,27 +691,40 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 // queued arrival takes a slot of the port's own list, else of its share of never-used ones (what
 // is left of the share joins the list at the end). Returns 1 if it had an event (*last: the time
 // of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again).
+// N: the most in-rings it holds (n <= N); REGS: an entry per in-ring, in registers (N small:
+// MV_LANE_SMALL), else one per in-ring with arrivals for the port, in arrays.
+template <int N, bool REGS>
 MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
                             LaneShare share, int64_t* last) {
   int64_t lo = c->node_port_lo[v], p = lo + k, n = r.n;
   auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
   int64_t fresh = share.at, fresh_n = share.n;
-  // the in-rings with arrivals for this port (few: a port of a wide switch hears from a few)
-  int32_t at[MV_LANE_PORTS];     // per such in-ring: the ring slot of its next arrival routed here, -1 none
-  int8_t ring[MV_LANE_PORTS];    // ... which in-ring it is, in in-ring order (ties: the lower first)
+  int32_t at[N];     // per in-ring entry: the ring slot of its next arrival routed here, -1 none
+  int8_t ring[N];    // ... which in-ring it is (REGS: entry i is in-ring i), in in-ring order (ties: the lower first)
 #if MV_LANE_TIMES
-  int64_t t_at[MV_LANE_PORTS];   // ... and its time (MV_INF: none), loaded once per arrival
+  int64_t t_at[N];   // ... and its time (MV_INF: none), loaded once per arrival
 #endif
-  int m = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    int32_t s = r.first[k * n + j];
-    if (s < 0) continue;
-    at[m] = s;
-    ring[m] = (int8_t)j;
+  int m = N;         // entries in use (REGS: all of them, -1 beyond n)
+  if constexpr (REGS) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      at[j] = j < n ? r.first[k * n + j] : -1;
 #if MV_LANE_TIMES
-    t_at[m] = c->pkt[s].t;
+      t_at[j] = at[j] >= 0 ? c->pkt[at[j]].t : MV_INF;
 #endif
-    ++m;
+    }
+  } else {   // the in-rings with arrivals for this port (few: a port of a wide switch hears from a few)
+    m = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t s = r.first[k * n + j];
+      if (s < 0) continue;
+      at[m] = s;
+      ring[m] = (int8_t)j;
+#if MV_LANE_TIMES
+      t_at[m] = c->pkt[s].t;
+#endif
+      ++m;
+    }
   }
   int64_t now = c->exp_T_ps[e];
   int busy = 0;
@@ -707,7 +733,8 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   for (;;) {
     int64_t ta = MV_INF;
     int ia = -1;
-    for (int i = 0; i < m; ++i) {
+#pragma unroll
+    for (int i = 0; i < (REGS ? N : m); ++i) {
 #if MV_LANE_TIMES
       int64_t t = t_at[i];
 #else
@@ -726,13 +753,32 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     busy = 1;
     if (ta <= tx) {
       now = ta;
-      int32_t rs = at[ia];
-      int64_t ja = ring[ia];
+      int32_t rs = at[0];
+      int64_t ja = ia;
+      if constexpr (REGS) {   // (at[ia] as a select over static indices)
+#pragma unroll
+        for (int i = 1; i < N; ++i) if (i == ia) rs = at[i];
+      } else {
+        rs = at[ia];
+        ja = ring[ia];
+      }
       int16_t tag = c->pkt[rs].in_port;
-      at[ia] = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
+      int32_t next = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
 #if MV_LANE_TIMES
-      t_at[ia] = at[ia] >= 0 ? c->pkt[at[ia]].t : MV_INF;
+      int64_t t_next = next >= 0 ? c->pkt[next].t : MV_INF;
 #endif
+      auto take = [&](int x) {   // entry x's next arrival
+        at[x] = next;
+#if MV_LANE_TIMES
+        t_at[x] = t_next;
+#endif
+      };
+      if constexpr (REGS) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) if (i == ia) take(i);
+      } else {
+        take(ia);
+      }
       int32_t s = -1;
       if (tag & 256) {
         if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
@@ -751,6 +797,14 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   for (; fresh_n > 0; --fresh_n) port_pool_push(c, p, (int32_t)fresh++);   // (the share's rest)
   *last = now;
   return busy;
+}
+// switch_port_lane for a switch of r.n ports: in registers up to MV_LANE_SMALL ports.
+MV_DEV int switch_port_lane_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
+                               LaneShare share, int64_t* last) {
+#if MV_LANE_SMALL > 0
+  if (r.n <= MV_LANE_SMALL) return switch_port_lane<MV_LANE_SMALL, true>(c, e, v, te, par, k, r, share, last);
+#endif
+  return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
 }
 
 // Every port task ran (`out`: one found a compact ring full, and the experiment runs again with
@@ -812,7 +866,7 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #if MV_LANE_SHARE_EACH   // (a test's variant: each port's share on its own, as a GPU port task takes it)
     lane_shares(r, &shares[k], k);
 #endif
-    int got = switch_port_lane(c, e, v, te, par, k, r, shares[k], &t);
+    int got = switch_port_lane_of(c, e, v, te, par, k, r, shares[k], &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
     busy |= got > 0;
