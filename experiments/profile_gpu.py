@@ -167,6 +167,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
             # (eighteenth session; nineteenth: 1.741 / 1.740 against 1.746 / 1.747 G) a port task keeps its in-rings' next arrival times
             "groups-lanes-times": {"launch": "groups", "MV_LANE_TIMES": 1},
+            # (nineteenth session: the GPU's default since) ... and without them
+            "groups-lanes-notimes": {"launch": "groups", "MV_LANE_TIMES": 0},
             # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G) the nodes' own
             # windows beside the port tasks through a call (the lanes kernel spills less)
             "groups-lanes-call": {"launch": "groups", "MV_LANES_WINDOW_CALL": 1},

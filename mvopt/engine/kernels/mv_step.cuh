@@ -667,17 +667,23 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 // A port task may keep the time of each in-ring's next arrival for it (1), loaded once when that
 // arrival becomes the next, instead of loading the n next arrivals' times again at every event
 // (0), so that an event waits on one load less (the masks' extra dependent load per arrival cost
-// the GPU 4 %, docs/performance.md). Measured (H200, (a) 8 MiB x 4,096, nineteenth session, the
-// times in local memory): 1.741 against 1.746 G packet-hops/s; on the CPU 0.4 % more
-// instructions (callgrind).
+// the GPU 4 %, docs/performance.md). Measured (H200, (a) 8 MiB x 4,096, nineteenth session): the
+// times in local memory 1.741 against 1.746 G packet-hops/s; in registers (MV_LANE_SMALL)
+// 1.828 / 1.832 against 1.822 / 1.823, so the GPU's default; on the CPU 0.4 % more
+// instructions (callgrind), so 0 there.
 #ifndef MV_LANE_TIMES
+#if defined(MV_BACKEND_CUDA)
+#define MV_LANE_TIMES 1
+#else
 #define MV_LANE_TIMES 0
+#endif
 #endif
 // MV_LANE_SMALL: the port tasks of switches of at most this many ports hold their in-rings' next
 // arrivals in registers: an entry per in-ring, every loop over them unrolled, so that no index is
 // computed at run time (the GPU keeps an array indexed at run time in local memory, a load more
 // on each event's path). Wider switches' tasks keep the in-rings with arrivals for their port, in
-// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it.
+// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it. Measured (H200, (a)
+// 8 MiB x 4,096, nineteenth session): 1.822 / 1.823 against 1.747 / 1.749 G packet-hops/s.
 #ifndef MV_LANE_SMALL
 #if defined(MV_BACKEND_CUDA)
 #define MV_LANE_SMALL 4
