@@ -175,6 +175,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (nineteenth session) every port task's in-rings in arrays (local memory), as before
             # MV_LANE_SMALL (the tasks of switches of at most 4 ports in registers)
             "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},
+            # (nineteenth session, not yet run) the in-ring scans of those switches in registers too
+            "groups-scan-small": {"launch": "groups", "MV_SCAN_SMALL": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

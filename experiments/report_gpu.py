@@ -259,10 +259,13 @@ def render() -> str:
              "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_a71a5d8"), "a71a5d8",
-                        "`nvidia-h200`, the switch lanes' records packed by switch width and lanes for switches "
-                        "of up to 32 ports (`device_session.sh bench_a`)",
+    lines += workload_a(load("bench_gpu_a_525253f"), "525253f",
+                        "`nvidia-h200`, the port tasks of switches of at most 4 ports with their in-rings' next "
+                        "arrivals and times in registers (MV_LANE_SMALL, MV_LANE_TIMES)",
                         options="--sections a,idle {batches} --cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+        (load("bench_gpu_a_a71a5d8"), "a71a5d8", "the switch lanes' records packed by switch width and lanes for "
+                                                "switches of up to 32 ports, another `nvidia-h200` (its CPU 0.275 "
+                                                "against 0.231 G here)"),
         (load("bench_gpu_a_d25a6ba_lanes"), "d25a6ba", "`MVOPT_SWITCH_LANES=2` (the switch lanes, the default since "
                                                       "`745723f`), records of 96 bytes a port, lanes for switches "
                                                       "of up to 8 ports"),
@@ -476,7 +479,13 @@ def render() -> str:
                                "groups-lanes-onebyone": "groups, switch lanes, a port task's turn one event (as before), scans ahead",
                                "groups-scan-plain": "groups, event pairs in port tasks, plain scans",
                                "groups-nodes-first": "groups, event pairs, the hosts' windows in the scans' phase (reverted)",
-                               "groups-lanes-times": "groups, event pairs, each in-ring's next arrival time kept"})])
+                               "groups-lanes-times": "groups, event pairs, each in-ring's next arrival time kept"}),
+                           ("profile_lanessmall_b4096_274a889", "274a889", {
+                               "groups": "groups, switch lanes, port tasks of switches of at most 4 ports in registers "
+                                         "(MV_LANE_SMALL 4)",
+                               "groups-lanes-big": "groups, switch lanes, every port task's in-rings in arrays (MV_LANE_SMALL 0)",
+                               "groups-lanes-times": "groups, MV_LANE_SMALL 4 and the next arrival times kept "
+                                                     "(MV_LANE_TIMES 1, the default since 525253f)"})])
     lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
                          "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),

@@ -279,7 +279,7 @@ MV_DEV bool lanes_here(const Ctx* c, int64_t v, int64_t cap) {
 __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64_t cap) {
   if (!lanes_here(c, v, cap) || k >= c->node_port_hi[v] - c->node_port_lo[v]) return;
   int64_t e = c->node_exp[v];
-  switch_lane_scan(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v));
+  switch_lane_scan_of(c, e, v, c->exp_T_ps[e] + c->exp_window_ps[e], parity(c, e), k, lane_records(c, v));
 }
 // A node's own window in phase B: a switch's serial window on its port 0's task (a function of
 // its own: inlined into the port task, the serial loops, the wide switches' too, made it spill

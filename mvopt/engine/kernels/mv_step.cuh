@@ -535,10 +535,34 @@ MV_DEV LaneRecs lane_recs(int64_t* base, int64_t n) {
   return r;
 }
 
+// MV_LANE_SMALL: the port tasks of switches of at most this many ports hold their in-rings' next
+// arrivals in registers: an entry per in-ring, every loop over them unrolled, so that no index is
+// computed at run time (the GPU keeps an array indexed at run time in local memory, a load more
+// on each event's path). Wider switches' tasks keep the in-rings with arrivals for their port, in
+// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it. Measured (H200, (a)
+// 8 MiB x 4,096, nineteenth session): 1.822 / 1.823 against 1.747 / 1.749 G packet-hops/s.
+#ifndef MV_LANE_SMALL
+#if defined(MV_BACKEND_CUDA)
+#define MV_LANE_SMALL 4
+#else
+#define MV_LANE_SMALL 0
+#endif
+#endif
+// MV_SCAN_SMALL (1): the in-ring scans of such switches too: an entry per egress port for the
+// chains' ends, first arrivals and queued counts, in registers, the records written once at the
+// end (0: the ends in an array of MV_LANE_PORTS, the records' rows read and written per
+// arrival). Results do not depend on it. A variant until measured on a GPU (profile_gpu.py
+// groups-scan-small).
+#ifndef MV_SCAN_SMALL
+#define MV_SCAN_SMALL 0
+#endif
 // Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
 // its records r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
 // that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
 // goes to port j), `next` the ring slot of the in-ring's next arrival routed to the same port.
+// N: the most ports (n <= N); REGS: an entry per egress port in registers (N small), the
+// records' rows written at the end, else the rows written as the arrivals come.
+template <int N, bool REGS>
 MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRecs r) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo, i = lo + j, q = c->port_peer[i];
   bool calm = c->node_next_ps[v] >= MV_INF && c->node_quiet[v];
@@ -546,10 +570,17 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     c->port_head[q * 2 + par] = c->port_head[q * 2 + (par ^ 1)];
     PORT_T(c, i, PT_TAIL + par) = PORT_T(c, i, PT_TAIL + (par ^ 1));
   }
-  int32_t tail[MV_LANE_PORTS];   // per egress port: the last arrival chained so far
-  for (int64_t k = 0; k < n; ++k) {
-    r.first[k * n + j] = tail[k] = -1;
-    r.queued[k * n + j] = 0;
+  int32_t tail[N];     // per egress port: the last arrival chained so far
+  int32_t first[N];    // REGS: its first arrival
+  int32_t joined[N];   // REGS: its arrivals that join its queue
+#pragma unroll
+  for (int64_t k = 0; k < (REGS ? N : n); ++k) {
+    tail[k] = first[k] = -1;
+    joined[k] = 0;
+    if (!REGS) {
+      r.first[k * n + j] = -1;
+      r.queued[k * n + j] = 0;
+    }
   }
   int32_t arrivals = 0, biggest = 0;
   int64_t data = 0;
@@ -573,10 +604,31 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     }
     c->pkt[slot].in_port = (int16_t)(k | (queued ? 256 : 0));
     c->pkt[slot].next = -1;
-    if (tail[k] < 0) r.first[k * n + j] = (int32_t)slot;
-    else c->pkt[tail[k]].next = (int32_t)slot;
-    tail[k] = (int32_t)slot;
-    r.queued[k * n + j] += queued;
+    auto chain = [&](int x) {   // the arrival joins egress port x's chain
+      if (tail[x] < 0) {
+        if (REGS) first[x] = (int32_t)slot;
+        else r.first[x * n + j] = (int32_t)slot;
+      } else {
+        c->pkt[tail[x]].next = (int32_t)slot;
+      }
+      tail[x] = (int32_t)slot;
+      if (REGS) joined[x] += queued;
+      else r.queued[x * n + j] += queued;
+    };
+    if constexpr (REGS) {   // (tail[k] ... as a select over static indices)
+#pragma unroll
+      for (int x = 0; x < N; ++x) if (x == k) chain(x);
+    } else {
+      chain(k);
+    }
+  }
+  if constexpr (REGS) {
+#pragma unroll
+    for (int x = 0; x < N; ++x) {
+      if (x >= n) break;
+      r.first[x * n + j] = first[x];
+      r.queued[x * n + j] = (int16_t)joined[x];
+    }
   }
   bool pfc = EI(c, e, EI_PFC);
   int32_t flags = pos < PORT_T(c, q, PT_TAIL + (par ^ 1)) ? LR_MORE : 0;
@@ -597,6 +649,14 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     flags |= (calm ? LR_CALM : 0) | (mon_next(c, e) <= te ? LR_MON : 0);
   }
   h->flags = flags;
+}
+// switch_lane_scan for a switch of r.n ports: in registers up to MV_LANE_SMALL ports with
+// MV_SCAN_SMALL.
+MV_DEV void switch_lane_scan_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRecs r) {
+#if MV_LANE_SMALL > 0 && MV_SCAN_SMALL
+  if (r.n <= MV_LANE_SMALL) return switch_lane_scan<MV_LANE_SMALL, true>(c, e, v, te, par, j, r);
+#endif
+  switch_lane_scan<MV_LANE_PORTS, false>(c, e, v, te, par, j, r);
 }
 
 // The never-used pool slots the egress ports of a window run port by port take beyond their own
@@ -676,19 +736,6 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #define MV_LANE_TIMES 1
 #else
 #define MV_LANE_TIMES 0
-#endif
-#endif
-// MV_LANE_SMALL: the port tasks of switches of at most this many ports hold their in-rings' next
-// arrivals in registers: an entry per in-ring, every loop over them unrolled, so that no index is
-// computed at run time (the GPU keeps an array indexed at run time in local memory, a load more
-// on each event's path). Wider switches' tasks keep the in-rings with arrivals for their port, in
-// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it. Measured (H200, (a)
-// 8 MiB x 4,096, nineteenth session): 1.822 / 1.823 against 1.747 / 1.749 G packet-hops/s.
-#ifndef MV_LANE_SMALL
-#if defined(MV_BACKEND_CUDA)
-#define MV_LANE_SMALL 4
-#else
-#define MV_LANE_SMALL 0
 #endif
 #endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
@@ -861,7 +908,7 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
   int64_t words[lane_bytes(MV_LANE_PORTS) / 8];
   LaneRecs r = lane_recs(words, n);
-  for (int64_t j = 0; j < n; ++j) switch_lane_scan(c, e, v, te, par, j, r);
+  for (int64_t j = 0; j < n; ++j) switch_lane_scan_of(c, e, v, te, par, j, r);
   LaneShare shares[MV_LANE_PORTS];
   int how = switch_lanes_decide(c, e, v, r, shares, -1);
   if (how != LANES_RUN) return how;
