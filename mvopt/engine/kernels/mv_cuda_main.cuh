@@ -49,10 +49,12 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // switch's window may run port by port on this thread (the CPU's way, MV_SWITCH_LANES 1); with
 // MV_SWITCH_LANES 2 only the groups kernel runs windows port by port, on its free threads, and
 // the other launch modes keep the serial loop.
+// HOSTS: v is a host (node_window's).
+template <bool HOSTS = false>
 MV_DEV void node_window_into(Ctx* c, int64_t v, int64_t* next_acc, int64_t* prog_acc, int64_t* done_acc,
                              int64_t* acked_acc, bool lanes = MV_SWITCH_LANES != 2) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
-  node_window(c, v, lanes);
+  node_window<HOSTS>(c, v, lanes);
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(next_acc, next);
   if (prog < MV_INF) atomicMin(prog_acc, prog);
@@ -224,6 +226,13 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // H200, (a) 8 MiB x 4,096): 1.701 / 1.700 against 1.746 / 1.747 G packet-hops/s inlined.
 #ifndef MV_LANES_WINDOW_CALL
 #define MV_LANES_WINDOW_CALL 0
+#endif
+// 1: the hosts' windows inlined, the switches' (calm blocks', wide switches') through
+// lanes_serial_window, so that the kernel's own code holds no serial switch window (their local
+// caches and trees: nvcc, the kernel's stack frame 672 bytes and spills 168 / 572 with them). A
+// variant until measured on a GPU (profile_gpu.py groups-lanes-switch-call).
+#ifndef MV_LANES_SWITCH_CALL
+#define MV_LANES_SWITCH_CALL 0
 #endif
 struct LaneBlock {
   int scan_row, port_row;       // rows of the phases' tables taken so far
@@ -405,6 +414,9 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
 #if MV_LANES_WINDOW_CALL
         lanes_serial_window(c, v, a);
+#elif MV_LANES_SWITCH_CALL
+        if (c->node_is_host[v]) node_window_into<true>(c, v, a, a + 1, a + 2, a + 3, false);
+        else lanes_serial_window(c, v, a);
 #else
         node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
 #endif

@@ -960,13 +960,15 @@ MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
 }
 
 // `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
-// groups kernel runs those windows itself and calls this with false for the others).
+// groups kernel runs those windows itself and calls this with false for the others). HOSTS: v
+// is a host (the switches' code left out where this is inlined).
+template <bool HOSTS = false>
 MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
   MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
-  bool host = c->node_is_host[v];
+  bool host = HOSTS || c->node_is_host[v];
   if (lanes && switch_lanes_fit(c, v)) {
     // (serial: the scans did node_begin's copies; one call site of the serial windows below, as
     // nvcc inlines them: a second one made it spill more)
