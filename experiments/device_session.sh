@@ -55,14 +55,14 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
 # switch lanes on the GPU (MV_SWITCH_LANES 2, the default: docs/engine.md "Switch lanes"): the GPU
 # tests of its variants and of wide switches, the stress script, then (a) under the lanes'
-# variants (LANES_VARIANTS) and (b), whose 32-port rail switches run port by port, against
-# lanes for at most 8 ports (their rail switches serially)
+# variants (LANES_VARIANTS; by default the nineteenth session's, not yet measured) and (b),
+# whose 32-port rail switches run port by port (LANES_B_VARIANTS)
 run lanes 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
   && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40} \
   && python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
-       --variants ${LANES_VARIANTS:-groups,groups-lanes-times,groups-lanes-call,groups-serial,groups,groups-lanes-times,groups-lanes-call} --idle-variants none \
+       --variants ${LANES_VARIANTS:-groups,groups-scan-small,groups-lanes-switch-call,groups-scan-small-switch-call,groups,groups-scan-small,groups-lanes-switch-call,groups-scan-small-switch-call} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
-       --variants groups,groups-lanes-p8,groups,groups-lanes-p8 --idle-variants none"
+       --variants ${LANES_B_VARIANTS:-groups,groups-lanes-switch-call,groups,groups-lanes-switch-call} --idle-variants none"
 # the serial switch windows ($MVOPT_SWITCH_LANES=0, the default until 745723f; the other launch
 # modes' and every switch's fallback) as the whole pipeline's: every GPU test (the long random
 # one aside), then the 64 MiB bench of (a), to set beside the default's
