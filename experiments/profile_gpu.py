@@ -181,6 +181,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # windows through a call (the kernel spills 120 / 320 bytes instead of 168 / 572)
             "groups-lanes-switch-call": {"launch": "groups", "MV_LANES_SWITCH_CALL": 1},
             "groups-scan-small-switch-call": {"launch": "groups", "MV_SCAN_SMALL": 1, "MV_LANES_SWITCH_CALL": 1},
+            # (nineteenth session, not yet run) the lanes' rows switch-major: the busiest switches'
+            # ports first, the lightest last
+            "groups-rows-by-switch": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

@@ -193,7 +193,8 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANE_TIMES": 0}, {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANE_SMALL": 0},
-                                     {"MV_SCAN_SMALL": 1}, {"MV_LANES_SWITCH_CALL": 1}])
+                                     {"MV_SCAN_SMALL": 1}, {"MV_LANES_SWITCH_CALL": 1}, {"MV_LANES_ROWS_BY_SWITCH": 1},
+                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,
     with the cached transmission class (the CPU's default), with one event per turn of a
@@ -203,7 +204,8 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     tasks loading their in-rings' next arrival times at every event, MV_LANE_TIMES 0, and with
     the nodes' own windows beside them through a call, MV_LANES_WINDOW_CALL, or the switches'
     only, MV_LANES_SWITCH_CALL; every port task's in-rings in arrays, MV_LANE_SMALL 0; the small
-    switches' scans in registers, MV_SCAN_SMALL): the CPU's results."""
+    switches' scans in registers, MV_SCAN_SMALL; the tasks' rows switch-major,
+    MV_LANES_ROWS_BY_SWITCH, also in groups of 100 threads): the CPU's results."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)

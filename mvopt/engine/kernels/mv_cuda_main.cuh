@@ -234,12 +234,23 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #ifndef MV_LANES_SWITCH_CALL
 #define MV_LANES_SWITCH_CALL 0
 #endif
+// 1: a phase's warp-rows taken switch-major (every port of the first 32 switches, then of the
+// next 32 ...) instead of port-major (port 0 of every switch, then port 1 ...): the switches
+// come first in the order top-of-rack first, the busiest, so that the rows taken last, while
+// the other warps wait at the barrier, are the lightest. A variant until measured on a GPU
+// (profile_gpu.py groups-rows-by-switch).
+#ifndef MV_LANES_ROWS_BY_SWITCH
+#define MV_LANES_ROWS_BY_SWITCH 0
+#endif
 struct LaneBlock {
   int scan_row, port_row;       // rows of the phases' tables taken so far
   int ports;                    // most ports of a switch of the group that runs port by port
   int busy[2];                  // by window parity: a switch of the block was not calm after it
   int ends[MV_LANE_PORTS];      // per port k: the threads [0, ends[k]) hold every such switch with a port k
   int row_end[MV_LANE_PORTS];   // per port k: the warp-rows of ports 0..k (ports' entries of those threads)
+#if MV_LANES_ROWS_BY_SWITCH
+  int warp_end[(MV_GROUP_THREADS + 31) / 32];   // per warp of threads g: the rows of warps 0..g
+#endif
 };
 // The node of thread t of the block's group (the group's rows start at row0).
 MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
@@ -261,19 +272,36 @@ MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordere
     if (lane == 0) row = atomicAdd(counter, 1);
     row = __shfl_sync(0xffffffffu, row, 0);
     if (row >= rows) return;
+#if MV_LANES_ROWS_BY_SWITCH   // (row: warp g's port k)
+    int g = 0;
+    while (row >= lanes.warp_end[g]) ++g;
+    int k = row - (g ? lanes.warp_end[g - 1] : 0), t = g * 32 + lane;
+#else                         // (row: port k's warp of threads)
     int k = 0;
     while (row >= lanes.row_end[k]) ++k;
     int t = (row - (k ? lanes.row_end[k - 1] : 0)) * 32 + lane;
+#endif
     if (t < lanes.ends[k] && t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
   }
 }
 // The tables' rows of a slice's group, once every thread with a switch of n ports has raised
 // ends[n - 1] to its index + 1: per port k, the threads up to the furthest switch with a port k,
-// and the warp-rows of ports 0..k.
+// and the warp-rows of ports 0..k (MV_LANES_ROWS_BY_SWITCH: per warp of threads g, the rows of
+// warps 0..g, warp g holding a row for each port k with ends[k] beyond its first thread: the ends
+// do not grow with k, so those are ports 0..m-1). Either way a row per port and warp of threads
+// [0, ends[k]).
 MV_DEV void lanes_table(LaneBlock* lanes) {
   int end = 0, rows = 0;
   for (int k = lanes->ports - 1; k >= 0; --k) lanes->ends[k] = end = mv_max(end, lanes->ends[k]);
   for (int k = 0; k < lanes->ports; ++k) lanes->row_end[k] = rows += (lanes->ends[k] + 31) / 32;
+#if MV_LANES_ROWS_BY_SWITCH
+  rows = 0;
+  for (int g = 0; lanes->ports && g * 32 < lanes->ends[0]; ++g) {
+    int m = 0;
+    while (m < lanes->ports && lanes->ends[m] > g * 32) ++m;
+    lanes->warp_end[g] = rows += m;
+  }
+#endif
 }
 // Switch v's records of the window (LaneRecs: in its ports' rows of the column) and whether its
 // window runs in lanes here.
