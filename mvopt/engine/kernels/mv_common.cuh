@@ -309,14 +309,18 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   if (tail - head_seen >= cap) return -1;
   int64_t end = t + port_ser(c, p, pk->bytes);
   int64_t s = PORT_W(c, p, PW_RING_LO) + (tail & (cap - 1));
+  // every load before the ring store, which comes last but for the port's own stores: on a GPU
+  // it is an asm statement that clobbers memory, so a load after it could not be issued before
+  // it, and would stall the warp where it is used (a warp issues in order)
+  int64_t wire_bytes = PORT_T(c, p, PT_WIRE_BYTES);
   Pkt out = *pk;
   out.t = end + PORT_LK(c, p, LK_DELAY);
   out.next = -1;
+  if (int_src >= 0) copy_int(c, s, int_src, out.nint);
   ring_store(&c->pkt[s], out);
-  if (int_src >= 0) copy_int(c, s, int_src, pk->nint);
   PORT_T(c, p, PT_TAIL + par) = tail + 1;
   PORT_T(c, p, PT_FREE) = end;
-  PORT_T(c, p, PT_WIRE_BYTES) += pk->bytes;
+  PORT_T(c, p, PT_WIRE_BYTES) = wire_bytes + out.bytes;
   // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS;
   // MV_PER_EVENT_WRITES counts them here too, into a slot the host overwrites)
   if (MV_PER_EVENT_WRITES) ctr_add(c, v, C_HOPS, 1);

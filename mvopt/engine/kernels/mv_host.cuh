@@ -152,9 +152,8 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
   if (h >= 0 && c->pkt[h].t <= t) {
     int32_t s = q_pop(c, p, Q_CTL);
     ctr_add(c, v, C_CTL_SENT, 1);
-    bool ok = wire_send(c, v, p, par, t, &c->pkt[s], s) >= 0;
-    pool_free(c, v, s);
-    return ok;
+    pool_free(c, v, s);   // (before the send, as switch_transmit's)
+    return wire_send(c, v, p, par, t, &c->pkt[s], s) >= 0;
   }
   int64_t base = c->node_heap_lo[v];
   int32_t n = c->node_act_n[v];

@@ -339,7 +339,8 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   Pkt* pk = &c->pkt[s];
   if (what == Q_DATA) *touched = switch_data_leaves<LANE>(c, e, v, p, pk, t, s);
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
-  bool ok = wire_send(c, v, p, par, t, pk, s) >= 0;
+  // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
+  // its `next`), so that the list's loads come before the ring store (wire_append's comment)
   if (LANE) port_pool_push(c, p, s); else pool_free(c, v, s);   // (a port's own list on a lane)
-  return ok;
+  return wire_send(c, v, p, par, t, pk, s) >= 0;
 }
