@@ -738,6 +738,13 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #define MV_LANE_TIMES 0
 #endif
 #endif
+// MV_LANE_NEXT_EARLY (1): after a transmission, a port task takes its port's next one from
+// loads made before the packet's ring store (switch_transmit's `next`), not from loads after it,
+// which on a GPU wait for the store's memory clobber (0). Results do not depend on it. A
+// variant until measured on a GPU (profile_gpu.py groups-next-early).
+#ifndef MV_LANE_NEXT_EARLY
+#define MV_LANE_NEXT_EARLY 0
+#endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings; its share of the never-used pool slots): its events of the window in time
 // order, as switch_window_of takes them, arrivals first on ties, arrivals by time then in-ring. A
@@ -843,6 +850,10 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
+      if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
+        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what)) return -1;
+        continue;
+      }
       if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
     }
     td = switch_port_next(c, p, &what);

@@ -293,36 +293,54 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   return head ? out : -1;
 }
 
-// What port p sends if it starts at t: the highest-priority class available by then (a PFC
+// What port p's next transmission depends on, as loaded: its PFC word, the time a PFC frame is
+// due (MV_INF: none), its control and data heads' times (MV_INF: none, or data paused), and
+// when it is free.
+struct PortNextState { int64_t pfc, pfc_ps, tc, tdata, free; };
+MV_DEV PortNextState port_next_state(const Ctx* c, int64_t p) {
+  PortNextState s;
+  s.pfc = PORT_I(c, p, PI_PFC);
+  s.pfc_ps = pfc_due(c, p) ? PORT_I(c, p, PI_PFC_PS) : MV_INF;
+  int32_t hc = PORT_QH(c, p, Q_CTL), hd = PORT_QH(c, p, Q_DATA);
+  s.tc = hc >= 0 ? c->pkt[hc].t : MV_INF;
+  s.tdata = hd >= 0 && !PFC_BIT(c, p, PFC_PAUSED) ? c->pkt[hd].t : MV_INF;
+  s.free = PORT_T(c, p, PT_FREE);
+  return s;
+}
+// The earliest time a port in state s can start a transmission (MV_INF if it has nothing to
+// send), and what it sends then (*what): the highest-priority class available by then (a PFC
 // frame, then control, then data).
+MV_DEV int64_t port_next_of(const PortNextState& s, int* what) {
+  int64_t avail = mv_min(s.pfc_ps, mv_min(s.tc, s.tdata));
+  if (avail >= MV_INF) {
+    *what = -1;
+    return MV_INF;
+  }
+  int64_t t = mv_max(avail, s.free);
+  *what = s.pfc_ps <= t ? 2 : s.tc <= t ? Q_CTL : Q_DATA;
+  return t;
+}
+// What port p sends if it starts at t (port_next_of's class).
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
   if (pfc_due(c, p) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
   int32_t hc = PORT_QH(c, p, Q_CTL);
   if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
   return Q_DATA;
 }
-
 // Earliest time port p can start a transmission (MV_INF if it has nothing to send), and what.
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
-  int64_t avail = MV_INF;
-  *what = -1;
-  if (pfc_due(c, p)) { avail = PORT_I(c, p, PI_PFC_PS); *what = 2; }
-  int32_t h = PORT_QH(c, p, Q_CTL);
-  if (h >= 0 && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_CTL; }
-  h = PORT_QH(c, p, Q_DATA);
-  if (h >= 0 && !PFC_BIT(c, p, PFC_PAUSED) && c->pkt[h].t < avail) { avail = c->pkt[h].t; *what = Q_DATA; }
-  if (avail >= MV_INF) return MV_INF;
-  int64_t t = mv_max(avail, PORT_T(c, p, PT_FREE));
-  *what = switch_port_class(c, p, t);
-  return t;
+  return port_next_of(port_next_state(c, p), what);
 }
 
 // Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
 // state the dequeue changed (-1 if none).
 // LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
 // branch below, with its plain writes, never runs on a lane).
+// `next` (a lane's, or null): the port's next transmission after this one (switch_port_next's
+// time; next_what its class), from loads before the ring store (wire_append's comment).
 template <bool LANE = false>
-MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched) {
+MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
+                            int64_t* next = nullptr, int* next_what = nullptr) {
   *touched = -1;
   if (what == 2) {
     Pkt pk;
@@ -333,7 +351,9 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     pfc_set(c, p, PFC_SENT, pause);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);
-    return wire_send(c, v, p, par, t, &pk, -1) >= 0;
+    bool ok = wire_send(c, v, p, par, t, &pk, -1) >= 0;
+    if (next) *next = switch_port_next(c, p, next_what);
+    return ok;
   }
   int32_t s = q_pop(c, p, what);
   Pkt* pk = &c->pkt[s];
@@ -342,5 +362,12 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
   // its `next`), so that the list's loads come before the ring store (wire_append's comment)
   if (LANE) port_pool_push(c, p, s); else pool_free(c, v, s);   // (a port's own list on a lane)
-  return wire_send(c, v, p, par, t, pk, s) >= 0;
+  PortNextState after;
+  if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
+  int64_t end = wire_send(c, v, p, par, t, pk, s);
+  if (next) {
+    after.free = end;
+    *next = port_next_of(after, next_what);
+  }
+  return end >= 0;
 }
