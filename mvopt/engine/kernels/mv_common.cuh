@@ -187,10 +187,10 @@ MV_DEV void pfc_set(Ctx* c, int64_t p, int64_t b, bool on) {
   int64_t w = PORT_I(c, p, PI_PFC);
   PORT_I(c, p, PI_PFC) = on ? (w | b) : (w & ~b);
 }
-MV_DEV bool pfc_due(const Ctx* c, int64_t p) {
-  int64_t w = PORT_I(c, p, PI_PFC);
+MV_DEV bool pfc_word_due(int64_t w) {   // (of a PFC word)
   return ((w ^ (w >> 1)) & PFC_IN_PAUSED) != 0;   // (PFC_SENT is the bit above PFC_IN_PAUSED)
 }
+MV_DEV bool pfc_due(const Ctx* c, int64_t p) { return pfc_word_due(PORT_I(c, p, PI_PFC)); }
 
 // ---- port queues (q = Q_CTL or Q_DATA) ------------------------------------------------------
 // Slot s holds a packet of `bytes` wire bytes whose `next` is already -1 (its writer stored it so).

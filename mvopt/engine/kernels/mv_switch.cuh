@@ -293,18 +293,18 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   return head ? out : -1;
 }
 
-// What port p's next transmission depends on, as loaded: its PFC word, the time a PFC frame is
-// due (MV_INF: none), its control and data heads' times (MV_INF: none, or data paused), and
-// when it is free.
-struct PortNextState { int64_t pfc, pfc_ps, tc, tdata, free; };
+// What port p's next transmission depends on, as loaded: the time a PFC frame is due (MV_INF:
+// none), its control and data heads' times (MV_INF: none, or data paused), and when it is free.
+struct PortNextState { int64_t pfc_ps, tc, tdata, free; };
 MV_DEV PortNextState port_next_state(const Ctx* c, int64_t p) {
   PortNextState s;
-  s.pfc = PORT_I(c, p, PI_PFC);
-  s.pfc_ps = pfc_due(c, p) ? PORT_I(c, p, PI_PFC_PS) : MV_INF;
+  int64_t w = PORT_I(c, p, PI_PFC);
+  s.pfc_ps = pfc_word_due(w) ? PORT_I(c, p, PI_PFC_PS) : MV_INF;
   int32_t hc = PORT_QH(c, p, Q_CTL), hd = PORT_QH(c, p, Q_DATA);
   s.tc = hc >= 0 ? c->pkt[hc].t : MV_INF;
-  s.tdata = hd >= 0 && !PFC_BIT(c, p, PFC_PAUSED) ? c->pkt[hd].t : MV_INF;
-  s.free = PORT_T(c, p, PT_FREE);
+  s.tdata = hd >= 0 && !(w & PFC_PAUSED) ? c->pkt[hd].t : MV_INF;
+  // (read only where port_next_of uses it: a port with nothing to send, the common case, reads less)
+  s.free = mv_min(s.pfc_ps, mv_min(s.tc, s.tdata)) < MV_INF ? PORT_T(c, p, PT_FREE) : 0;
   return s;
 }
 // The earliest time a port in state s can start a transmission (MV_INF if it has nothing to
