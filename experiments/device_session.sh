@@ -8,10 +8,11 @@
 # on the `nvidia-h200` kind (`nvidia-h200-x2` for `multi`), carrying .whl (optuna, from
 # ../shared/tools/device-wheels.sh) for the optimizer, wide and ncu_wide steps.
 #
-# Steps: tests (GPU test modules), ab (an older tree's profile beside this one's, alternating:
+# Steps: tests (GPU test modules), lanes_tests (the GPU tests of the switch lanes and their
+# variants, then the stress script), ab (an older tree's profile beside this one's, alternating:
 # AB_VARIANTS, AB_ROUNDS), stress_groups (random batches of the groups launch mode
-# against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: their GPU
-# tests, the stress script, profiles of (a) under their variants and of (b)),
+# against the CPU, experiments/stress_groups_gpu.py), lanes (switch lanes on the GPU: profiles of (a) under their variants
+# and of (b)),
 # serial (every GPU test and the 64 MiB bench with MVOPT_SWITCH_LANES=0), bench_a (bench_gpu a/idle), bench (bench_gpu a/b/c/idle), optimizer (bench_optimizer on
 # the GPU; OPT_BACKENDS="gpu:0 gpu:0+cpu" runs both, one after the other), profile (launch modes and kernel variants), ncu (Nsight Compute on the graph
 # mode's window kernel, steady state of workload (a)), ncu_groups (the same on the groups kernel), spme (paper Fig. 3/10 on the GPU, SPME_N x SPME_MIB MiB within SPME_LIMIT s: an SPME
@@ -57,9 +58,11 @@ run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py 
 # tests of its variants and of wide switches, the stress script, then (a) under the lanes'
 # variants (LANES_VARIANTS; by default the nineteenth session's, not yet measured) and (b),
 # whose 32-port rail switches run port by port (LANES_B_VARIANTS)
-run lanes 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
-  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40} \
-  && python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
+# (the tests, ~25 s a kernel variant, and the stress script are a step of their own, lanes_tests:
+# with the profiles they pass a call's 600 s)
+run lanes_tests 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
+  && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40}"
+run lanes 400 bash -c "python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
        --variants ${LANES_VARIANTS:-groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
        --variants ${LANES_B_VARIANTS:-groups,groups-lanes-switch-call,groups,groups-lanes-switch-call} --idle-variants none"
