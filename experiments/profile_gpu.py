@@ -187,6 +187,10 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (nineteenth session, not yet run) a port task's next transmission from the loads
             # before the ring store, not after it
             "groups-next-early": {"launch": "groups", "MV_LANE_NEXT_EARLY": 1},
+            # (nineteenth session, not yet run) the wide switches' port tasks through a call, the
+            # small switches' code together (nvcc: the port task 1,819 PTX lines instead of 3,149,
+            # spills 24 / 48 bytes instead of 0 / 8)
+            "groups-wide-call": {"launch": "groups", "MV_LANE_WIDE_CALL": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

@@ -194,7 +194,8 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANE_TIMES": 0}, {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANE_SMALL": 0},
                                      {"MV_SCAN_SMALL": 1}, {"MV_LANES_SWITCH_CALL": 1}, {"MV_LANES_ROWS_BY_SWITCH": 1},
-                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}, {"MV_LANE_NEXT_EARLY": 1}])
+                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}, {"MV_LANE_NEXT_EARLY": 1},
+                                     {"MV_LANE_WIDE_CALL": 1}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,
     with the cached transmission class (the CPU's default), with one event per turn of a
@@ -206,7 +207,8 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     only, MV_LANES_SWITCH_CALL; every port task's in-rings in arrays, MV_LANE_SMALL 0; the small
     switches' scans in registers, MV_SCAN_SMALL; the tasks' rows switch-major,
     MV_LANES_ROWS_BY_SWITCH, also in groups of 100 threads; a port's next transmission from the
-    loads before the ring store, MV_LANE_NEXT_EARLY): the CPU's results."""
+    loads before the ring store, MV_LANE_NEXT_EARLY; the wide switches' port tasks through a
+    call, MV_LANE_WIDE_CALL): the CPU's results."""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)
@@ -216,7 +218,8 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-@pytest.mark.parametrize("defines", [{}, {"MV_LANE_TIMES": 0}, {"MV_SCAN_SMALL": 1}, {"MV_LANE_NEXT_EARLY": 1}])
+@pytest.mark.parametrize("defines", [{}, {"MV_LANE_TIMES": 0}, {"MV_SCAN_SMALL": 1}, {"MV_LANE_NEXT_EARLY": 1},
+                                     {"MV_LANE_WIDE_CALL": 1}])
 def test_wide_switches_run_port_by_port_on_the_gpu(defines: dict) -> None:
     """Rail-optimised clusters (rail switches of 16 and 32 ports, wider than the thread-local
     caches: their serial windows keep persisted caches, refilled after a window run port by port)

@@ -862,13 +862,29 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   *last = now;
   return busy;
 }
+// MV_LANE_WIDE_CALL (GPU, 1): the wide switches' port tasks through a function of their own, not
+// inlined beside the small switches' (MV_LANE_SMALL), so that the code a small switch's task
+// runs stays together for the instruction cache. A variant until measured on a GPU
+// (profile_gpu.py groups-wide-call).
+#ifndef MV_LANE_WIDE_CALL
+#define MV_LANE_WIDE_CALL 0
+#endif
+#if defined(MV_BACKEND_CUDA) && MV_LANE_WIDE_CALL && MV_LANE_SMALL > 0
+__device__ __noinline__ int switch_port_lane_wide(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k,
+                                                  const LaneRecs& r, LaneShare share, int64_t* last) {
+  return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
+}
+#define MV_PORT_LANE_WIDE switch_port_lane_wide
+#else
+#define MV_PORT_LANE_WIDE switch_port_lane<MV_LANE_PORTS, false>
+#endif
 // switch_port_lane for a switch of r.n ports: in registers up to MV_LANE_SMALL ports.
 MV_DEV int switch_port_lane_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
                                LaneShare share, int64_t* last) {
 #if MV_LANE_SMALL > 0
   if (r.n <= MV_LANE_SMALL) return switch_port_lane<MV_LANE_SMALL, true>(c, e, v, te, par, k, r, share, last);
 #endif
-  return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
+  return MV_PORT_LANE_WIDE(c, e, v, te, par, k, r, share, last);
 }
 
 // Every port task ran (`out`: one found a compact ring full, and the experiment runs again with
