@@ -192,23 +192,20 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
 @pytest.mark.parametrize("defines", [{"MV_FLOW_PATHS": 0}, {"MV_HASH_PREFIX": 0}, {"MV_LATE_NEXT_ARRIVAL": 1},
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
-                                     {"MV_LANE_TIMES": 0}, {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANE_SMALL": 0},
-                                     {"MV_SCAN_SMALL": 1}, {"MV_LANES_SWITCH_CALL": 1}, {"MV_LANES_ROWS_BY_SWITCH": 1},
-                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}, {"MV_LANE_NEXT_EARLY": 1},
-                                     {"MV_LANE_WIDE_CALL": 1}])
+                                     {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 1},
+                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}, {"MV_LANE_WIDE_CALL": 1}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,
     with the cached transmission class (the CPU's default), with one event per turn of a
     switch's event loop, with switch windows port by port on one thread (MV_SWITCH_LANES 1) and
     serially (0; the default, 2, runs each port on a thread of its own in the groups mode, also
-    in groups of 100 threads, launched in blocks rounded up to whole warps, and with the port
-    tasks loading their in-rings' next arrival times at every event, MV_LANE_TIMES 0, and with
-    the nodes' own windows beside them through a call, MV_LANES_WINDOW_CALL, or the switches'
-    only, MV_LANES_SWITCH_CALL; every port task's in-rings in arrays, MV_LANE_SMALL 0; the small
-    switches' scans in registers, MV_SCAN_SMALL; the tasks' rows switch-major,
-    MV_LANES_ROWS_BY_SWITCH, also in groups of 100 threads; a port's next transmission from the
-    loads before the ring store, MV_LANE_NEXT_EARLY; the wide switches' port tasks through a
-    call, MV_LANE_WIDE_CALL): the CPU's results."""
+    in groups of 100 threads, launched in blocks rounded up to whole warps), and the GPU-only
+    variants of the lanes kernel: the nodes' own windows through a call (MV_LANES_WINDOW_CALL)
+    or the switches' only (MV_LANES_SWITCH_CALL), the tasks' rows switch-major in groups of 100
+    threads (MV_LANES_ROWS_BY_SWITCH), the wide switches' port tasks through a call
+    (MV_LANE_WIDE_CALL): the CPU's results. (The CPU tests the variants of the code it shares:
+    MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL, MV_LANE_NEXT_EARLY, MV_LANE_WIRE_ONCE; and
+    profile_gpu.py checks each variant's results on the GPU against the first variant's.)"""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)
@@ -218,8 +215,7 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-@pytest.mark.parametrize("defines", [{}, {"MV_LANE_TIMES": 0}, {"MV_SCAN_SMALL": 1}, {"MV_LANE_NEXT_EARLY": 1},
-                                     {"MV_LANE_WIDE_CALL": 1}])
+@pytest.mark.parametrize("defines", [{}, {"MV_LANE_WIDE_CALL": 1}])
 def test_wide_switches_run_port_by_port_on_the_gpu(defines: dict) -> None:
     """Rail-optimised clusters (rail switches of 16 and 32 ports, wider than the thread-local
     caches: their serial windows keep persisted caches, refilled after a window run port by port)

@@ -270,11 +270,23 @@ MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
   return PORT_W(c, p, PW_RING_LO) + (pos & (PORT_W(c, p, PW_RING_CAP) - 1));   // capacities are powers of two
 }
 
-// Serialization time of `bytes` on port p: a multiplication where the rate divides 8e12 (every
+// What sending on port p needs of its parameters (read-only): its ring's start and capacity,
+// its link class's picoseconds per byte (0: the rate does not divide 8e12), rate and delay. A
+// port task reads them once for its window (MV_LANE_WIRE_ONCE) instead of at every send.
+struct PortWire { int64_t ring_lo, cap, ppb, rate, delay; };
+MV_DEV PortWire port_wire(const Ctx* c, int64_t p) {
+  PortWire w;
+  w.ring_lo = PORT_W(c, p, PW_RING_LO);
+  w.cap = PORT_W(c, p, PW_RING_CAP);
+  w.ppb = PORT_LK(c, p, LK_PPB);
+  w.rate = w.ppb ? 0 : PORT_LK(c, p, LK_RATE);
+  w.delay = PORT_LK(c, p, LK_DELAY);
+  return w;
+}
+// Serialization time of `bytes` on a port: a multiplication where the rate divides 8e12 (every
 // common rate), else mv_ser's division; both give exactly ceil(bytes * 8e12 / rate).
-MV_DEV int64_t port_ser(const Ctx* c, int64_t p, int64_t bytes) {
-  int64_t ppb = PORT_LK(c, p, LK_PPB);
-  return ppb ? bytes * ppb : mv_ser(bytes, PORT_LK(c, p, LK_RATE));
+MV_DEV int64_t port_ser(const PortWire& w, int64_t bytes) {
+  return w.ppb ? bytes * w.ppb : mv_ser(bytes, w.rate);
 }
 
 // MV_PUSH_LOCK (an ablation, docs/performance.md "Pull vs locks"; results do not depend on it):
@@ -300,21 +312,22 @@ MV_DEV void note_window_end(Ctx* c, int64_t v, bool busy, int64_t last_t) {
   if (!MV_PER_EVENT_WRITES && busy) c->node_event_ps[v] = last_t;
 }
 
-// Put a packet on the wire of port p (owned by the caller), starting at t. Returns the time the
-// port is free again, or -1 if the ring is full (compact capacities only: full ones cannot fill).
-MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+// Put a packet on the wire of port p (owned by the caller; its parameters w), starting at t.
+// Returns the time the port is free again, or -1 if the ring is full (compact capacities only:
+// full ones cannot fill).
+MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src,
+                           const PortWire& w) {
   int64_t tail = PORT_T(c, p, PT_TAIL + par);
   int64_t head_seen = c->port_head[p * 2 + (par ^ 1)];
-  int64_t cap = PORT_W(c, p, PW_RING_CAP);
-  if (tail - head_seen >= cap) return -1;
-  int64_t end = t + port_ser(c, p, pk->bytes);
-  int64_t s = PORT_W(c, p, PW_RING_LO) + (tail & (cap - 1));
+  if (tail - head_seen >= w.cap) return -1;
+  int64_t end = t + port_ser(w, pk->bytes);
+  int64_t s = w.ring_lo + (tail & (w.cap - 1));
   // every load before the ring store, which comes last but for the port's own stores: on a GPU
   // it is an asm statement that clobbers memory, so a load after it could not be issued before
   // it, and would stall the warp where it is used (a warp issues in order)
   int64_t wire_bytes = PORT_T(c, p, PT_WIRE_BYTES);
   Pkt out = *pk;
-  out.t = end + PORT_LK(c, p, LK_DELAY);
+  out.t = end + w.delay;
   out.next = -1;
   if (int_src >= 0) copy_int(c, s, int_src, out.nint);
   ring_store(&c->pkt[s], out);
@@ -326,15 +339,18 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   if (MV_PER_EVENT_WRITES) ctr_add(c, v, C_HOPS, 1);
   return end;
 }
-MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+// (`wire`: port p's parameters as read before, or null: read here)
+MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src,
+                         const PortWire* wire = nullptr) {
+  PortWire w = wire ? *wire : port_wire(c, p);
 #if MV_PUSH_LOCK
   int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[16 * (int64_t)c->node_exp[v]]     // one cache line each
                                     : &c->node_lock[c->port_node[c->port_peer[p]]];
   mv_lock(lock);
-  int64_t end = wire_append(c, v, p, par, t, pk, int_src);
+  int64_t end = wire_append(c, v, p, par, t, pk, int_src, w);
   mv_unlock(lock);
   return end;
 #else
-  return wire_append(c, v, p, par, t, pk, int_src);
+  return wire_append(c, v, p, par, t, pk, int_src, w);
 #endif
 }

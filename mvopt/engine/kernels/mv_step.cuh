@@ -738,6 +738,13 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #define MV_LANE_TIMES 0
 #endif
 #endif
+// MV_LANE_WIRE_ONCE (1): a port task reads its port's wire parameters (PortWire) once, not at
+// every transmission, where they wait for the ring store before them (read-only columns, but a
+// memory clobber keeps their loads in place) and the link's for the port's link class. Results
+// do not depend on it. A variant until measured on a GPU (profile_gpu.py groups-wire-once).
+#ifndef MV_LANE_WIRE_ONCE
+#define MV_LANE_WIRE_ONCE 0
+#endif
 // MV_LANE_NEXT_EARLY (1): after a transmission, a port task takes its port's next one from
 // loads made before the packet's ring store (switch_transmit's `next`), not from loads after it,
 // which on a GPU wait for the store's memory clobber (0). Results do not depend on it. A
@@ -790,6 +797,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
+  PortWire wire = MV_LANE_WIRE_ONCE ? port_wire(c, p) : PortWire{};   // (its parameters, read once)
   for (;;) {
     int64_t ta = MV_INF;
     int ia = -1;
@@ -850,11 +858,12 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
+      const PortWire* wp = MV_LANE_WIRE_ONCE ? &wire : nullptr;
       if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
-        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what)) return -1;
+        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what, wp)) return -1;
         continue;
       }
-      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched)) return -1;   // a compact ring is full
+      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, nullptr, nullptr, wp)) return -1;   // a compact ring is full
     }
     td = switch_port_next(c, p, &what);
   }

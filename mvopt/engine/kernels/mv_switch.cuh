@@ -337,10 +337,11 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 // LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
 // branch below, with its plain writes, never runs on a lane).
 // `next` (a lane's, or null): the port's next transmission after this one (switch_port_next's
-// time; next_what its class), from loads before the ring store (wire_append's comment).
+// time; next_what its class), from loads before the ring store (wire_append's comment). `wire`:
+// the port's parameters, read before (or null: wire_send reads them).
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
-                            int64_t* next = nullptr, int* next_what = nullptr) {
+                            int64_t* next = nullptr, int* next_what = nullptr, const PortWire* wire = nullptr) {
   *touched = -1;
   if (what == 2) {
     Pkt pk;
@@ -364,7 +365,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (LANE) port_pool_push(c, p, s); else pool_free(c, v, s);   // (a port's own list on a lane)
   PortNextState after;
   if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
-  int64_t end = wire_send(c, v, p, par, t, pk, s);
+  int64_t end = wire_send(c, v, p, par, t, pk, s, wire);
   if (next) {
     after.free = end;
     *next = port_next_of(after, next_what);
