@@ -63,7 +63,7 @@ run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py 
 run lanes_tests 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
   && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40}"
 run lanes 540 bash -c "python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
-       --variants ${LANES_VARIANTS:-groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-next-wire,groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-next-wire} --idle-variants none \
+       --variants ${LANES_VARIANTS:-groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-pool-regs,groups-port-regs,groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-pool-regs,groups-port-regs} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
        --variants ${LANES_B_VARIANTS:-groups,groups-lanes-switch-call,groups-wide-call,groups,groups-lanes-switch-call,groups-wide-call} --idle-variants none"
 # the serial switch windows ($MVOPT_SWITCH_LANES=0, the default until 745723f; the other launch

@@ -195,6 +195,11 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # not at every transmission; and with the next transmission's loads early too
             "groups-wire-once": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1},
             "groups-next-wire": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1, "MV_LANE_NEXT_EARLY": 1},
+            # (nineteenth session, not yet run) a port task's own free list in registers; and with
+            # the two above
+            "groups-pool-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1},
+            "groups-port-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1, "MV_LANE_WIRE_ONCE": 1,
+                                 "MV_LANE_NEXT_EARLY": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

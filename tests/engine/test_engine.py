@@ -1373,6 +1373,8 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
                                      ({"MV_SWITCH_LANES": 1, "MV_LANE_NEXT_EARLY": 1}, {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_LANE_NEXT_EARLY": 1, "MV_LANE_WIRE_ONCE": 1},
                                       {"MV_SWITCH_LANES": 0}),
+                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 1, "MV_LANE_SMALL": 4},
+                                      {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_PER_EVENT_WRITES": 1},
                                       {"MV_SWITCH_LANES": 0, "MV_PER_EVENT_WRITES": 1})])
 def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> None:
@@ -1407,7 +1409,8 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_SHARE_EACH": 1},
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_SMALL": 4, "MV_LANE_TIMES": 1},
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_SMALL": 4, "MV_SCAN_SMALL": 1},
-                                {"MV_SWITCH_LANES": 1, "MV_LANE_NEXT_EARLY": 1, "MV_LANE_WIRE_ONCE": 1}])
+                                {"MV_SWITCH_LANES": 1, "MV_LANE_NEXT_EARLY": 1, "MV_LANE_WIRE_ONCE": 1},
+                                {"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 1}])
 def test_wide_switches_run_port_by_port_with_the_serial_results(on: dict) -> None:
     """Switches wider than MV_TREE_PORTS (the rail switches of rail-optimised clusters: 16 and 32
     ports) run their windows port by port too, up to MV_LANE_PORTS (32); their serial windows
@@ -1463,14 +1466,15 @@ def switch_pool_places(cols: dict, pkt: np.ndarray, v: int) -> dict[str, list[in
             "queues": sum((walk(int(q[p, k]), int(q[p, k + 2])) for p in range(lo, hi) for k in (0, 1)), [])}
 
 
-@pytest.mark.parametrize("lanes, each", [(1, 0), (1, 1), (0, 0)])
-def test_switch_pool_slots_are_each_in_one_place(lanes: int, each: int) -> None:
+@pytest.mark.parametrize("lanes, each, regs", [(1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 0)])
+def test_switch_pool_slots_are_each_in_one_place(lanes: int, each: int, regs: int) -> None:
     """Every pool slot a switch has drawn (node_pool_next - its first) is, between windows, in
     exactly one place: the switch's free list, one of its ports' own lists (the slots its windows
     run port by port free: MV_SWITCH_LANES, docs/engine.md), or a port's queue; mid-way through a
     4-to-1 incast with a deep queue and through the all-reduce of (a). With the lanes, the ports'
     lists hold slots (their windows ran port by port); without, they are empty. `each`: every
-    port's share of the never-used slots counted on its own, as a GPU port task counts it."""
+    port's share of the never-used slots counted on its own, as a GPU port task counts it;
+    `regs`: each port task's own list in registers for its window (MV_LANE_POOL_REGS)."""
     from mvopt.bench import allreduce_config
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
@@ -1480,7 +1484,8 @@ def test_switch_pool_slots_are_each_in_one_place(lanes: int, each: int) -> None:
     for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
         batch = build_batch([exp])
         pool_lo = batch.cols["node_pool_next"].copy()
-        CpuBackend(defines={"MV_SWITCH_LANES": lanes, "MV_LANE_SHARE_EACH": each}).run(batch, max_iters=windows)
+        CpuBackend(defines={"MV_SWITCH_LANES": lanes, "MV_LANE_SHARE_EACH": each,
+                            "MV_LANE_POOL_REGS": regs}).run(batch, max_iters=windows)
         assert batch.scratch is not None                      # stopped mid-way: its slots are on the batch
         cols, pkt = batch.cols, batch.scratch["pkt"].view(PKT_DTYPE)
         in_ports = 0

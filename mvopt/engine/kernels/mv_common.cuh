@@ -133,17 +133,22 @@ MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
 // windows take from those lists last, when the node's list and the never-used rest are empty.
 #define PORT_POOL_HEAD(c, p) ((c)->port_pool[(p) * 2])
 #define PORT_POOL_N(c, p) ((c)->port_pool[(p) * 2 + 1])
-MV_DEV void port_pool_push(Ctx* c, int64_t p, int32_t s) {
-  c->pkt[s].next = PORT_POOL_HEAD(c, p);
-  PORT_POOL_HEAD(c, p) = s;
-  PORT_POOL_N(c, p) += 1;
+// A free list of slots: its head and count, in memory (a port's, port_pool) or in a port task's
+// registers for its window (MV_LANE_POOL_REGS).
+struct FreeList { int32_t head, n; };
+MV_DEV void list_push(Ctx* c, int32_t& head, int32_t& n, int32_t s) {
+  c->pkt[s].next = head;
+  head = s;
+  n += 1;
 }
-MV_DEV int32_t port_pool_pop(Ctx* c, int64_t p) {
-  int32_t s = PORT_POOL_HEAD(c, p);
-  PORT_POOL_HEAD(c, p) = c->pkt[s].next;
-  PORT_POOL_N(c, p) -= 1;
+MV_DEV int32_t list_pop(Ctx* c, int32_t& head, int32_t& n) {
+  int32_t s = head;
+  head = c->pkt[s].next;
+  n -= 1;
   return s;
 }
+MV_DEV void port_pool_push(Ctx* c, int64_t p, int32_t s) { list_push(c, PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p), s); }
+MV_DEV int32_t port_pool_pop(Ctx* c, int64_t p) { return list_pop(c, PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)); }
 MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
   int32_t s = c->node_pool_free[v];
   if (s >= 0) { c->node_pool_free[v] = c->pkt[s].next; return s; }

@@ -738,6 +738,13 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 #define MV_LANE_TIMES 0
 #endif
 #endif
+// MV_LANE_POOL_REGS (1): a port task keeps its port's own free list (head and count) in
+// registers for its window (only it takes from and gives to that list then), so that a queued
+// arrival's slot waits on one load (the slot's link), not three (the count, the head, the link).
+// Results do not depend on it. A variant until measured on a GPU (profile_gpu.py groups-pool-regs).
+#ifndef MV_LANE_POOL_REGS
+#define MV_LANE_POOL_REGS 0
+#endif
 // MV_LANE_WIRE_ONCE (1): a port task reads its port's wire parameters (PortWire) once, not at
 // every transmission, where they wait for the ring store before them (read-only columns, but a
 // memory clobber keeps their loads in place) and the link's for the port's link class. Results
@@ -798,6 +805,13 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   int what;
   int64_t td = switch_port_next(c, p, &what);
   PortWire wire = MV_LANE_WIRE_ONCE ? port_wire(c, p) : PortWire{};   // (its parameters, read once)
+  // MV_LANE_POOL_REGS: the port's own free list in registers for the window, kept at the end
+  FreeList pool = MV_LANE_POOL_REGS ? FreeList{PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)} : FreeList{};
+  auto keep_pool = [&]() {
+    if (!MV_LANE_POOL_REGS) return;
+    PORT_POOL_HEAD(c, p) = pool.head;
+    PORT_POOL_N(c, p) = pool.n;
+  };
   for (;;) {
     int64_t ta = MV_INF;
     int ia = -1;
@@ -849,7 +863,8 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       }
       int32_t s = -1;
       if (tag & 256) {
-        if (PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
+        if (MV_LANE_POOL_REGS && pool.n > 0) s = list_pop(c, pool.head, pool.n);
+        else if (!MV_LANE_POOL_REGS && PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
         else { s = (int32_t)fresh++; --fresh_n; }
       }
       bool changed;
@@ -859,15 +874,26 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
       const PortWire* wp = MV_LANE_WIRE_ONCE ? &wire : nullptr;
+      FreeList* lp = MV_LANE_POOL_REGS ? &pool : nullptr;
       if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
-        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what, wp)) return -1;
+        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what, wp, lp)) {
+          keep_pool();
+          return -1;
+        }
         continue;
       }
-      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, nullptr, nullptr, wp)) return -1;   // a compact ring is full
+      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, nullptr, nullptr, wp, lp)) {
+        keep_pool();
+        return -1;   // a compact ring is full
+      }
     }
     td = switch_port_next(c, p, &what);
   }
-  for (; fresh_n > 0; --fresh_n) port_pool_push(c, p, (int32_t)fresh++);   // (the share's rest)
+  for (; fresh_n > 0; --fresh_n) {   // (the share's rest)
+    if (MV_LANE_POOL_REGS) list_push(c, pool.head, pool.n, (int32_t)fresh++);
+    else port_pool_push(c, p, (int32_t)fresh++);
+  }
+  keep_pool();
   *last = now;
   return busy;
 }

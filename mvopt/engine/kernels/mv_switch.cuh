@@ -338,10 +338,12 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 // branch below, with its plain writes, never runs on a lane).
 // `next` (a lane's, or null): the port's next transmission after this one (switch_port_next's
 // time; next_what its class), from loads before the ring store (wire_append's comment). `wire`:
-// the port's parameters, read before (or null: wire_send reads them).
+// the port's parameters, read before (or null: wire_send reads them). `list` (a lane's, or null:
+// the port's in memory): the port's own free list, which takes the sent packet's slot.
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
-                            int64_t* next = nullptr, int* next_what = nullptr, const PortWire* wire = nullptr) {
+                            int64_t* next = nullptr, int* next_what = nullptr, const PortWire* wire = nullptr,
+                            FreeList* list = nullptr) {
   *touched = -1;
   if (what == 2) {
     Pkt pk;
@@ -362,7 +364,9 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
   // its `next`), so that the list's loads come before the ring store (wire_append's comment)
-  if (LANE) port_pool_push(c, p, s); else pool_free(c, v, s);   // (a port's own list on a lane)
+  if (!LANE) pool_free(c, v, s);
+  else if (list) list_push(c, list->head, list->n, s);   // (a port's own list on a lane)
+  else port_pool_push(c, p, s);
   PortNextState after;
   if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
   int64_t end = wire_send(c, v, p, par, t, pk, s, wire);
