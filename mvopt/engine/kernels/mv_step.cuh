@@ -873,18 +873,16 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
-      const PortWire* wp = MV_LANE_WIRE_ONCE ? &wire : nullptr;
-      FreeList* lp = MV_LANE_POOL_REGS ? &pool : nullptr;
-      if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
-        if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &td, &what, wp, lp)) {
-          keep_pool();
-          return -1;
-        }
-        continue;
-      }
-      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, nullptr, nullptr, wp, lp)) {
+      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, MV_LANE_POOL_REGS ? &pool : nullptr, MV_LANE_NEXT_EARLY != 0,
+                    0, 0};
+      if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &lane)) {
         keep_pool();
         return -1;   // a compact ring is full
+      }
+      if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
+        td = lane.next;
+        what = lane.next_what;
+        continue;
       }
     }
     td = switch_port_next(c, p, &what);

@@ -336,14 +336,19 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 // state the dequeue changed (-1 if none).
 // LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
 // branch below, with its plain writes, never runs on a lane).
-// `next` (a lane's, or null): the port's next transmission after this one (switch_port_next's
-// time; next_what its class), from loads before the ring store (wire_append's comment). `wire`:
-// the port's parameters, read before (or null: wire_send reads them). `list` (a lane's, or null:
-// the port's in memory): the port's own free list, which takes the sent packet's slot.
+// `lane` (a port task's, or null): what the task keeps of its port for the window (its variants
+// MV_LANE_*), and where it wants the port's next transmission.
+struct LanePort {
+  const PortWire* wire;   // the port's parameters, read once (null: wire_send reads them)
+  FreeList* list;         // the port's own free list, which takes the sent slot (null: in memory)
+  bool want_next;         // the port's next transmission after this one into next / next_what
+  int64_t next;           // (switch_port_next's time and class), from loads before the ring store
+  int next_what;          // (wire_append's comment)
+};
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
-                            int64_t* next = nullptr, int* next_what = nullptr, const PortWire* wire = nullptr,
-                            FreeList* list = nullptr) {
+                            LanePort* lane = nullptr) {
+  bool next = lane && lane->want_next;
   *touched = -1;
   if (what == 2) {
     Pkt pk;
@@ -355,7 +360,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);
     bool ok = wire_send(c, v, p, par, t, &pk, -1) >= 0;
-    if (next) *next = switch_port_next(c, p, next_what);
+    if (next) lane->next = switch_port_next(c, p, &lane->next_what);
     return ok;
   }
   int32_t s = q_pop(c, p, what);
@@ -365,14 +370,14 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
   // its `next`), so that the list's loads come before the ring store (wire_append's comment)
   if (!LANE) pool_free(c, v, s);
-  else if (list) list_push(c, list->head, list->n, s);   // (a port's own list on a lane)
+  else if (lane && lane->list) list_push(c, lane->list->head, lane->list->n, s);   // (a port's own list on a lane)
   else port_pool_push(c, p, s);
   PortNextState after;
   if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
-  int64_t end = wire_send(c, v, p, par, t, pk, s, wire);
+  int64_t end = wire_send(c, v, p, par, t, pk, s, lane ? lane->wire : nullptr);
   if (next) {
     after.free = end;
-    *next = port_next_of(after, next_what);
+    lane->next = port_next_of(after, &lane->next_what);
   }
   return end >= 0;
 }
