@@ -575,9 +575,11 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   int32_t joined[N];   // REGS: its arrivals that join its queue
 #pragma unroll
   for (int64_t k = 0; k < (REGS ? N : n); ++k) {
-    tail[k] = first[k] = -1;
-    joined[k] = 0;
-    if (!REGS) {
+    tail[k] = -1;
+    if (REGS) {
+      first[k] = -1;
+      joined[k] = 0;
+    } else {
       r.first[k * n + j] = -1;
       r.queued[k * n + j] = 0;
     }
@@ -805,13 +807,11 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   int what;
   int64_t td = switch_port_next(c, p, &what);
   PortWire wire = MV_LANE_WIRE_ONCE ? port_wire(c, p) : PortWire{};   // (its parameters, read once)
-  // MV_LANE_POOL_REGS: the port's own free list in registers for the window, kept at the end
-  FreeList pool = MV_LANE_POOL_REGS ? FreeList{PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)} : FreeList{};
-  auto keep_pool = [&]() {
-    if (!MV_LANE_POOL_REGS) return;
-    PORT_POOL_HEAD(c, p) = pool.head;
-    PORT_POOL_N(c, p) = pool.n;
-  };
+  // the port's own free list: in memory, or (MV_LANE_POOL_REGS) in registers for the window,
+  // written back at its end
+  FreeList held = MV_LANE_POOL_REGS ? FreeList{PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)} : FreeList{};
+  int32_t& list_head = MV_LANE_POOL_REGS ? held.head : PORT_POOL_HEAD(c, p);
+  int32_t& list_n = MV_LANE_POOL_REGS ? held.n : PORT_POOL_N(c, p);
   for (;;) {
     int64_t ta = MV_INF;
     int ia = -1;
@@ -863,8 +863,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       }
       int32_t s = -1;
       if (tag & 256) {
-        if (MV_LANE_POOL_REGS && pool.n > 0) s = list_pop(c, pool.head, pool.n);
-        else if (!MV_LANE_POOL_REGS && PORT_POOL_N(c, p) > 0) s = port_pool_pop(c, p);
+        if (list_n > 0) s = list_pop(c, list_head, list_n);
         else { s = (int32_t)fresh++; --fresh_n; }
       }
       bool changed;
@@ -873,11 +872,10 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
-      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, MV_LANE_POOL_REGS ? &pool : nullptr, MV_LANE_NEXT_EARLY != 0,
-                    0, 0};
+      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, &list_head, &list_n, MV_LANE_NEXT_EARLY != 0, 0, 0};
       if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &lane)) {
-        keep_pool();
-        return -1;   // a compact ring is full
+        busy = -1;   // a compact ring is full
+        break;
       }
       if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
         td = lane.next;
@@ -887,12 +885,14 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     }
     td = switch_port_next(c, p, &what);
   }
-  for (; fresh_n > 0; --fresh_n) {   // (the share's rest)
-    if (MV_LANE_POOL_REGS) list_push(c, pool.head, pool.n, (int32_t)fresh++);
-    else port_pool_push(c, p, (int32_t)fresh++);
+  if (busy >= 0) {
+    for (; fresh_n > 0; --fresh_n) list_push(c, list_head, list_n, (int32_t)fresh++);   // (the share's rest)
+    *last = now;
   }
-  keep_pool();
-  *last = now;
+  if (MV_LANE_POOL_REGS) {
+    PORT_POOL_HEAD(c, p) = held.head;
+    PORT_POOL_N(c, p) = held.n;
+  }
   return busy;
 }
 // MV_LANE_WIDE_CALL (GPU, 1): the wide switches' port tasks through a function of their own, not

@@ -307,9 +307,13 @@ MV_DEV PortNextState port_next_state(const Ctx* c, int64_t p) {
   s.free = mv_min(s.pfc_ps, mv_min(s.tc, s.tdata)) < MV_INF ? PORT_T(c, p, PT_FREE) : 0;
   return s;
 }
+// What a port sends if it starts at t: the highest-priority class available by then (a PFC frame,
+// due at pfc_ps, then control, its head's time tc, then data).
+MV_DEV int port_class_of(int64_t pfc_ps, int64_t tc, int64_t t) {
+  return pfc_ps <= t ? 2 : tc <= t ? Q_CTL : Q_DATA;
+}
 // The earliest time a port in state s can start a transmission (MV_INF if it has nothing to
-// send), and what it sends then (*what): the highest-priority class available by then (a PFC
-// frame, then control, then data).
+// send), and what it sends then (*what).
 MV_DEV int64_t port_next_of(const PortNextState& s, int* what) {
   int64_t avail = mv_min(s.pfc_ps, mv_min(s.tc, s.tdata));
   if (avail >= MV_INF) {
@@ -317,15 +321,15 @@ MV_DEV int64_t port_next_of(const PortNextState& s, int* what) {
     return MV_INF;
   }
   int64_t t = mv_max(avail, s.free);
-  *what = s.pfc_ps <= t ? 2 : s.tc <= t ? Q_CTL : Q_DATA;
+  *what = port_class_of(s.pfc_ps, s.tc, t);
   return t;
 }
-// What port p sends if it starts at t (port_next_of's class).
+// What port p sends if it starts at t.
 MV_DEV int switch_port_class(const Ctx* c, int64_t p, int64_t t) {
-  if (pfc_due(c, p) && PORT_I(c, p, PI_PFC_PS) <= t) return 2;
+  int64_t pfc_ps = pfc_due(c, p) ? PORT_I(c, p, PI_PFC_PS) : MV_INF;
+  if (pfc_ps <= t) return 2;   // (the control head is not read then)
   int32_t hc = PORT_QH(c, p, Q_CTL);
-  if (hc >= 0 && c->pkt[hc].t <= t) return Q_CTL;
-  return Q_DATA;
+  return port_class_of(pfc_ps, hc >= 0 ? c->pkt[hc].t : MV_INF, t);
 }
 // Earliest time port p can start a transmission (MV_INF if it has nothing to send), and what.
 MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
@@ -340,7 +344,7 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 // MV_LANE_*), and where it wants the port's next transmission.
 struct LanePort {
   const PortWire* wire;   // the port's parameters, read once (null: wire_send reads them)
-  FreeList* list;         // the port's own free list, which takes the sent slot (null: in memory)
+  int32_t *list_head, *list_n;   // the port's own free list (in registers or memory), which takes the sent slot
   bool want_next;         // the port's next transmission after this one into next / next_what
   int64_t next;           // (switch_port_next's time and class), from loads before the ring store
   int next_what;          // (wire_append's comment)
@@ -370,7 +374,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
   // its `next`), so that the list's loads come before the ring store (wire_append's comment)
   if (!LANE) pool_free(c, v, s);
-  else if (lane && lane->list) list_push(c, lane->list->head, lane->list->n, s);   // (a port's own list on a lane)
+  else if (lane) list_push(c, *lane->list_head, *lane->list_n, s);   // (a port's own list on a lane)
   else port_pool_push(c, p, s);
   PortNextState after;
   if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
