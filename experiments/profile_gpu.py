@@ -200,6 +200,13 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-pool-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1},
             "groups-port-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1, "MV_LANE_WIRE_ONCE": 1,
                                  "MV_LANE_NEXT_EARLY": 1},
+            # (twentieth session: MV_LANE_POOL_REGS and MV_SCAN_SMALL the GPU's default since) the
+            # default before them, and each alone
+            "groups-nopool-noscan": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0},
+            "groups-nopool": {"launch": "groups", "MV_LANE_POOL_REGS": 0},
+            "groups-noscan": {"launch": "groups", "MV_SCAN_SMALL": 0},
+            # (twentieth session) rows switch-major with the switches' serial windows through a call
+            "groups-rows-switch-call": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1, "MV_LANES_SWITCH_CALL": 1},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
