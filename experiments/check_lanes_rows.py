@@ -1,9 +1,9 @@
 """A model of the GPU switch lanes' task tables (lanes_table and lanes_rows in
 mvopt/engine/kernels/mv_cuda_main.cuh), checked on random groups: every (thread, port) entry of a
 switch that runs port by port is taken exactly once, whatever the node order (the kernel's is
-switches first, widest first, where the tables are smallest), with the rows port-major (the
-default) or switch-major (MV_LANES_ROWS_BY_SWITCH). Prints the warp-rows a phase takes for the
-groups of workloads (a) and (b). No GPU needed:
+switches first, widest first, where the tables are smallest), with the rows port-major
+(MV_LANES_ROWS_BY_SWITCH 0) or switch-major (the default since the twentieth session). Prints the
+warp-rows a phase takes for the groups of workloads (a) and (b). No GPU needed:
 
     python experiments/check_lanes_rows.py
 """

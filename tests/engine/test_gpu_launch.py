@@ -192,8 +192,9 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
 @pytest.mark.parametrize("defines", [{"MV_FLOW_PATHS": 0}, {"MV_HASH_PREFIX": 0}, {"MV_LATE_NEXT_ARRIVAL": 1},
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
-                                     {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 1},
-                                     {"MV_LANES_ROWS_BY_SWITCH": 1, "MV_GROUP_BLOCK": 100}, {"MV_LANE_WIDE_CALL": 1}])
+                                     {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 0},
+                                     {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100}, {"MV_LANE_WIDE_CALL": 1},
+                                     {"MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,
     with the cached transmission class (the CPU's default), with one event per turn of a
@@ -201,11 +202,14 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     serially (0; the default, 2, runs each port on a thread of its own in the groups mode, also
     in groups of 100 threads, launched in blocks rounded up to whole warps), and the GPU-only
     variants of the lanes kernel: the nodes' own windows through a call (MV_LANES_WINDOW_CALL)
-    or the switches' only (MV_LANES_SWITCH_CALL), the tasks' rows switch-major in groups of 100
-    threads (MV_LANES_ROWS_BY_SWITCH), the wide switches' port tasks through a call
-    (MV_LANE_WIDE_CALL): the CPU's results. (The CPU tests the variants of the code it shares:
-    MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL, MV_LANE_NEXT_EARLY, MV_LANE_WIRE_ONCE; and
-    profile_gpu.py checks each variant's results on the GPU against the first variant's.)"""
+    or every window inlined (MV_LANES_SWITCH_CALL 0; the default calls the switches' only), the
+    tasks' rows port-major in groups of 100 threads (MV_LANES_ROWS_BY_SWITCH 0; the default is
+    switch-major), the wide switches' port tasks through a call (MV_LANE_WIDE_CALL), the port
+    tasks' free lists and the small scans' state in memory (MV_LANE_POOL_REGS 0, MV_SCAN_SMALL
+    0: the GPU's defaults are 1): the CPU's results. (The CPU tests the variants of the code it
+    shares: MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL, MV_LANE_NEXT_EARLY, MV_LANE_WIRE_ONCE,
+    MV_LANE_POOL_REGS; and profile_gpu.py checks each variant's results on the GPU against the
+    first variant's.)"""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)

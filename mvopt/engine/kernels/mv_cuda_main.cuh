@@ -229,18 +229,21 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #endif
 // 1: the hosts' windows inlined, the switches' (calm blocks', wide switches') through
 // lanes_serial_window, so that the kernel's own code holds no serial switch window (their local
-// caches and trees: nvcc, the kernel's stack frame 672 bytes and spills 168 / 572 with them). A
-// variant until measured on a GPU (profile_gpu.py groups-lanes-switch-call).
+// caches and trees: nvcc, the kernel's stack frame 672 bytes and spills 168 / 572 with them).
+// Measured (twentieth session, H200, (a) 8 MiB x 4,096): 2.108 / 2.103 against 2.077 / 2.080 G
+// packet-hops/s; with MV_LANES_ROWS_BY_SWITCH 2.224 / 2.219 against 2.171 / 2.166 with that
+// alone, so the default (0: every window inlined).
 #ifndef MV_LANES_SWITCH_CALL
-#define MV_LANES_SWITCH_CALL 0
+#define MV_LANES_SWITCH_CALL 1
 #endif
 // 1: a phase's warp-rows taken switch-major (every port of the first 32 switches, then of the
 // next 32 ...) instead of port-major (port 0 of every switch, then port 1 ...): the switches
 // come first in the order top-of-rack first, the busiest, so that the rows taken last, while
-// the other warps wait at the barrier, are the lightest. A variant until measured on a GPU
-// (profile_gpu.py groups-rows-by-switch).
+// the other warps wait at the barrier, are the lightest. Measured (twentieth session, H200, (a)
+// 8 MiB x 4,096): 2.171 / 2.166 against 2.077 / 2.080 G packet-hops/s port-major, so the default
+// (0: port-major).
 #ifndef MV_LANES_ROWS_BY_SWITCH
-#define MV_LANES_ROWS_BY_SWITCH 0
+#define MV_LANES_ROWS_BY_SWITCH 1
 #endif
 struct LaneBlock {
   int scan_row, port_row;       // rows of the phases' tables taken so far
