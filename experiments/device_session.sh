@@ -56,16 +56,17 @@ run tests 300 python3 -m pytest -q -x -p no:cacheprovider tests/engine --duratio
 run stress_groups ${STRESS_LIMIT:-240} python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-180}
 # switch lanes on the GPU (MV_SWITCH_LANES 2, the default: docs/engine.md "Switch lanes"): the GPU
 # tests of its variants and of wide switches, the stress script, then (a) under the lanes'
-# variants (LANES_VARIANTS; by default the nineteenth session's, not yet measured) and (b),
+# variants (LANES_VARIANTS; by default the twentieth session's defaults against the nineteenth's
+# and each of the four changes alone) and (b),
 # whose 32-port rail switches run port by port (LANES_B_VARIANTS)
 # (the tests, ~25 s a kernel variant, and the stress script are a step of their own, lanes_tests:
 # with the profiles they pass a call's 600 s)
 run lanes_tests 560 bash -c "python3 -m pytest -q -p no:cacheprovider tests/engine -k 'gpu and (shortcut_variants or lanes or wide_switches)' \
   && python3 experiments/stress_groups_gpu.py --seconds ${STRESS_SECONDS:-40}"
 run lanes 540 bash -c "python3 experiments/profile_gpu.py --out $OUT/lanes --mib 8 --batch 4096 \
-       --variants ${LANES_VARIANTS:-groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-pool-regs,groups-port-regs,groups,groups-scan-small,groups-lanes-switch-call,groups-rows-by-switch,groups-next-early,groups-wide-call,groups-wire-once,groups-pool-regs,groups-port-regs} --idle-variants none \
+       --variants ${LANES_VARIANTS:-groups,groups-defaults19,groups-nopool,groups-noscan,groups-port-major,groups-inline,groups,groups-defaults19,groups-nopool,groups-noscan,groups-port-major,groups-inline} --idle-variants none \
   && python3 experiments/profile_gpu.py --out $OUT/lanes_b --workload b --mib 0.25 --batch 1200 \
-       --variants ${LANES_B_VARIANTS:-groups,groups-lanes-switch-call,groups-wide-call,groups,groups-lanes-switch-call,groups-wide-call} --idle-variants none"
+       --variants ${LANES_B_VARIANTS:-groups,groups-defaults19,groups,groups-defaults19} --idle-variants none"
 # the serial switch windows ($MVOPT_SWITCH_LANES=0, the default until 745723f; the other launch
 # modes' and every switch's fallback) as the whole pipeline's: every GPU test (the long random
 # one aside), then the 64 MiB bench of (a), to set beside the default's

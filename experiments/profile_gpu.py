@@ -175,38 +175,40 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             # (nineteenth session) every port task's in-rings in arrays (local memory), as before
             # MV_LANE_SMALL (the tasks of switches of at most 4 ports in registers)
             "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},
-            # (nineteenth session, not yet run) the in-ring scans of those switches in registers too
+            # (nineteenth session; twentieth: 1.956 / 1.947 against 1.895 / 1.891 G, the GPU's
+            # default since 53da0c7) the in-ring scans of those switches in registers too
             "groups-scan-small": {"launch": "groups", "MV_SCAN_SMALL": 1},
-            # (nineteenth session, not yet run) the hosts' windows inlined, the switches' serial
-            # windows through a call (the kernel spills 120 / 320 bytes instead of 168 / 572)
+            # (nineteenth session; twentieth: 2.108 / 2.103 against 2.077 / 2.080 G, the GPU's
+            # default since 65a911c) the hosts' windows inlined, the switches' serial windows
+            # through a call (the kernel spills 120 / 320 bytes instead of 168 / 572)
             "groups-lanes-switch-call": {"launch": "groups", "MV_LANES_SWITCH_CALL": 1},
             "groups-scan-small-switch-call": {"launch": "groups", "MV_SCAN_SMALL": 1, "MV_LANES_SWITCH_CALL": 1},
-            # (nineteenth session, not yet run) the lanes' rows switch-major: the busiest switches'
-            # ports first, the lightest last
+            # (nineteenth session; twentieth: 2.171 / 2.166 against 2.077 / 2.080 G, the GPU's
+            # default since 65a911c) the lanes' rows switch-major: the busiest switches' ports
+            # first, the lightest last
             "groups-rows-by-switch": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1},
-            # (nineteenth session, not yet run) a port task's next transmission from the loads
-            # before the ring store, not after it
-            "groups-next-early": {"launch": "groups", "MV_LANE_NEXT_EARLY": 1},
-            # (nineteenth session, not yet run) the wide switches' port tasks through a call, the
-            # small switches' code together (nvcc: the port task 1,819 PTX lines instead of 3,149,
-            # spills 24 / 48 bytes instead of 0 / 8)
-            "groups-wide-call": {"launch": "groups", "MV_LANE_WIDE_CALL": 1},
-            # (nineteenth session, not yet run) a port task reads its port's wire parameters once,
-            # not at every transmission; and with the next transmission's loads early too
+            # (nineteenth session; twentieth: 1.898 / 1.895 against 1.895 / 1.891 G) a port task
+            # reads its port's wire parameters once, not at every transmission. (Measured in the
+            # twentieth session and removed: MV_LANE_NEXT_EARLY, a port's next transmission from
+            # the loads before the ring store, 1.848 / 1.846; MV_LANE_WIDE_CALL, the wide
+            # switches' port tasks through a call, 1.885 / 1.884, and on (b) 0.260 against 0.268.)
             "groups-wire-once": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1},
-            "groups-next-wire": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1, "MV_LANE_NEXT_EARLY": 1},
-            # (nineteenth session, not yet run) a port task's own free list in registers; and with
-            # the two above
+            # (nineteenth session; twentieth: 2.005 / 2.014 against 1.895 / 1.891 G, the GPU's
+            # default since 53da0c7) a port task's own free list in registers
             "groups-pool-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1},
-            "groups-port-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1, "MV_LANE_WIRE_ONCE": 1,
-                                 "MV_LANE_NEXT_EARLY": 1},
             # (twentieth session: MV_LANE_POOL_REGS and MV_SCAN_SMALL the GPU's default since) the
             # default before them, and each alone
             "groups-nopool-noscan": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0},
             "groups-nopool": {"launch": "groups", "MV_LANE_POOL_REGS": 0},
             "groups-noscan": {"launch": "groups", "MV_SCAN_SMALL": 0},
             # (twentieth session) rows switch-major with the switches' serial windows through a call
+            # (2.224 / 2.219 G; the default since 65a911c, so now the same as groups); without
+            # either; and the nineteenth session's defaults (none of the four above)
             "groups-rows-switch-call": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1, "MV_LANES_SWITCH_CALL": 1},
+            "groups-port-major": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 0},
+            "groups-inline": {"launch": "groups", "MV_LANES_SWITCH_CALL": 0},
+            "groups-defaults19": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0,
+                                  "MV_LANES_ROWS_BY_SWITCH": 0, "MV_LANES_SWITCH_CALL": 0},
             # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
             # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
             "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},

@@ -256,13 +256,20 @@ def render() -> str:
     later = load("bench_gpu_bc_accee17")
     x2, one = "`nvidia-h200-x2` (GPU 0)", "`nvidia-h200`"
     lines = ["## GPU backend vs CPU backend, same machine, same run\n",
-             "Measured on the device machines on 2026-11-29 and 2026-11-30; each table names the commit it ran at and the "
+             "Measured on the device machines from 2026-11-29 to 2026-12-01; each table names the commit it ran at and the "
              "command. The JSON files are in experiments/results/gpu/; `python experiments/report_gpu.py` "
              "regenerates this section.\n"]
-    lines += workload_a(load("bench_gpu_a_525253f"), "525253f",
-                        "`nvidia-h200`, the port tasks of switches of at most 4 ports with their in-rings' next "
-                        "arrivals and times in registers (MV_LANE_SMALL, MV_LANE_TIMES)",
+    lines += workload_a(load("bench_gpu_a_65a911c"), "65a911c",
+                        "`nvidia-h200`, the switch lanes' rows switch-major and the switches' serial windows "
+                        "through a call (MV_LANES_ROWS_BY_SWITCH, MV_LANES_SWITCH_CALL)",
                         options="--sections a,idle {batches} --cpu-batches 256 --cc none --mib 64 --budget-s 160", before=[
+        (load("bench_gpu_a_53da0c7"), "53da0c7", "a port task's own free list and the small switches' scans in "
+                                                "registers (MV_LANE_POOL_REGS, MV_SCAN_SMALL), the loads of a "
+                                                "transmission before its ring store; an earlier call, its CPU "
+                                                "0.273 G"),
+        (load("bench_gpu_a_525253f"), "525253f", "the port tasks of switches of at most 4 ports with their "
+                                                "in-rings' next arrivals and times in registers (MV_LANE_SMALL, "
+                                                "MV_LANE_TIMES), another `nvidia-h200`"),
         (load("bench_gpu_a_a71a5d8"), "a71a5d8", "the switch lanes' records packed by switch width and lanes for "
                                                 "switches of up to 32 ports, another `nvidia-h200` (its CPU 0.275 "
                                                 "against 0.231 G here)"),
@@ -485,7 +492,33 @@ def render() -> str:
                                          "(MV_LANE_SMALL 4)",
                                "groups-lanes-big": "groups, switch lanes, every port task's in-rings in arrays (MV_LANE_SMALL 0)",
                                "groups-lanes-times": "groups, MV_LANE_SMALL 4 and the next arrival times kept "
-                                                     "(MV_LANE_TIMES 1, the default since 525253f)"})])
+                                                     "(MV_LANE_TIMES 1, the default since 525253f)"}),
+                           ("profile_lanes20_b4096_f062d4d", "f062d4d", {
+                               "groups": "groups, switch lanes, a transmission's loads before its ring store "
+                                         "(the default since a50db7f)",
+                               "groups-scan-small": "groups, the small switches' scans in registers (MV_SCAN_SMALL 1)",
+                               "groups-lanes-switch-call": "groups, the switches' serial windows through a call "
+                                                           "(MV_LANES_SWITCH_CALL 1)",
+                               "groups-rows-by-switch": "groups, lane rows switch-major (MV_LANES_ROWS_BY_SWITCH 1)",
+                               "groups-next-early": "groups, a port's next transmission from loads before the "
+                                                    "ring store (MV_LANE_NEXT_EARLY 1)",
+                               "groups-wide-call": "groups, the wide switches' port tasks through a call "
+                                                   "(MV_LANE_WIDE_CALL 1)",
+                               "groups-wire-once": "groups, a port task's wire parameters read once "
+                                                   "(MV_LANE_WIRE_ONCE 1)",
+                               "groups-pool-regs": "groups, a port task's own free list in registers "
+                                                   "(MV_LANE_POOL_REGS 1)",
+                               "groups-port-regs": "groups, MV_LANE_POOL_REGS, MV_LANE_WIRE_ONCE and "
+                                                   "MV_LANE_NEXT_EARLY together"}),
+                           ("profile_lanes20_b4096_53da0c7", "53da0c7", {
+                               "groups": "groups, MV_LANE_POOL_REGS 1 and MV_SCAN_SMALL 1 (the GPU's defaults since)",
+                               "groups-nopool-noscan": "groups, both 0 (the default before)",
+                               "groups-rows-by-switch": "groups, lane rows switch-major (MV_LANES_ROWS_BY_SWITCH 1)",
+                               "groups-lanes-switch-call": "groups, the switches' serial windows through a call "
+                                                           "(MV_LANES_SWITCH_CALL 1)",
+                               "groups-rows-switch-call": "groups, both (the defaults since 65a911c)",
+                               "groups-wire-once": "groups, a port task's wire parameters read once "
+                                                   "(MV_LANE_WIRE_ONCE 1)"})])
     lines += block_sizes([(load("bench_gpu_a_eb85605_b256"), "256"), (load("bench_gpu_a_eb85605_b224"), "224")],
                          "eb85605", one)
     lines += node_orders([("profile_b4096_orders_same_7c43062", "7c43062"),

@@ -193,7 +193,7 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 0},
-                                     {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100}, {"MV_LANE_WIDE_CALL": 1},
+                                     {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100}, 
                                      {"MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,
@@ -204,12 +204,11 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     variants of the lanes kernel: the nodes' own windows through a call (MV_LANES_WINDOW_CALL)
     or every window inlined (MV_LANES_SWITCH_CALL 0; the default calls the switches' only), the
     tasks' rows port-major in groups of 100 threads (MV_LANES_ROWS_BY_SWITCH 0; the default is
-    switch-major), the wide switches' port tasks through a call (MV_LANE_WIDE_CALL), the port
-    tasks' free lists and the small scans' state in memory (MV_LANE_POOL_REGS 0, MV_SCAN_SMALL
-    0: the GPU's defaults are 1): the CPU's results. (The CPU tests the variants of the code it
-    shares: MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL, MV_LANE_NEXT_EARLY, MV_LANE_WIRE_ONCE,
-    MV_LANE_POOL_REGS; and profile_gpu.py checks each variant's results on the GPU against the
-    first variant's.)"""
+    switch-major), the port tasks' free lists and the small scans' state in memory
+    (MV_LANE_POOL_REGS 0, MV_SCAN_SMALL 0: the GPU's defaults are 1): the CPU's results. (The
+    CPU tests the variants of the code it shares: MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL,
+    MV_LANE_WIRE_ONCE, MV_LANE_POOL_REGS; and profile_gpu.py checks each variant's results on the
+    GPU against the first variant's.)"""
     from mvopt.engine._gpu import GpuBackend
 
     exps = mixed_experiments(12)
@@ -219,12 +218,12 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-@pytest.mark.parametrize("defines", [{}, {"MV_LANE_WIDE_CALL": 1}])
+@pytest.mark.parametrize("defines", [{}, {"MV_LANES_SWITCH_CALL": 0}])
 def test_wide_switches_run_port_by_port_on_the_gpu(defines: dict) -> None:
     """Rail-optimised clusters (rail switches of 16 and 32 ports, wider than the thread-local
     caches: their serial windows keep persisted caches, refilled after a window run port by port)
-    in the groups mode, each port of a switch on a thread of its own, ECMP and spraying, DCQCN:
-    the CPU's results."""
+    in the groups mode, each port of a switch on a thread of its own, ECMP and spraying, DCQCN,
+    with the serial windows through a call (the default) and inlined: the CPU's results."""
     from mvopt.engine._gpu import GpuBackend
     from mvopt.testing.scenarios import rail_allreduce
 

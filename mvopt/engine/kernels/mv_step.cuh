@@ -760,16 +760,11 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
 // MV_LANE_WIRE_ONCE (1): a port task reads its port's wire parameters (PortWire) once, not at
 // every transmission, where they wait for the ring store before them (read-only columns, but a
 // memory clobber keeps their loads in place) and the link's for the port's link class. Results
-// do not depend on it. A variant until measured on a GPU (profile_gpu.py groups-wire-once).
+// do not depend on it. Measured (H200, (a) 8 MiB x 4,096, twentieth session): 1.898 / 1.895
+// against 1.895 / 1.891 G packet-hops/s; 2.090 / 2.087 against 2.077 / 2.080 with the free lists
+// in registers: within the runs' spread, so not the default.
 #ifndef MV_LANE_WIRE_ONCE
 #define MV_LANE_WIRE_ONCE 0
-#endif
-// MV_LANE_NEXT_EARLY (1): after a transmission, a port task takes its port's next one from
-// loads made before the packet's ring store (switch_transmit's `next`), not from loads after it,
-// which on a GPU wait for the store's memory clobber (0). Results do not depend on it. A
-// variant until measured on a GPU (profile_gpu.py groups-next-early).
-#ifndef MV_LANE_NEXT_EARLY
-#define MV_LANE_NEXT_EARLY 0
 #endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings; its share of the never-used pool slots): its events of the window in time
@@ -882,15 +877,10 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
-      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, &list_head, &list_n, MV_LANE_NEXT_EARLY != 0, 0, 0};
+      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, &list_head, &list_n};
       if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &lane)) {
         busy = -1;   // a compact ring is full
         break;
-      }
-      if (MV_LANE_NEXT_EARLY) {   // (the port's next transmission from the transmission's loads)
-        td = lane.next;
-        what = lane.next_what;
-        continue;
       }
     }
     td = switch_port_next(c, p, &what);
@@ -905,29 +895,13 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   }
   return busy;
 }
-// MV_LANE_WIDE_CALL (GPU, 1): the wide switches' port tasks through a function of their own, not
-// inlined beside the small switches' (MV_LANE_SMALL), so that the code a small switch's task
-// runs stays together for the instruction cache. A variant until measured on a GPU
-// (profile_gpu.py groups-wide-call).
-#ifndef MV_LANE_WIDE_CALL
-#define MV_LANE_WIDE_CALL 0
-#endif
-#if defined(MV_BACKEND_CUDA) && MV_LANE_WIDE_CALL && MV_LANE_SMALL > 0
-__device__ __noinline__ int switch_port_lane_wide(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k,
-                                                  const LaneRecs& r, LaneShare share, int64_t* last) {
-  return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
-}
-#define MV_PORT_LANE_WIDE switch_port_lane_wide
-#else
-#define MV_PORT_LANE_WIDE switch_port_lane<MV_LANE_PORTS, false>
-#endif
 // switch_port_lane for a switch of r.n ports: in registers up to MV_LANE_SMALL ports.
 MV_DEV int switch_port_lane_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
                                LaneShare share, int64_t* last) {
 #if MV_LANE_SMALL > 0
   if (r.n <= MV_LANE_SMALL) return switch_port_lane<MV_LANE_SMALL, true>(c, e, v, te, par, k, r, share, last);
 #endif
-  return MV_PORT_LANE_WIDE(c, e, v, te, par, k, r, share, last);
+  return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
 }
 
 // Every port task ran (`out`: one found a compact ring full, and the experiment runs again with

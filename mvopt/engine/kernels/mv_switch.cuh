@@ -341,18 +341,14 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 // LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
 // branch below, with its plain writes, never runs on a lane).
 // `lane` (a port task's, or null): what the task keeps of its port for the window (its variants
-// MV_LANE_*), and where it wants the port's next transmission.
+// MV_LANE_*).
 struct LanePort {
   const PortWire* wire;   // the port's parameters, read once (null: wire_send reads them)
   int32_t *list_head, *list_n;   // the port's own free list (in registers or memory), which takes the sent slot
-  bool want_next;         // the port's next transmission after this one into next / next_what
-  int64_t next;           // (switch_port_next's time and class), from loads before the ring store
-  int next_what;          // (wire_append's comment)
 };
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
                             LanePort* lane = nullptr) {
-  bool next = lane && lane->want_next;
   *touched = -1;
   if (what == 2) {
     Pkt pk;
@@ -363,9 +359,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
     pfc_set(c, p, PFC_SENT, pause);
     ctr_add(c, v, pk.type == PK_PAUSE ? C_PAUSES : C_RESUMES, 1);
     ctr_add(c, v, C_CTL_SENT, 1);
-    bool ok = wire_send(c, v, p, par, t, &pk, -1) >= 0;
-    if (next) lane->next = switch_port_next(c, p, &lane->next_what);
-    return ok;
+    return wire_send(c, v, p, par, t, &pk, -1) >= 0;
   }
   int32_t s = q_pop(c, p, what);
   Pkt* pk = &c->pkt[s];
@@ -376,12 +370,5 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (!LANE) pool_free(c, v, s);
   else if (lane) list_push(c, *lane->list_head, *lane->list_n, s);   // (a port's own list on a lane)
   else port_pool_push(c, p, s);
-  PortNextState after;
-  if (next) after = port_next_state(c, p);   // (all but the free time, which the send sets)
-  int64_t end = wire_send(c, v, p, par, t, pk, s, lane ? lane->wire : nullptr);
-  if (next) {
-    after.free = end;
-    lane->next = port_next_of(after, &lane->next_what);
-  }
-  return end >= 0;
+  return wire_send(c, v, p, par, t, pk, s, lane ? lane->wire : nullptr) >= 0;
 }
