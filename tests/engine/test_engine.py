@@ -1374,7 +1374,7 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
                                      # (the GPU's defaults, as one set)
                                      ({"MV_SWITCH_LANES": 1, "MV_LANE_SMALL": 4, "MV_LANE_TIMES": 1,
                                        "MV_SCAN_SMALL": 1, "MV_LANE_POOL_REGS": 1}, {"MV_SWITCH_LANES": 0}),
-                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 1, "MV_LANE_SMALL": 4},
+                                     ({"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 0, "MV_LANE_SMALL": 4},
                                       {"MV_SWITCH_LANES": 0}),
                                      ({"MV_SWITCH_LANES": 1, "MV_PER_EVENT_WRITES": 1},
                                       {"MV_SWITCH_LANES": 0, "MV_PER_EVENT_WRITES": 1})])
@@ -1411,7 +1411,7 @@ def test_switch_shortcuts_give_the_results_without_them(on: dict, off: dict) -> 
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_SMALL": 4, "MV_LANE_TIMES": 1},
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_SMALL": 4, "MV_SCAN_SMALL": 1},
                                 {"MV_SWITCH_LANES": 1, "MV_LANE_WIRE_ONCE": 1},
-                                {"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 1}])
+                                {"MV_SWITCH_LANES": 1, "MV_LANE_POOL_REGS": 0}])
 def test_wide_switches_run_port_by_port_with_the_serial_results(on: dict) -> None:
     """Switches wider than MV_TREE_PORTS (the rail switches of rail-optimised clusters: 16 and 32
     ports) run their windows port by port too, up to MV_LANE_PORTS (32); their serial windows
