@@ -193,7 +193,7 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 0},
-                                     {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100}, 
+                                     {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     """The GPU without the flows' paths or the hash prefixes, with the late next-arrival cache,

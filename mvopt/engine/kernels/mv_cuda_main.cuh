@@ -229,7 +229,8 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #endif
 // 1: the hosts' windows inlined, the switches' (calm blocks', wide switches') through
 // lanes_serial_window, so that the kernel's own code holds no serial switch window (their local
-// caches and trees: nvcc, the kernel's stack frame 672 bytes and spills 168 / 572 with them).
+// caches and trees: nvcc, the kernel's stack frame 752 bytes and spills 104 / 288 bytes, against
+// 928 and 140 / 544 with them inlined).
 // Measured (twentieth session, H200, (a) 8 MiB x 4,096): 2.108 / 2.103 against 2.077 / 2.080 G
 // packet-hops/s; with MV_LANES_ROWS_BY_SWITCH 2.224 / 2.219 against 2.171 / 2.166 with that
 // alone, so the default (0: every window inlined).
