@@ -169,9 +169,9 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-lanes-times": {"launch": "groups", "MV_LANE_TIMES": 1},
             # (nineteenth session: the GPU's default since) ... and without them
             "groups-lanes-notimes": {"launch": "groups", "MV_LANE_TIMES": 0},
-            # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G) the nodes' own
-            # windows beside the port tasks through a call (the lanes kernel spills less)
-            "groups-lanes-call": {"launch": "groups", "MV_LANES_WINDOW_CALL": 1},
+            # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G, and removed
+            # in the twentieth: MV_LANES_WINDOW_CALL) the nodes' own windows beside the port tasks
+            # through a call
             # (nineteenth session) every port task's in-rings in arrays (local memory), as before
             # MV_LANE_SMALL (the tasks of switches of at most 4 ports in registers)
             "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},

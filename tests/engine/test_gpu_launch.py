@@ -192,7 +192,7 @@ def test_switch_event_selection_paths_match_the_cpu() -> None:
 @pytest.mark.parametrize("defines", [{"MV_FLOW_PATHS": 0}, {"MV_HASH_PREFIX": 0}, {"MV_LATE_NEXT_ARRIVAL": 1},
                                      {"MV_PORT_CLASS_AGAIN": 0}, {"MV_EVENT_PAIRS": 0}, {"MV_SWITCH_LANES": 1},
                                      {"MV_SWITCH_LANES": 0}, {"MV_SWITCH_LANES": 2, "MV_GROUP_BLOCK": 100},
-                                     {"MV_LANES_WINDOW_CALL": 1}, {"MV_LANES_SWITCH_CALL": 0},
+                                     {"MV_LANES_SWITCH_CALL": 0},
                                      {"MV_LANES_ROWS_BY_SWITCH": 0, "MV_GROUP_BLOCK": 100},
                                      {"MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0}])
 def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
@@ -201,11 +201,11 @@ def test_switch_shortcut_variants_match_the_cpu(defines: dict) -> None:
     switch's event loop, with switch windows port by port on one thread (MV_SWITCH_LANES 1) and
     serially (0; the default, 2, runs each port on a thread of its own in the groups mode, also
     in groups of 100 threads, launched in blocks rounded up to whole warps), and the GPU-only
-    variants of the lanes kernel: the nodes' own windows through a call (MV_LANES_WINDOW_CALL)
-    or every window inlined (MV_LANES_SWITCH_CALL 0; the default calls the switches' only), the
-    tasks' rows port-major in groups of 100 threads (MV_LANES_ROWS_BY_SWITCH 0; the default is
-    switch-major), the port tasks' free lists and the small scans' state in memory
-    (MV_LANE_POOL_REGS 0, MV_SCAN_SMALL 0: the GPU's defaults are 1): the CPU's results. (The
+    variants of the lanes kernel: every window inlined (MV_LANES_SWITCH_CALL 0; the default
+    calls the switches' serial windows), the tasks' rows port-major in groups of 100 threads
+    (MV_LANES_ROWS_BY_SWITCH 0; the default is switch-major), the port tasks' free lists and the
+    small scans' state in memory (MV_LANE_POOL_REGS 0, MV_SCAN_SMALL 0: the GPU's defaults are
+    1): the CPU's results. (The
     CPU tests the variants of the code it shares: MV_LANE_TIMES, MV_LANE_SMALL, MV_SCAN_SMALL,
     MV_LANE_WIRE_ONCE, MV_LANE_POOL_REGS; and profile_gpu.py checks each variant's results on the
     GPU against the first variant's.)"""

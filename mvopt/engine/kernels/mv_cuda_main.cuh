@@ -220,20 +220,14 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 #ifndef MV_LANES_CALM
 #define MV_LANES_CALM 1   // 0: every window in lanes (a variant to measure the calm blocks' check)
 #endif
-// 1: the nodes' own windows beside the port tasks (the hosts', the calm blocks') through a call
-// instead of inlined, where the lanes' state is live around them (nvcc: the kernel spills 84 /
-// 124 bytes instead of 152 / 568, the called window 124 / 360). Measured (nineteenth session,
-// H200, (a) 8 MiB x 4,096): 1.701 / 1.700 against 1.746 / 1.747 G packet-hops/s inlined.
-#ifndef MV_LANES_WINDOW_CALL
-#define MV_LANES_WINDOW_CALL 0
-#endif
 // 1: the hosts' windows inlined, the switches' (calm blocks', wide switches') through
 // lanes_serial_window, so that the kernel's own code holds no serial switch window (their local
 // caches and trees: nvcc, the kernel's stack frame 752 bytes and spills 104 / 288 bytes, against
 // 928 and 140 / 544 with them inlined).
 // Measured (twentieth session, H200, (a) 8 MiB x 4,096): 2.108 / 2.103 against 2.077 / 2.080 G
 // packet-hops/s; with MV_LANES_ROWS_BY_SWITCH 2.224 / 2.219 against 2.171 / 2.166 with that
-// alone, so the default (0: every window inlined).
+// alone, so the default (0: every window inlined). (The hosts' windows through the call too lost:
+// 1.701 / 1.700 against 1.746 / 1.747 inlined, nineteenth session; removed in the twentieth.)
 #ifndef MV_LANES_SWITCH_CALL
 #define MV_LANES_SWITCH_CALL 1
 #endif
@@ -324,7 +318,7 @@ __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64
 }
 // A node's own window in phase B: a switch's serial window on its port 0's task (a function of
 // its own: inlined into the port task, the serial loops, the wide switches' too, made it spill
-// more), and with MV_LANES_WINDOW_CALL the hosts' and calm blocks' windows.
+// more), and the calm blocks' switches' windows (MV_LANES_SWITCH_CALL).
 __device__ __noinline__ void lanes_serial_window(Ctx* c, int64_t v, int64_t* a) {
   node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
 }
@@ -444,9 +438,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       }
       if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
-#if MV_LANES_WINDOW_CALL
-        lanes_serial_window(c, v, a);
-#elif MV_LANES_SWITCH_CALL
+#if MV_LANES_SWITCH_CALL
         if (c->node_is_host[v]) node_window_into<true>(c, v, a, a + 1, a + 2, a + 3, false);
         else lanes_serial_window(c, v, a);
 #else
