@@ -180,7 +180,8 @@ VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLO
             "groups-scan-small": {"launch": "groups", "MV_SCAN_SMALL": 1},
             # (nineteenth session; twentieth: 2.108 / 2.103 against 2.077 / 2.080 G, the GPU's
             # default since 65a911c) the hosts' windows inlined, the switches' serial windows
-            # through a call (the kernel spills 120 / 320 bytes instead of 168 / 572)
+            # through a call (nvcc, nineteenth session: the kernel spills 120 / 320 bytes instead of
+            # 168 / 572; at 65a911c 104 / 288 instead of 140 / 544)
             "groups-lanes-switch-call": {"launch": "groups", "MV_LANES_SWITCH_CALL": 1},
             "groups-scan-small-switch-call": {"launch": "groups", "MV_SCAN_SMALL": 1, "MV_LANES_SWITCH_CALL": 1},
             # (nineteenth session; twentieth: 2.171 / 2.166 against 2.077 / 2.080 G, the GPU's

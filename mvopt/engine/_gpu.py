@@ -43,8 +43,8 @@ def _blocks(rows: int, threads: int = THREADS) -> int:
 # where every experiment fits a block of THREADS (128) nodes, else graph (docs/performance.md,
 # "Launch modes", H200 at acd1d75: an idle window of 1,000 experiments 6.0 against 12.2 us,
 # workload (a), 36 nodes, 8 MiB: 1.065 against 1.031 G packet-hops/s at 4,096 experiments, 0.862
-# against 0.846 at 1,024; wider experiments, whose blocks wait for their widest switch, are not
-# measured yet).
+# against 0.846 at 1,024; wider experiments, whose blocks wait for their widest switch, run
+# under groups when asked, but have not been measured side by side with graph yet).
 LAUNCH_MODES = ("auto", "graph", "coop", "async", "groups")
 GROUP_THREADS_MAX = 512          # MV_GROUP_THREADS: the groups kernel's largest block
 GROUP_SLICE_WINDOWS = 16         # groups beyond the resident grid take turns, this many windows each

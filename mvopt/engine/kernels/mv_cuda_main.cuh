@@ -193,7 +193,7 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
     MV_STORE_SHARED(done[g], round + 1);   // (an empty slice: it wrote nothing)
   }
 }
-// MV_SWITCH_LANES 2 (a variant of the groups kernel: docs/engine.md, "Switch lanes"): a window
+// MV_SWITCH_LANES 2 (the groups kernel's default on the GPU, set by _gpu.py: docs/engine.md, "Switch lanes"): a window
 // of the switches of at most MV_LANE_PORTS ports (switch_lanes_fit) in three phases, a barrier
 // between them. (A) Every thread takes the block's in-ring scans (switch_lane_scan, into the
 // switch's records: the scratch column port_lane) until none is left. (B) The hosts and the
@@ -226,7 +226,7 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // 928 and 140 / 544 with them inlined).
 // Measured (twentieth session, H200, (a) 8 MiB x 4,096): 2.108 / 2.103 against 2.077 / 2.080 G
 // packet-hops/s; with MV_LANES_ROWS_BY_SWITCH 2.224 / 2.219 against 2.171 / 2.166 with that
-// alone, so the default (0: every window inlined). (The hosts' windows through the call too lost:
+// alone, so the default, 1 (0: every window inlined). (The hosts' windows through the call too lost:
 // 1.701 / 1.700 against 1.746 / 1.747 inlined, nineteenth session; removed in the twentieth.)
 #ifndef MV_LANES_SWITCH_CALL
 #define MV_LANES_SWITCH_CALL 1
@@ -235,8 +235,8 @@ __device__ __noinline__ int64_t group_take(const Ctx* c, int64_t cap, const int6
 // next 32 ...) instead of port-major (port 0 of every switch, then port 1 ...): the switches
 // come first in the order top-of-rack first, the busiest, so that the rows taken last, while
 // the other warps wait at the barrier, are the lightest. Measured (twentieth session, H200, (a)
-// 8 MiB x 4,096): 2.171 / 2.166 against 2.077 / 2.080 G packet-hops/s port-major, so the default
-// (0: port-major).
+// 8 MiB x 4,096): 2.171 / 2.166 against 2.077 / 2.080 G packet-hops/s port-major, so the default,
+// 1 (0: port-major).
 #ifndef MV_LANES_ROWS_BY_SWITCH
 #define MV_LANES_ROWS_BY_SWITCH 1
 #endif
