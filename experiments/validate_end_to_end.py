@@ -24,9 +24,10 @@ Each row becomes an experiment configuration (``workload.kind: training``):
   of a GPU stays on its rail, and the rails of a rail-optimised fabric share no link;
 * **network**: InfiniBand is lossless with credit-based flow control and no ECN congestion
   control by default: ``cc: none`` with PFC (headroom raised to 4 packets per port so that PFC
-  stays lossless with large packets); packets of ``--payload`` bytes (default 64 KiB: a
-  simulation granularity that adds up to 4 store-and-forward hops of 2.6 us (HDR) to each flow,
-  against flows of 6-400 MB; ``--payload 4096`` runs IB's MTU, ~16x more packets);
+  stays lossless with large packets); packets of ``--payload`` bytes (default 32,000, about the
+  largest the engine's packet record allows, 32,767 bytes with the header: a simulation
+  granularity that adds up to 4 store-and-forward hops of 1.3 us (HDR) to each flow, against
+  flows of 6-400 MB; ``--payload 4096`` runs IB's MTU, ~8x more packets);
 * **workload**: the model and layout of the row with the settings published.py fills in (see
   its ``assumptions``), plus what the rows' software did. The SC21 rows follow the authors'
   artifact scripts (NVIDIA/Megatron-LM ``examples/sc21/run_table_1.sh`` and ``CONFIG.sh``;
@@ -170,10 +171,13 @@ def simulate_case(case: Case, backend: str) -> dict:
 
 
 RESULTS = ROOT / "experiments" / "results" / "end_to_end.json"
+# packets of 32,000 bytes: about the largest payload the engine's packet record allows (payload +
+# header at most 32,767 bytes: a 16-bit field), so the fewest packets per flow
+PAYLOAD = 32_000
 
 
 def command(args) -> str:
-    return "python experiments/validate_end_to_end.py" + (f" --payload {args.payload}" if args.payload != 65536 else "") \
+    return "python experiments/validate_end_to_end.py" + (f" --payload {args.payload}" if args.payload != PAYLOAD else "") \
         + (f" --link-delay-ns {args.link_delay_ns:g}" if args.link_delay_ns != DELAY_NS else "") \
         + (f" --spines {args.spines}" if args.spines != "single" else "") \
         + (f" --backend {args.backend}" if args.backend != "cpu" else "") \
@@ -193,7 +197,7 @@ def record(c: Case, rep: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
-    ap.add_argument("--payload", type=int, default=65536, help="packet payload bytes (default 65536)")
+    ap.add_argument("--payload", type=int, default=PAYLOAD, help=f"packet payload bytes (default {PAYLOAD})")
     ap.add_argument("--link-delay-ns", type=float, default=DELAY_NS,
                     help=f"propagation + forwarding delay of every link (default {DELAY_NS:g} ns)")
     ap.add_argument("--spines", choices=("single", "ecmp"), default="single",
@@ -316,7 +320,8 @@ NOTES = (
     "simulated with them. The NeMo rows follow the launcher's `gpt3/175b.yaml` (distributed optimizer with "
     "fp32 gradient reduce-scatter and bf16 parameter all-gather, 100 MB buckets, overlapped; "
     "`ub_tp_comm_overlap`). *Network*: one rail plane simulated (`rail_sample`), ideal spine load balancing "
-    "(`--spines ecmp` for per-flow hashing), 64 KiB packets (`--payload 4096` for InfiniBand's MTU), 2 us "
+    f"(`--spines ecmp` for per-flow hashing), packets of the command's `--payload` bytes (default {PAYLOAD:,}; "
+    "`--payload 4096` for InfiniBand's MTU), 2 us "
     "links.\n")
 
 
