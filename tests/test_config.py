@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ({"network": {"cc": "cubic"}}, "network.cc: must be one of 'none', 'dcqcn', 'hpcc', 'dctcp', got 'cubic'"),
     ({"network": {"ecn": {"kmin_kb": 50, "kmax_kb": 10}}}, "network.ecn.kmax_kb: must be >= kmin_kb (50.0), got 10.0"),
     ({"network": {"pfc": {"enabled": "yes"}}}, "network.pfc.enabled: must be true or false, got 'yes'"),
+    ({"network": {"payload_bytes": 32720}},
+     "network.payload_bytes: payload + header must be at most 32767 bytes (header_bytes 48), got 32720"),
     ({"workload": {"kind": "tasks", "tasks": [{"src": 0, "dst": 1, "bytes": 10, "after": [7]}]}},
      "workload.tasks[0].after[0]: must name a task id of this list, got 7"),
     ({"workload": {"kind": "tasks", "tasks": [{"kind": "delay", "node": 0}]}},

@@ -12,6 +12,9 @@ from typing import Literal, Optional
 from mvopt._cfg.base import Section, at_least, field, in_range, non_negative, positive
 from mvopt.errors import ConfigError
 
+# the engine's packet record keeps a packet's wire bytes in 16 bits (mvopt/engine/kernels/mv_types.cuh)
+MAX_PACKET_BYTES = 32767
+
 
 @dataclass(frozen=True)
 class DcqcnConfig(Section):
@@ -107,8 +110,8 @@ class NetworkConfig(Section):
 
     cc: Literal["none", "dcqcn", "hpcc", "dctcp"] = field("dcqcn", doc="congestion control")
     lb: Literal["ecmp", "spray"] = field("ecmp", doc="load balancing: per-flow ECMP or per-packet spraying")
-    payload_bytes: int = field(1000, unit="B", doc="payload per data packet (RoCE MTU e.g. 4096)",
-                               check=in_range(1, 65536))
+    payload_bytes: int = field(1000, unit="B", doc="payload per data packet (RoCE MTU e.g. 4096; payload + "
+                               f"header at most {MAX_PACKET_BYTES:,})", check=in_range(1, MAX_PACKET_BYTES))
     header_bytes: int = field(48, unit="B", doc="header bytes per data packet", check=non_negative)
     ack_bytes: int = field(60, unit="B", doc="ACK/NACK size", check=positive)
     buffer_mb: Optional[float] = field(None, unit="MB", doc="shared buffer per switch",
@@ -131,6 +134,17 @@ class NetworkConfig(Section):
                   "as arriving at a full buffer)",
         default_doc="buffer / (payload + header) + 64 per port", check=positive)
 
+    def _check(self, path: str) -> None:
+        check_packet_bytes(self, path)
+
     @property
     def resolved_window(self) -> bool:
         return self.window if self.window is not None else self.cc in ("hpcc", "dctcp")
+
+
+def check_packet_bytes(net: NetworkConfig, path: str = "network") -> None:
+    """A data packet (payload + header) must fit the engine's 16-bit byte count: checked when a
+    configuration is built, and again by the engine for sections constructed in code."""
+    if net.payload_bytes + net.header_bytes > MAX_PACKET_BYTES:
+        raise ConfigError(f"{path}.payload_bytes", f"payload + header must be at most {MAX_PACKET_BYTES} bytes "
+                          f"(header_bytes {net.header_bytes})", net.payload_bytes)

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from mvopt._cfg.network import NetworkConfig
+from mvopt._cfg.network import NetworkConfig, check_packet_bytes
 from mvopt.engine.tasks import FLOW, TaskGraph
 from mvopt.errors import ConfigError
 
@@ -210,9 +210,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
                           "is the smallest link delay)", int(delays.min()) / 1000 if delays.size else 0)
     window = int(delays.min())
     # the packet record keeps wire bytes and a switch's ingress port index in 16 bits
-    if net.payload_bytes + net.header_bytes > 32767:
-        raise ConfigError("network.payload_bytes", f"payload + header must be at most 32767 bytes (header "
-                          f"{net.header_bytes})", net.payload_bytes)
+    check_packet_bytes(net)
     if int(np.diff(np.asarray(topo.node_port_offset, np.int64)).max(initial=0)) > 32767:
         raise ConfigError("cluster", "a switch may have at most 32767 ports", show_value=False)
     rate = np.asarray(topo.port_rate_bps, np.int64)

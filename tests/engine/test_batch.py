@@ -127,13 +127,18 @@ def test_flow_paths_are_computed_once_per_distinct_experiment_with_the_same_rows
 
 
 def test_packets_larger_than_the_record_allows_are_a_configuration_error() -> None:
-    """The packet record keeps wire bytes in 16 bits: payload + header must stay <= 32767."""
+    """The packet record keeps wire bytes in 16 bits: payload + header must stay <= 32767. The
+    configuration checks it (tests/test_config.py); the engine checks again a network section
+    made in code, which skips the configuration's checks."""
+    import dataclasses
+
     from mvopt.errors import ConfigError
 
-    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": {"payload_bytes": 32767}})
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4}})
     g = TaskGraphBuilder()
     g.flow(0, 5, 100_000)
-    exp = Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build())
+    net = dataclasses.replace(cfg.network, payload_bytes=32767)
+    exp = Experiment(topology=build_topology(cfg.cluster), network=net, tasks=g.build())
     with pytest.raises(ConfigError, match="network.payload_bytes"):
         exp.params
 
