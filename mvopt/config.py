@@ -27,6 +27,7 @@ from mvopt._cfg.network import DcqcnConfig, DctcpConfig, EcnConfig, HpccConfig, 
 from mvopt._cfg.simulation import SimulationConfig
 from mvopt._cfg.workload import CollectiveConfig, ParallelismConfig, TaskSpec, WorkloadConfig
 from mvopt.errors import ConfigError
+from mvopt.files import read_text, write_text_atomic
 
 __all__ = [
     "ExperimentConfig", "ClusterConfig", "NetworkConfig", "DcqcnConfig", "HpccConfig", "DctcpConfig",
@@ -65,10 +66,7 @@ _DEFAULT_CLUSTER = {"topology": "fat_tree", "k": 4}
 def load_yaml(path: str | os.PathLike) -> Any:
     """Parse a YAML file; syntax errors become ConfigError naming the file and line."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError(str(p), f"cannot be read ({e.strerror})", show_value=False) from None
+    text = read_text(p, lambda why: ConfigError(str(p), why, show_value=False))
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -92,8 +90,10 @@ def load_config(source: str | os.PathLike | Mapping[str, Any] | None = None, **o
     else:
         src_name = str(source)
         data = load_yaml(source)
-        if data is None:
-            data = {}
+        if data is None:     # (an empty file is more likely a mistake than a request for every default)
+            raise ConfigError("<root>", "the file is empty: an experiment needs at least one section "
+                              "(cluster, network, workload, ...; `{}` for every default)", show_value=False,
+                              source=src_name)
         if not isinstance(data, dict):
             raise ConfigError("<root>", "must be a mapping of sections", type(data).__name__, source=src_name)
         data = dict(data)
@@ -120,9 +120,7 @@ def dump_config(cfg: ExperimentConfig, path: str | os.PathLike | None = None) ->
     """The configuration as YAML; written atomically to ``path`` when given."""
     text = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
     if path is not None:
-        tmp = Path(f"{path}.tmp{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_text_atomic(path, text)
     return text
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing as mp
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 __all__ = ["get_pool", "drop_pool", "usable_cores"]
@@ -35,8 +36,15 @@ def get_pool(purpose: str, n: int) -> ProcessPoolExecutor:
     if key not in _POOLS:
         if not _POOLS:
             atexit.register(_close_all)
-        _POOLS[key] = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+        _POOLS[key] = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                                          initializer=_quiet_on_interrupt)
     return _POOLS[key]
+
+
+def _quiet_on_interrupt() -> None:
+    # A terminal's Ctrl-C reaches the whole process group: the parent reports the interrupt and
+    # re-queues the generation's trials; a worker just ends, without a traceback of its own.
+    signal.signal(signal.SIGINT, lambda *_: os._exit(128 + signal.SIGINT))
 
 
 def drop_pool(purpose: str, n: int) -> None:

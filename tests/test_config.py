@@ -92,6 +92,25 @@ def test_yaml_errors_name_the_file_and_line(tmp_path):
     assert str(e.value).count("missing.yaml") == 1
 
 
+def test_foreign_and_empty_files_are_one_message(tmp_path):
+    """A binary file given as an experiment or a search space, and an empty experiment file (more
+    likely a mistake than a request for every default: `{}` is that): a ConfigError naming the file."""
+    from mvopt.optimize import load_space
+
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\x7fELF" + bytes(range(200, 256)))
+    for load in (load_config, load_space):
+        with pytest.raises(ConfigError, match="bin.yaml: cannot be read \\(not UTF-8 text"):
+            load(binary)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="empty.yaml: <root>: the file is empty"):
+        load_config(empty)
+    braces = tmp_path / "defaults.yaml"
+    braces.write_text("{}\n")
+    assert config_to_dict(load_config(braces)) == config_to_dict(load_config())
+
+
 def test_configuration_reference_is_up_to_date():
     r = subprocess.run([sys.executable, str(ROOT / "experiments" / "gen_config_docs.py"), "--check"])
     assert r.returncode == 0, "docs/configuration.md is stale: run python experiments/gen_config_docs.py"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mvopt.errors import InputFileError
+from mvopt.files import write_atomic
 
 __all__ = ["CompiledTopology", "FORMAT_VERSION"]
 
@@ -164,15 +164,7 @@ class CompiledTopology:
         meta = {name: getattr(self, name) for name in _SCALARS}
         meta.update(format_version=FORMAT_VERSION, parameters=self.parameters)
         arrays = {name: getattr(self, name) for name in ARRAY_DTYPES}
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays), binary=True)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CompiledTopology":

@@ -14,8 +14,6 @@ id order (the usual files already list hosts first, and then ids are unchanged).
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +23,7 @@ from mvopt.cluster.compiled import CompiledTopology
 from mvopt.cluster.spec import NetworkSpec
 from mvopt.cluster.units import format_delay, format_rate, parse_delay, parse_rate
 from mvopt.errors import InputFileError
+from mvopt.files import read_text, write_text_atomic
 
 __all__ = ["read_hpcc_topology", "write_hpcc_topology", "format_hpcc_topology"]
 
@@ -40,10 +39,7 @@ def read_hpcc_topology(path: str | os.PathLike, *, nics_per_server: int = 1, gpu
                        parameters: dict[str, Any] | None = None) -> CompiledTopology:
     """Read, validate and compile an HPCC topology file; errors raise InputFileError(file, line, ...)."""
     file = str(path)
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputFileError(file, None, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    text = read_text(path)
     rows = [(i + 1, ln.split()) for i, ln in enumerate(text.splitlines()) if ln.strip()]
     if not rows:
         raise InputFileError(file, None, "empty file")
@@ -125,13 +121,4 @@ def format_hpcc_topology(topo: CompiledTopology) -> str:
 
 def write_hpcc_topology(topo: CompiledTopology, path: str | os.PathLike) -> None:
     """Write :func:`format_hpcc_topology` to ``path`` atomically."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(format_hpcc_topology(topo))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, format_hpcc_topology(topo))

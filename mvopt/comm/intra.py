@@ -41,6 +41,7 @@ import numpy as np
 import yaml
 
 from mvopt.errors import ConfigError, InputFileError
+from mvopt.files import read_text, write_text_atomic
 from mvopt.workload.gpus import GpuSpec, get_gpu, load_published
 
 __all__ = ["Regime", "Curve", "IntraServerModel", "Measured", "fit_curve", "bus_factor", "sweep_times",
@@ -263,7 +264,7 @@ def dump_params(curves: Sequence[Curve], path: str | Path | None = None, *, comm
     text = head + yaml.safe_dump({"version": 1, "curves": [c.to_dict() for c in curves]},
                                  sort_keys=False, default_flow_style=None, width=110)
     if path is not None:
-        Path(path).write_text(text)
+        write_text_atomic(path, text)
     return text
 
 
@@ -271,9 +272,7 @@ def load_params(path: str | Path) -> list[Curve]:
     """Curves from a parameter file written by :func:`dump_params`."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise InputFileError(str(p), None, f"cannot be read ({e.strerror})") from None
+        data = yaml.safe_load(read_text(p))
     except yaml.YAMLError as e:
         raise InputFileError(str(p), None, f"invalid YAML ({e})") from None
     return _curves_from_data(data, str(p))

@@ -11,6 +11,7 @@ from mvopt.errors import MvoptError
 
 from mvopt.optimize.evaluator import make_evaluator
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
+from mvopt.optimize.samplers import sampler_problem
 from mvopt.optimize.space_file import load_space
 from mvopt.optimize.storage import make_storage
 from mvopt.optimize.study import create_or_resume
@@ -48,11 +49,14 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     quiet_optuna()
     space = load_space(args.space, base_overrides=parse_overrides(getattr(args, "overrides", None) or []))
+    sampler = args.sampler or space.run.sampler
+    problem = sampler_problem(sampler, space.objective_names)
+    if problem:                                    # (--sampler; the space's run.sampler is checked with it)
+        raise MvoptError(f"--sampler: {problem}")
     if args.check:
         print(f"{space.source}: study {space.name!r}, {len(space.parameters)} parameters "
               f"({', '.join(p.name for p in space.parameters)}), objectives {', '.join(space.objective_names)}: ok")
         return 0
-    sampler = args.sampler or space.run.sampler
     gen = args.generation_size or space.run.generation_size
     seed = args.seed if args.seed is not None else space.run.seed
     evaluator = make_evaluator(args.backend)       # before the storage: nothing written if it fails

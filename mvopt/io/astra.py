@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from mvopt.errors import InputFileError
+from mvopt.files import read_text
 
 __all__ = ["AstraLayer", "AstraWorkload", "parse_astra", "read_astra", "astra_graph", "POLICIES", "COMM_TYPES"]
 
@@ -172,12 +173,7 @@ def parse_astra(text: str, file: str = "<string>") -> AstraWorkload:
 
 def read_astra(path: str | Path) -> AstraWorkload:
     """Read and parse a workload file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputFileError(str(p), None, f"cannot be read ({e.strerror})") from None
-    return parse_astra(text, str(p))
+    return parse_astra(read_text(path), str(path))
 
 
 def groups(w: AstraWorkload, n: int, file: str = "<workload>") -> tuple[list[list[int]], list[list[int]]]:

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from mvopt.errors import InputFileError
+from mvopt.files import read_text, write_text_atomic
 
 __all__ = [
     "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "flow_graph", "node_ip", "sports",
@@ -48,10 +47,7 @@ class HpccConfigWarning(UserWarning):
 
 def _read_rows(path: str | os.PathLike) -> tuple[str, list[tuple[int, list[str]]]]:
     file = str(path)
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputFileError(file, None, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    text = read_text(path)
     return file, [(i + 1, ln.split()) for i, ln in enumerate(text.splitlines()) if ln.strip()]
 
 
@@ -211,25 +207,6 @@ def format_fct(flows: Sequence[HpccFlow], result) -> str:
         lines.append(f"{node_ip(f.src):08x} {node_ip(f.dst):08x} {sport} {f.dport} {f.size_bytes} "
                      f"{_ns(start[ids[i]])} {_ns(fct[i])} {_ns(standalone[i])}\n")
     return "".join(lines)
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and os.replace."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    except OSError as e:
-        raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
-        raise
 
 
 def write_fct(path: str | os.PathLike, flows: Sequence[HpccFlow], result) -> int:

@@ -164,8 +164,8 @@ def make_evaluator(name: str) -> Evaluator:
             raise MvoptError(f"evaluator {name!r} cannot be imported: {e}") from None
         return _checked(obj(), name)
     if name not in _REGISTRY:
-        raise MvoptError(f"unknown evaluator backend {name!r} (known: {', '.join(evaluator_names())}, "
-                         "or module:factory)")
+        raise MvoptError(f"unknown evaluator backend {name!r} (known: {', '.join(evaluator_names())}, an engine "
+                         "spec such as auto, gpu:0,1, cpu:N or gpu:0+cpu, or module:factory)")
     return _checked(_REGISTRY[name](), name)
 
 

@@ -66,6 +66,14 @@ class Parameter:
         """``len(self.grid())`` without building the grid."""
         return len(self.grid())
 
+    def can_take(self, value: Any) -> bool:  # pragma: no cover - abstract
+        """Whether a trial can give this parameter `value` (a `when` that needs another is dead)."""
+        raise NotImplementedError
+
+    def describe_values(self) -> str:  # pragma: no cover - abstract
+        """What values it takes, for messages."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class IntParam(Parameter):
@@ -85,6 +93,13 @@ class IntParam(Parameter):
 
     def values_to_check(self) -> list[int]:
         return [self.low, self.low + (self.high - self.low) // self.step * self.step]
+
+    def can_take(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high \
+            and (value - self.low) % self.step == 0
+
+    def describe_values(self) -> str:
+        return f"integers {self.low} to {self.high}" + (f" in steps of {self.step}" if self.step != 1 else "")
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,12 @@ class FloatParam(Parameter):
     def values_to_check(self) -> list[float]:
         return [self.low, self.high]
 
+    def can_take(self, value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value <= self.high
+
+    def describe_values(self) -> str:
+        return f"numbers from {self.low:g} to {self.high:g}"
+
 
 @dataclass(frozen=True)
 class CategoricalParam(Parameter):
@@ -123,6 +144,12 @@ class CategoricalParam(Parameter):
 
     def values_to_check(self) -> list[Any]:
         return list(self.choices)
+
+    def can_take(self, value: Any) -> bool:
+        return any(value == c and isinstance(value, bool) == isinstance(c, bool) for c in self.choices)
+
+    def describe_values(self) -> str:
+        return "one of " + ", ".join(repr(c) for c in self.choices)
 
 
 def divisors(n: int) -> list[int]:

@@ -19,6 +19,8 @@ import optuna
 from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from mvopt.errors import InputFileError
+from mvopt.files import write_text_atomic
 from mvopt.optimize.artifacts import breakdown_chart
 from mvopt.optimize.charts import Chart, Series, have_matplotlib, to_png, to_svg
 from mvopt.optimize.records import is_feasible_trial
@@ -126,7 +128,10 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def write_report(study: optuna.Study, out_dir: str | Path, *, top: int = 5) -> Path:
     """Write ``index.html`` and the plots into ``out_dir``; returns the page's path."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputFileError(str(out), None, f"cannot be made a folder for the report ({e.strerror})") from None
     names = _objective_names(study)
     trials = study.get_trials(deepcopy=False)
     states = {s.name: sum(1 for t in trials if t.state == s) for s in TrialState}
@@ -144,7 +149,7 @@ def write_report(study: optuna.Study, out_dir: str | Path, *, top: int = 5) -> P
     sections = []
     for key, chart in charts.items():
         svg = to_svg(chart)
-        (out / f"{key}.svg").write_text(svg)
+        write_text_atomic(out / f"{key}.svg", svg)
         if to_png(chart, out / f"{key}.png"):
             sections.append(f'<h2>{html.escape(chart.title)}</h2><img src="{key}.png" alt="{html.escape(chart.title)}">')
         else:
@@ -164,5 +169,5 @@ td,th{{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left}}</s
 </body></html>
 """
     path = out / "index.html"
-    path.write_text(page)
+    write_text_atomic(path, page)
     return path

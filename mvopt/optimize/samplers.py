@@ -50,14 +50,24 @@ def sampler_names() -> list[str]:
     return list(_SAMPLERS)
 
 
-def make_sampler(name: str, space: SearchSpace, generation_size: int, seed: int | None = None) -> optuna.samplers.BaseSampler:
-    """The sampler ``name`` configured for generations of ``generation_size`` trials."""
+def sampler_problem(name: str, objective_names: list[str]) -> str | None:
+    """Why sampler ``name`` cannot search a space of these objectives (None: it can)."""
     spec = _SAMPLERS.get(name)
     if spec is None:
-        raise MvoptError(f"unknown sampler {name!r} (known: {', '.join(_SAMPLERS)})")
-    if len(space.objectives) > 1 and not spec.multi_objective:
-        raise MvoptError(f"sampler {name!r} handles one objective only; the space has "
-                         f"{len(space.objectives)} ({', '.join(space.objective_names)}): use nsga2, tpe, gp, random or qmc")
+        return f"unknown sampler {name!r} (known: {', '.join(_SAMPLERS)})"
+    if len(objective_names) > 1 and not spec.multi_objective:
+        multi = ", ".join(n for n, s in _SAMPLERS.items() if s.multi_objective)
+        return (f"sampler {name!r} handles one objective only; the space has {len(objective_names)} "
+                f"({', '.join(objective_names)}): use one of {multi}")
+    return None
+
+
+def make_sampler(name: str, space: SearchSpace, generation_size: int, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """The sampler ``name`` configured for generations of ``generation_size`` trials."""
+    problem = sampler_problem(name, space.objective_names)
+    if problem:
+        raise MvoptError(problem)
+    spec = _SAMPLERS[name]
     for module, package in spec.needs:
         if importlib.util.find_spec(module) is None:
             raise MvoptError(f"sampler {name!r} needs the Python package {package!r}, which is not "

@@ -131,14 +131,19 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
     objectives = _parse_objectives(data.get("objectives", ["iteration_time"]), prices)
 
     names_ok = set(known_paths) | set(inv_names) | variables
+    by_name = {q.name: q for q in params}
     for p in params:
         if p.when is None:
             continue
-        for n in p.when.equals:
+        for n, allowed in p.when.equals.items():
             if n not in param_names:
                 raise _unknown_path(f"parameters.{p.name}.when", n, param_names, "a parameter of this space")
             if n == p.name:
                 raise ConfigError(f"parameters.{p.name}.when", "a parameter cannot depend on itself", n)
+            for v in allowed:     # (a value it never takes: the parameter would silently never apply there)
+                if not by_name[n].can_take(v):
+                    raise ConfigError(f"parameters.{p.name}.when.{n}", f"must be a value {n} takes "
+                                      f"({by_name[n].describe_values()})", v)
         _check_names(f"parameters.{p.name}.when", p.when.expr, names_ok)
     params = _dependency_order(params)
 
@@ -161,10 +166,15 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
         raise ConfigError(f"parameters.{v}", "is not a configuration path (no dot) and no derived value, "
                           "condition or constraint uses it", show_value=False)
     description = str(data.get("description", ""))
+    run = RunDefaults.parse(data.get("run"))
+    from mvopt.optimize.samplers import sampler_problem   # (samplers imports the space module)
+    problem = sampler_problem(run.sampler, [o.name for o in objectives])
+    if problem:
+        raise ConfigError("run.sampler", problem, show_value=False)
     space = SearchSpace(name=str(name or data.get("name") or stem), source=src, base=base,
                         parameters=tuple(params), derived=tuple(derived), constraints=tuple(constraints),
                         objectives=objectives, prices=prices, description=description,
-                        run=RunDefaults.parse(data.get("run")))
+                        run=run)
     space.data = {**data, "name": space.name, "base": config_to_dict(base, include_base_dir=True)}
     space.check_some_feasible()
     return space

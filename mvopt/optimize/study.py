@@ -7,6 +7,7 @@ and the study name, and ``report`` knows the objectives.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from typing import Any
@@ -18,7 +19,7 @@ import mvopt
 from mvopt.config import ExperimentConfig, load_config
 from mvopt.errors import ConfigError, MvoptError
 from mvopt.optimize.samplers import make_sampler
-from mvopt.optimize.space import SearchSpace
+from mvopt.optimize.space import SearchSpace, flatten
 from mvopt.optimize.space_file import load_space
 
 __all__ = ["create_or_resume", "join_study", "space_of", "study_settings", "config_of_trial"]
@@ -58,8 +59,15 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
         if stored is not None and stored != space.objective_names:
             raise MvoptError(f"study {name!r} optimises {stored}, the search space {space.objective_names}: "
                              "use another --study name")
-        if study.user_attrs.get(SPACE_ATTR) not in (None, space.to_data()):
-            _log.warning("study %r: the search space changed since the study was created; continuing", name)
+        stored_space = study.user_attrs.get(SPACE_ATTR)
+        if stored_space is not None and _as_stored(stored_space) != _as_stored(space.to_data()):
+            changed = _base_changes(stored_space.get("base") or {}, space.to_data().get("base") or {})
+            if changed:
+                raise MvoptError(f"study {name!r} was created with another base experiment ({'; '.join(changed[:3])}"
+                                 f"{'; ...' if len(changed) > 3 else ''}): its trials would not be comparable with "
+                                 "this run's. Resume with the same base (space file and --set), or use another --study name")
+            _log.warning("study %r: the search space's parameters changed since the study was created; continuing",
+                         name)
     else:
         study = optuna.create_study(study_name=name, storage=storage, sampler=opt_sampler,
                                     directions=space.directions, load_if_exists=True)
@@ -69,6 +77,18 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
         warnings.simplefilter("ignore")
         study.set_metric_names(space.objective_names)
     return study
+
+
+def _as_stored(data: Any) -> Any:
+    # (a study's attributes are stored as JSON: compare in that form, tuples as lists)
+    return json.loads(json.dumps(data))
+
+
+def _base_changes(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """The fields of the base experiment that differ, as ``path: stored -> now`` (its folder,
+    base_dir, aside: the same space run from elsewhere is the same problem)."""
+    old, new = (flatten({k: v for k, v in _as_stored(b).items() if k != "base_dir"}) for b in (stored, now))
+    return [f"{k}: {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
 def space_of(study: optuna.Study) -> SearchSpace:

@@ -28,6 +28,7 @@ from typing import Iterable, Literal, Mapping
 
 from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InputFileError
+from mvopt.files import read_text
 from mvopt.workload.gpus import GpuSpec, get_gpu
 from mvopt.workload.models import ModelSpec
 
@@ -276,12 +277,7 @@ class OperatorTrace:
     def read(path: str | Path) -> "OperatorTrace":
         """Read a CSV with header ``op,phase,time_us`` (one row per operator and phase, for one
         micro-batch on one GPU; phases: fwd, recompute, bwd_input, bwd_weight, step)."""
-        p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise InputFileError(str(p), None, f"cannot be read ({e.strerror})") from None
-        return OperatorTrace.parse(text, str(p))
+        return OperatorTrace.parse(read_text(path), str(path))
 
     @staticmethod
     def parse(text: str, file: str = "<string>") -> "OperatorTrace":

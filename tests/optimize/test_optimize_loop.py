@@ -154,6 +154,25 @@ def test_existing_study_needs_resume(sqlite_url):
         create_or_resume(make_storage(sqlite_url), other, study_name=space.name, sampler="random", resume=True)
 
 
+def test_resuming_with_another_base_experiment_is_an_error(sqlite_url, caplog):
+    """Resuming a study under another base experiment (another collective size, say) would mix
+    two problems' trials in one study: an error naming the field. Other parameter ranges are a
+    refinement of the same problem: a warning, and the run continues."""
+    space, study = _setup(sqlite_url)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=4))
+    same = load_space(small_space_data())
+    create_or_resume(make_storage(sqlite_url), same, sampler="random", resume=True)
+    assert "changed" not in caplog.text
+    base = {**small_space_data()["base"], "collective": {"bytes": 8 << 20}}
+    other_base = load_space(small_space_data(base=base))
+    with pytest.raises(MvoptError, match="another base experiment .*collective.bytes"):
+        create_or_resume(make_storage(sqlite_url), other_base, sampler="random", resume=True)
+    params = {**small_space_data()["parameters"], "network.ecn.kmin_kb": {"low": 20.0, "high": 400.0, "log": True}}
+    create_or_resume(make_storage(sqlite_url), load_space(small_space_data(parameters=params)), sampler="random",
+                     resume=True)
+    assert "parameters changed" in caplog.text
+
+
 def test_journal_storage(tmp_path):
     space, study = _setup(str(tmp_path / "journal.log"))
     GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=8))

@@ -77,3 +77,17 @@ def test_report_on_empty_study(sqlite_url, tmp_path):
     study = create_or_resume(make_storage(sqlite_url), space, sampler="random")
     page = write_report(study, tmp_path / "r").read_text()
     assert "no feasible trial yet" in page
+
+
+def test_report_into_a_path_that_is_a_file_names_it(sqlite_url, tmp_path):
+    """`--out` naming an existing file: one message naming it, no traceback, the file untouched."""
+    import pytest
+
+    from mvopt.errors import InputFileError
+
+    study = create_or_resume(make_storage(sqlite_url), load_space(small_space_data(name="f")), sampler="random")
+    target = tmp_path / "afile"
+    target.write_text("mine")
+    with pytest.raises(InputFileError, match="afile: cannot be made a folder for the report"):
+        write_report(study, target)
+    assert target.read_text() == "mine"

@@ -127,6 +127,18 @@ def test_condition_on_unknown_parameter():
     assert e.path == "parameters.network.hpcc.eta.when" and "network.lb" in str(e)
 
 
+def test_condition_on_a_value_its_parameter_never_takes():
+    """A `when` naming a value the other parameter never takes (a typo) would leave the parameter
+    silently unsampled there: an error naming both."""
+    e = _error(small_space_data(parameters={"network.cc": ["dcqcn", "hpcc"],
+                                            "network.hpcc.eta": {"low": 0.8, "high": 0.9, "when": {"network.cc": "hpcx"}}}))
+    assert e.path == "parameters.network.hpcc.eta.when.network.cc" and e.value == "hpcx"
+    assert "one of 'dcqcn', 'hpcc'" in str(e)
+    e = _error(small_space_data(parameters={"network.cc": ["dcqcn", "hpcc"], "parallelism.tp": {"low": 1, "high": 8, "step": 2},
+                                            "network.hpcc.eta": {"low": 0.8, "high": 0.9, "when": {"parallelism.tp": [3, 4]}}}))
+    assert e.value == 4 and "integers 1 to 8 in steps of 2" in str(e)
+
+
 def test_every_point_infeasible():
     e = _error(small_space_data(constraints=["network.ecn.kmin_kb > 1000"]))
     assert "every one of" in str(e) and "infeasible" in str(e)
@@ -142,6 +154,10 @@ def test_every_point_infeasible():
     ({"base": BASE, "parameters": {"unused_var": [1, 2]}}, "no derived value"),
     ({"base": BASE, "parameters": {"network.cc": ["dcqcn"]}, "objectives": ["cost"]}, "prices"),
     ({"base": BASE, "parameters": {"network.cc": ["dcqcn"]}, "run": {"generation_size": 0}}, "run.generation_size"),
+    ({"base": BASE, "parameters": {"network.cc": ["dcqcn"]}, "run": {"sampler": "tpee"}},
+     "run.sampler: unknown sampler 'tpee' (known: tpe,"),
+    ({"base": BASE, "parameters": {"network.cc": ["dcqcn"]}, "run": {"sampler": "cmaes"},
+      "objectives": ["iteration_time", "cost"], "prices": {"gpu": 1.0}}, "run.sampler: sampler 'cmaes' handles one objective only"),
     ({"base": BASE, "parameters": {"network.ecn.kmin_kb": {"low": 0.0, "high": 1.0, "log": True}}}, "> 0 with log"),
     ({"base": BASE, "parameters": {"a": {"low": 1, "high": 2, "when": "b > 1"}, "b": {"low": 1, "high": 2, "when": "a > 1"}},
       "constraints": ["a + b > 0"]}, "cycle"),

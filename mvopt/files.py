@@ -1,0 +1,78 @@
+"""Reading and writing the user's files: one clear error for a file that cannot be read or
+written, and writes that never leave a half-written file behind.
+
+Every reader of an input file (configurations, search spaces, foreign formats) takes its text
+through :func:`read_text`; every writer of an output file goes through :func:`write_atomic`
+(a temporary file in the same folder, renamed over the target once complete).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from mvopt.errors import InputFileError, MvoptError
+
+__all__ = ["read_text", "write_atomic", "write_text_atomic"]
+
+
+def _unreadable(path: str) -> Callable[[str], MvoptError]:
+    return lambda why: InputFileError(path, None, why)
+
+
+def read_text(path: str | os.PathLike, error: Callable[[str], MvoptError] | None = None) -> str:
+    """The text of the file at `path`. A file that is missing, a folder, unreadable or not UTF-8
+    text raises ``error(reason)`` (default: InputFileError naming the file), reason being e.g.
+    ``"cannot be read (No such file or directory)"``."""
+    make = error or _unreadable(str(path))
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise make(f"cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise make(f"cannot be read (not UTF-8 text: byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+
+
+def _umask() -> int:
+    # (read, not set and restored: setting it would race with files other threads create)
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[IO], None], binary: bool = False) -> None:
+    """Write the file at `path` with ``write(f)`` through a temporary file in the same folder,
+    renamed over `path` only once complete (an interrupted write leaves the old file, or none).
+    The file gets the permissions a plain ``open`` would give it. A folder that does not exist
+    or cannot be written raises InputFileError naming `path`."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())    # (mkstemp makes it 0600)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise InputFileError(str(path), None, f"cannot be written ({e.strerror or e})") from None
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """:func:`write_atomic` of `text`."""
+    write_atomic(path, lambda f: f.write(text))
