@@ -30,7 +30,14 @@ def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
     if args.gpus:
         if args.backend == "cpu":
             raise MvoptError("--gpus needs --backend gpu or auto")
-        spec = f"gpu:{args.gpus}" if resolve_backend(args.backend) == "gpu" else "cpu"
+        if not all(x.strip().isdigit() for x in args.gpus.split(",")):
+            raise MvoptError(f"--gpus: expected comma-separated GPU indices, e.g. 0,1, got {args.gpus!r}")
+        if resolve_backend(args.backend) == "gpu":
+            spec = f"gpu:{args.gpus}"
+        else:
+            spec = "cpu"
+            print(f"mvopt: --gpus {args.gpus} ignored: backend auto found no GPU and runs on the CPU",
+                  file=sys.stderr)
     if getattr(args, "race_cpu", False):
         if resolve_backend(args.backend) != "gpu":
             raise MvoptError("--race-cpu needs a GPU (--backend gpu or auto on a machine with one): "

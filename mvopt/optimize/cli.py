@@ -98,8 +98,12 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     if hasattr(evaluator, "on_progress"):       # the simulator: a line every few seconds of a long batch
         evaluator.on_progress = progress.simulating
     if not args.quiet:
-        print(f"mvopt: study {study.study_name!r} in {describe_storage(args.storage)}: {len(space.parameters)} "
-              f"parameters, generations of {generation_size}, backend {evaluator.name}", file=sys.stderr)
+        # (new or resumed, and how far: a --resume with a mistyped --study starts a new study, so say so)
+        done = len(study.get_trials(deepcopy=False))
+        state = f"resumed with {done} trials" if done else "new"
+        print(f"mvopt: study {study.study_name!r} ({state}) in {describe_storage(args.storage)}: "
+              f"{len(space.parameters)} parameters, generations of {generation_size}, backend {evaluator.name}",
+              file=sys.stderr)
     loop = GenerationLoop(study, space, evaluator, generation_size=generation_size, progress=progress,
                           poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0,
                           artifact_dir=args.artifacts or default_artifact_dir(args.storage))

@@ -192,3 +192,23 @@ def test_race_cpu_needs_a_gpu(tmp_path, capsys):
     assert mvopt([_write(tmp_path, "s.yaml", SCENARIO), "--race-cpu"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--race-cpu needs a GPU" in err
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--backend", "gpu", "--gpus", "abc"], "--gpus: expected comma-separated GPU indices, e.g. 0,1, got 'abc'"),
+    (["--gpus", "0"], "--gpus needs --backend gpu or auto"),
+])
+def test_bad_gpu_lists_are_one_line_exit_1(tmp_path, capsys, extra, match):
+    assert mvopt([_write(tmp_path, "s.yaml", SCENARIO), *extra]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err
+
+
+def test_foreign_or_empty_scenario_files_are_one_line_exit_1(tmp_path, capsys):
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\x7fELF" + bytes(range(200, 256)))
+    empty = _write(tmp_path, "empty.yaml", "")
+    for path, match in ((str(binary), "cannot be read (not UTF-8 text"), (empty, "the file is empty")):
+        assert mvopt([path]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and match in err, err

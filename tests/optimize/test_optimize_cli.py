@@ -53,15 +53,19 @@ def test_optimize_then_report(tmp_path, subprocess_env):
     res = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make", "--seed", "2"],
               subprocess_env)
     assert res.returncode == 0, res.stderr
+    assert "study 'cli' (new) in" in res.stderr
     assert "gen   2 [####################] 12/12 trials | best" in res.stderr  # progress line per generation
     assert "12 trials in 3 generations" in res.stdout and "network.cc=" in res.stdout  # final table
     again = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make"], subprocess_env)
     assert again.returncode == 1 and "--resume" in again.stderr
+    more = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make", "--resume", "-n", "4"],
+               subprocess_env)
+    assert more.returncode == 0 and "study 'cli' (resumed with 12 trials) in" in more.stderr, more.stderr
     rep = run(["report", "--storage", db, "--out", str(tmp_path / "rep")], subprocess_env)
     assert rep.returncode == 0, rep.stderr
     assert (tmp_path / "rep" / "index.html").exists()
     study = optuna.load_study(study_name="cli", storage=db)
-    assert len(study.trials) == 12
+    assert len(study.trials) == 16
 
 
 def test_missing_simulator_is_a_clear_error(tmp_path, monkeypatch, capsys):
