@@ -26,12 +26,22 @@ def _ccs(text: str) -> list[str]:
     return values
 
 
+def _mib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value * 2**20 < 1:
+        raise argparse.ArgumentTypeError(f"must be a size in MiB of at least one byte, got {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_backend_options(p)
     p.add_argument("--batch", type=_ints, default=[1, 16], help="batch sizes, e.g. 1,16,256 (default 1,16)")
     p.add_argument("--cc", type=_ccs, default=["none", "dcqcn"], help="congestion controls (default none,dcqcn)")
-    p.add_argument("--mib", type=float, default=64.0, help="all-reduce size in MiB (default 64)")
-    p.add_argument("--repeats", type=int, default=1, help="timed repeats per point (median reported)")
+    p.add_argument("--mib", type=_mib, default=64.0, help="all-reduce size in MiB (default 64)")
+    p.add_argument("--repeats", type=int, default=1, help="timed repeats per point (median reported; at least 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
 
