@@ -112,7 +112,8 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
         summary = loop.run(budget)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(f"{summary.told} trials in {summary.generations} generations ({summary.simulated} simulated, "
+    gens = f"{summary.generations} generation{'' if summary.generations == 1 else 's'}"
+    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, "
           f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")
     print(format_table(best_table(study, space.objective_names, args.top)))

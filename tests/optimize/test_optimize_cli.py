@@ -61,6 +61,7 @@ def test_optimize_then_report(tmp_path, subprocess_env):
     more = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make", "--resume", "-n", "4"],
                subprocess_env)
     assert more.returncode == 0 and "study 'cli' (resumed with 12 trials) in" in more.stderr, more.stderr
+    assert "4 trials in 1 generation (" in more.stdout
     rep = run(["report", "--storage", db, "--out", str(tmp_path / "rep")], subprocess_env)
     assert rep.returncode == 0, rep.stderr
     assert (tmp_path / "rep" / "index.html").exists()
