@@ -9,6 +9,7 @@ through :func:`read_text`; every writer of an output file goes through :func:`wr
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -53,23 +54,37 @@ def _umask() -> int:
 def write_atomic(path: str | os.PathLike, write: Callable[[IO], None], binary: bool = False) -> None:
     """Write the file at `path` with ``write(f)`` through a temporary file in the same folder,
     renamed over `path` only once complete (an interrupted write leaves the old file, or none).
-    The file gets the permissions a plain ``open`` would give it. A folder that does not exist
-    or cannot be written raises InputFileError naming `path`."""
-    path = Path(path)
+    A symbolic link is followed (its target is replaced, the link stays); a target that is not a
+    regular file (/dev/null, a FIFO) is written in place. A new file gets the permissions a plain
+    ``open`` would give it, a replaced one keeps its own. A folder that does not exist or cannot
+    be written raises InputFileError naming `path`."""
+    shown = str(path)
+    path = Path(os.path.realpath(path))
+    mode = "wb" if binary else "w"
+    encoding = None if binary else "utf-8"
     try:
+        st = path.stat()
+    except OSError:
+        st = None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(path, mode, encoding=encoding) as f:
+                write(f)
+            return
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise InputFileError(str(path), None, f"cannot be written ({e.strerror})") from None
+        raise InputFileError(shown, None, f"cannot be written ({e.strerror or e})") from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())    # (mkstemp makes it 0600)
-        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
+        with os.fdopen(fd, mode, encoding=encoding) as f:
+            # (mkstemp makes it 0600)
+            os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
             write(f)
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(e, OSError):
-            raise InputFileError(str(path), None, f"cannot be written ({e.strerror or e})") from None
+            raise InputFileError(shown, None, f"cannot be written ({e.strerror or e})") from None
         raise
 
 

@@ -43,7 +43,11 @@ def get_pool(purpose: str, n: int) -> ProcessPoolExecutor:
 
 def _quiet_on_interrupt() -> None:
     # A terminal's Ctrl-C reaches the whole process group: the parent reports the interrupt and
-    # re-queues the generation's trials; a worker just ends, without a traceback of its own.
+    # re-queues the generation's trials; a worker just ends, without a traceback of its own. A
+    # worker of a parent that ignores SIGINT (started in the background by a script) inherits
+    # that and keeps ignoring it, as the parent does.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
     signal.signal(signal.SIGINT, lambda *_: os._exit(128 + signal.SIGINT))
 
 

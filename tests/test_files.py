@@ -51,3 +51,19 @@ def test_writes_are_atomic_and_follow_the_umask(tmp_path) -> None:
 def test_a_missing_folder_is_one_message(tmp_path) -> None:
     with pytest.raises(InputFileError, match=r"x.npz: cannot be written \(No such file or directory\)"):
         write_text_atomic(tmp_path / "nope" / "x.npz", "")
+
+
+def test_links_devices_and_modes_are_respected(tmp_path) -> None:
+    """A symbolic link is followed (the link stays), a device such as /dev/null is written in place
+    (never replaced by a regular file), a replaced file keeps its permissions."""
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    write_text_atomic(os.devnull, "discarded")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    os.chmod(target, 0o600)
+    write_text_atomic(target, "again")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "again"

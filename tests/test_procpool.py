@@ -15,33 +15,50 @@ def test_usable_cores_follow_the_affinity() -> None:
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
 
 
-def test_a_pool_worker_ends_quietly_on_ctrl_c(tmp_path) -> None:
-    """A terminal's Ctrl-C reaches the whole process group: the workers, idle or busy, end without
-    printing a traceback each (the parent reports the interrupt)."""
+def _run_pool_script(tmp_path, parent_ignores: bool) -> tuple[str, str]:
+    """Start a pool of 2 workers (one then idle, one busy), send SIGINT to both, report whether
+    they ended; the parent ignores SIGINT itself if `parent_ignores` (before the pool starts)."""
     import subprocess
     import sys
     import textwrap
 
-    script = textwrap.dedent("""
+    script = textwrap.dedent(f"""
         import os, signal, time
         from mvopt.procpool import get_pool
         if __name__ == "__main__":
+            if {parent_ignores!r}:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             pool = get_pool("test", 2)
-            pool.submit(os.getpid).result()
-            pool.submit(time.sleep, 30)             # (one worker busy, the other idle)
-            time.sleep(1.0)
+            first, second = pool.submit(time.sleep, 1.0), pool.submit(time.sleep, 30)
+            first.result()                           # (both workers started; the first is idle now)
             for pid in list(pool._processes):
                 os.kill(pid, signal.SIGINT)
-            for _ in range(100):
+            for _ in range(50):
                 time.sleep(0.1)
                 alive = [p for p in pool._processes.values() if p.is_alive()]
                 if not alive:
                     break
-            print("ended" if not alive else f"alive {len(alive)}", flush=True)
+            print(f"{{len(pool._processes)}} workers, {{len(alive)}} alive", flush=True)
+            for p in alive:                          # (they hold the test's output pipes)
+                p.kill()
             os._exit(0)
     """)
     path = tmp_path / "pool_int.py"
     path.write_text(script)
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "ended", r.stdout + r.stderr
-    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
+    return r.stdout.strip(), r.stderr
+
+
+def test_a_pool_worker_ends_quietly_on_ctrl_c(tmp_path) -> None:
+    """A terminal's Ctrl-C reaches the whole process group: the workers, idle or busy, end without
+    printing a traceback each (the parent reports the interrupt)."""
+    out, err = _run_pool_script(tmp_path, parent_ignores=False)
+    assert out == "2 workers, 0 alive", out + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def test_pool_workers_of_a_parent_that_ignores_ctrl_c_ignore_it_too(tmp_path) -> None:
+    """A run started in the background by a script ignores SIGINT; so do its workers, which keep
+    working (they would otherwise die under a parent that carries on)."""
+    out, err = _run_pool_script(tmp_path, parent_ignores=True)
+    assert out == "2 workers, 2 alive", out + err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from mvopt.commands._backend import add_backend_options, backend_spec
 
@@ -31,7 +32,7 @@ def _mib(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value * 2**20 < 1:
+    if not (math.isfinite(value) and value * 2**20 >= 1):
         raise argparse.ArgumentTypeError(f"must be a size in MiB of at least one byte, got {text!r}")
     return value
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from mvopt.errors import MvoptError
+from mvopt.errors import ConfigError, MvoptError
 
 from mvopt.optimize.evaluator import make_evaluator
 from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
@@ -51,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     space = load_space(args.space, base_overrides=parse_overrides(getattr(args, "overrides", None) or []))
     sampler = args.sampler or space.run.sampler
     problem = sampler_problem(sampler, space.objective_names)
-    if problem:                                    # (--sampler; the space's run.sampler is checked with it)
-        raise MvoptError(f"--sampler: {problem}")
+    if problem:
+        if args.sampler:
+            raise MvoptError(f"--sampler: {problem}")
+        raise ConfigError("run.sampler", problem, show_value=False, source=space.source)
     if args.check:
         print(f"{space.source}: study {space.name!r}, {len(space.parameters)} parameters "
               f"({', '.join(p.name for p in space.parameters)}), objectives {', '.join(space.objective_names)}: ok")

@@ -95,8 +95,9 @@ class IntParam(Parameter):
         return [self.low, self.low + (self.high - self.low) // self.step * self.step]
 
     def can_take(self, value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high \
-            and (value - self.low) % self.step == 0
+        # (2.0 as well as 2: a condition compares with ==)
+        return _number(value) and float(value).is_integer() and self.low <= value <= self.high \
+            and (int(value) - self.low) % self.step == 0
 
     def describe_values(self) -> str:
         return f"integers {self.low} to {self.high}" + (f" in steps of {self.step}" if self.step != 1 else "")
@@ -126,10 +127,13 @@ class FloatParam(Parameter):
         return [self.low, self.high]
 
     def can_take(self, value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value <= self.high
+        # (the grid values bind the grid sampler only: the others take any value of the range)
+        if not _number(value) or not self.low <= value <= self.high:
+            return False
+        return self.step is None or abs(round((value - self.low) / self.step) * self.step + self.low - value) <= 1e-9 * max(1.0, abs(value))
 
     def describe_values(self) -> str:
-        return f"numbers from {self.low:g} to {self.high:g}"
+        return f"numbers from {self.low:g} to {self.high:g}" + (f" in steps of {self.step:g}" if self.step else "")
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,10 @@ class CategoricalParam(Parameter):
 
     def describe_values(self) -> str:
         return "one of " + ", ".join(repr(c) for c in self.choices)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def divisors(n: int) -> list[int]:

@@ -77,22 +77,24 @@ def _check_value(where: str, path: str, value: Any, fields: Mapping[str, tuple[A
 
 
 def load_space(source: str | os.PathLike | Mapping[str, Any], *, name: str | None = None,
-               base_overrides: Mapping[str, Any] | None = None) -> SearchSpace:
+               base_overrides: Mapping[str, Any] | None = None, strict: bool = True) -> SearchSpace:
     """Load and validate a search space from a YAML file or a mapping (see module docstring).
 
     ``base_overrides`` (dotted config path -> value) change the base experiment before anything
     else is checked (``optimize --set``: e.g. a shorter ``simulation.time_limit_ms`` or a smaller
     ``collective.bytes`` for a quick run); the stored space carries the changed base.
+    ``strict=False`` skips the checks that only catch mistakes (a `when` value its parameter
+    never takes, an unknown run.sampler), for spaces stored in studies by earlier versions.
     """
     src = "<search space>" if isinstance(source, Mapping) else str(source)
     try:
-        return _load(source, name, src, base_overrides or {})
+        return _load(source, name, src, base_overrides or {}, strict)
     except ConfigError as e:
         raise (e if e.source else e.with_source(src)) from None
 
 
 def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: str,
-          base_overrides: Mapping[str, Any]) -> SearchSpace:
+          base_overrides: Mapping[str, Any], strict: bool = True) -> SearchSpace:
     if isinstance(source, Mapping):
         data, base_dir, stem = dict(source), Path.cwd(), "search"
     else:
@@ -140,7 +142,7 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
                 raise _unknown_path(f"parameters.{p.name}.when", n, param_names, "a parameter of this space")
             if n == p.name:
                 raise ConfigError(f"parameters.{p.name}.when", "a parameter cannot depend on itself", n)
-            for v in allowed:     # (a value it never takes: the parameter would silently never apply there)
+            for v in allowed if strict else ():   # (a value it never takes: the parameter would never apply there)
                 if not by_name[n].can_take(v):
                     raise ConfigError(f"parameters.{p.name}.when.{n}", f"must be a value {n} takes "
                                       f"({by_name[n].describe_values()})", v)
@@ -167,10 +169,9 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
                           "condition or constraint uses it", show_value=False)
     description = str(data.get("description", ""))
     run = RunDefaults.parse(data.get("run"))
-    from mvopt.optimize.samplers import sampler_problem   # (samplers imports the space module)
-    problem = sampler_problem(run.sampler, [o.name for o in objectives])
-    if problem:
-        raise ConfigError("run.sampler", problem, show_value=False)
+    from mvopt.optimize.samplers import sampler_names   # (samplers imports the space module)
+    if strict and run.sampler not in sampler_names():   # (whether it suits the objectives: where it is used)
+        raise ConfigError("run.sampler", f"must be a sampler's name ({', '.join(sampler_names())})", run.sampler)
     space = SearchSpace(name=str(name or data.get("name") or stem), source=src, base=base,
                         parameters=tuple(params), derived=tuple(derived), constraints=tuple(constraints),
                         objectives=objectives, prices=prices, description=description,

@@ -16,7 +16,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 import mvopt
-from mvopt.config import ExperimentConfig, load_config
+from mvopt.config import ExperimentConfig, config_to_dict, load_config
 from mvopt.errors import ConfigError, MvoptError
 from mvopt.optimize.samplers import make_sampler
 from mvopt.optimize.space import SearchSpace, flatten
@@ -60,14 +60,15 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
             raise MvoptError(f"study {name!r} optimises {stored}, the search space {space.objective_names}: "
                              "use another --study name")
         stored_space = study.user_attrs.get(SPACE_ATTR)
-        if stored_space is not None and _as_stored(stored_space) != _as_stored(space.to_data()):
-            changed = _base_changes(stored_space.get("base") or {}, space.to_data().get("base") or {})
+        if isinstance(stored_space, dict):
+            changed = _base_changes(stored_space.get("base"), space.base) if study.trials else []
             if changed:
                 raise MvoptError(f"study {name!r} was created with another base experiment ({'; '.join(changed[:3])}"
                                  f"{'; ...' if len(changed) > 3 else ''}): its trials would not be comparable with "
                                  "this run's. Resume with the same base (space file and --set), or use another --study name")
-            _log.warning("study %r: the search space's parameters changed since the study was created; continuing",
-                         name)
+            if _problem(stored_space) != _problem(space.to_data()):
+                _log.warning("study %r: the search space (parameters, derived values, constraints or prices) changed "
+                             "since the study was created; continuing", name)
     else:
         study = optuna.create_study(study_name=name, storage=storage, sampler=opt_sampler,
                                     directions=space.directions, load_if_exists=True)
@@ -84,10 +85,23 @@ def _as_stored(data: Any) -> Any:
     return json.loads(json.dumps(data))
 
 
-def _base_changes(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """The fields of the base experiment that differ, as ``path: stored -> now`` (its folder,
-    base_dir, aside: the same space run from elsewhere is the same problem)."""
-    old, new = (flatten({k: v for k, v in _as_stored(b).items() if k != "base_dir"}) for b in (stored, now))
+def _problem(space_data: dict[str, Any]) -> Any:
+    # what a space asks, apart from its base experiment and its run settings
+    return _as_stored({k: space_data.get(k) for k in ("parameters", "derived", "constraints", "prices", "objectives")})
+
+
+def _base_changes(stored: Any, now: ExperimentConfig) -> list[str]:
+    """The fields of the base experiment that differ, as ``path: then, now``. The stored base is
+    read with today's schema first, so that fields added since (at their defaults) are no change;
+    its folder, base_dir, is none either (the same space run from elsewhere is the same problem).
+    A base that no longer loads, or none, cannot be compared: no change is reported."""
+    if not isinstance(stored, dict) or not stored:
+        return []
+    try:
+        old_cfg = load_config(stored)
+    except ConfigError:
+        return []
+    old, new = (flatten(_as_stored(config_to_dict(c))) for c in (old_cfg, now))
     return [f"{k}: {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
@@ -98,7 +112,7 @@ def space_of(study: optuna.Study) -> SearchSpace:
         raise MvoptError(f"study {study.study_name!r} has no search space: it was not created by "
                          "`python -m mvopt optimize`")
     try:
-        return load_space(data)
+        return load_space(data, strict=False)
     except ConfigError as e:
         raise MvoptError(f"study {study.study_name!r}: its stored search space no longer loads: {e}") from None
 

@@ -19,7 +19,8 @@ def test_bench_prints_json_rows(capsys) -> None:
 @pytest.mark.parametrize("argv, message", [(["--batch", "0"], "expected positive integers, got '0'"),
                                            (["--cc", "cubic"], "must be none, dcqcn, hpcc or dctcp, got 'cubic'"),
                                            (["--mib", "-1"], "--mib: must be a size in MiB of at least one byte, got '-1'"),
-                                           (["--mib", "x"], "--mib: must be a size in MiB")])
+                                           (["--mib", "x"], "--mib: must be a size in MiB"),
+                                           (["--mib", "inf"], "--mib: must be a size in MiB")])
 def test_bench_refuses_bad_arguments(capsys, argv: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as exit_:
         cli_main.main(["bench", *argv])

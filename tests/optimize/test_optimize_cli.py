@@ -113,3 +113,19 @@ def test_optimizer_imports_neither_engine_nor_cupy():
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_sampler_used_must_suit_the_objectives(tmp_path, capsys):
+    """A space whose run.sampler handles one objective, with two: an error naming the file's field,
+    before any storage is made; --sampler overrides it with a sampler that suits them."""
+    import optimize_cli_runner
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump(small_space_data(name="two", prices={"switch": 1}, objectives=["iteration_time", "cost"],
+                                                     run={"sampler": "cmaes"})))
+    assert optimize_cli_runner.main(["optimize", str(space), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "s.yaml: run.sampler: sampler 'cmaes' handles one objective only" in err
+    assert optimize_cli_runner.main(["optimize", str(space), "--check", "--sampler", "nsga2"]) == 0
+    assert optimize_cli_runner.main(["optimize", str(space), "--check", "--sampler", "cmaes"]) == 1
+    assert "--sampler: sampler 'cmaes' handles one objective only" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

@@ -170,7 +170,27 @@ def test_resuming_with_another_base_experiment_is_an_error(sqlite_url, caplog):
     params = {**small_space_data()["parameters"], "network.ecn.kmin_kb": {"low": 20.0, "high": 400.0, "log": True}}
     create_or_resume(make_storage(sqlite_url), load_space(small_space_data(parameters=params)), sampler="random",
                      resume=True)
-    assert "parameters changed" in caplog.text
+    assert "the search space (parameters, derived values, constraints or prices) changed" in caplog.text
+
+
+def test_resuming_compares_what_the_base_asks_not_how_it_was_stored(sqlite_url, caplog):
+    """A stored base read with today's schema (fields added since are at their defaults), its
+    folder aside, and an empty study whatever its base: no error, no warning."""
+    from mvopt.optimize.study import SPACE_ATTR
+
+    space, study = _setup(sqlite_url)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4).run(Budget(n_trials=4))
+    stored = study.user_attrs[SPACE_ATTR]
+    older = {**stored, "base": {k: v for k, v in stored["base"].items() if k != "simulation"}}
+    older["base"]["base_dir"] = "/somewhere/else"
+    study.set_user_attr(SPACE_ATTR, older)           # as an older mvopt, elsewhere, would have stored it
+    create_or_resume(make_storage(sqlite_url), load_space(small_space_data()), sampler="random", resume=True)
+    assert "changed" not in caplog.text
+    empty = load_space(small_space_data(name="empty"))
+    create_or_resume(make_storage(sqlite_url), empty, sampler="random")
+    base = {**small_space_data()["base"], "collective": {"bytes": 8 << 20}}
+    create_or_resume(make_storage(sqlite_url), load_space(small_space_data(name="empty", base=base)),
+                     sampler="random", resume=True)    # (no trials yet: nothing to compare with)
 
 
 def test_journal_storage(tmp_path):
