@@ -290,7 +290,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for s in summaries:
             _print_text(s, sys.stdout)
-        print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {spec})")
+        from mvopt.engine.plan import describe_backend
+        print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {describe_backend(spec)})")
     unfinished = [s for s in summaries if s["status"] != "done"]
     for s in unfinished:
         print(f"mvopt simulate: experiment {s['name']} ended {s['status']}: "
