@@ -20,15 +20,11 @@ from mvopt.errors import InputFileError, MvoptError
 __all__ = ["read_text", "write_atomic", "write_text_atomic"]
 
 
-def _unreadable(path: str) -> Callable[[str], MvoptError]:
-    return lambda why: InputFileError(path, None, why)
-
-
 def read_text(path: str | os.PathLike, error: Callable[[str], MvoptError] | None = None) -> str:
     """The text of the file at `path`. A file that is missing, a folder, unreadable or not UTF-8
     text raises ``error(reason)`` (default: InputFileError naming the file), reason being e.g.
     ``"cannot be read (No such file or directory)"``."""
-    make = error or _unreadable(str(path))
+    make = error or (lambda why: InputFileError(str(path), None, why))
     try:
         return Path(path).read_text(encoding="utf-8")
     except OSError as e:

@@ -130,7 +130,10 @@ class FloatParam(Parameter):
         # (the grid values bind the grid sampler only: the others take any value of the range)
         if not _number(value) or not self.low <= value <= self.high:
             return False
-        return self.step is None or abs(round((value - self.low) / self.step) * self.step + self.low - value) <= 1e-9 * max(1.0, abs(value))
+        if self.step is None:
+            return True
+        nearest = self.low + round((value - self.low) / self.step) * self.step
+        return abs(nearest - value) <= 1e-9 * max(1.0, abs(value))
 
     def describe_values(self) -> str:
         return f"numbers from {self.low:g} to {self.high:g}" + (f" in steps of {self.step:g}" if self.step else "")

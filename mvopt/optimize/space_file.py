@@ -36,6 +36,7 @@ from mvopt.optimize.cost import PriceTable
 from mvopt.optimize.expr import Expr, ExprError
 from mvopt.optimize.inventory import inventory
 from mvopt.optimize.params import Parameter, parse_condition, parse_parameter
+from mvopt.optimize.samplers import sampler_names
 from mvopt.optimize.space import OBJECTIVES, Constraint, Derived, Objective, RunDefaults, SearchSpace, flatten
 
 __all__ = ["load_space"]
@@ -142,10 +143,10 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
                 raise _unknown_path(f"parameters.{p.name}.when", n, param_names, "a parameter of this space")
             if n == p.name:
                 raise ConfigError(f"parameters.{p.name}.when", "a parameter cannot depend on itself", n)
-            for v in allowed if strict else ():   # (a value it never takes: the parameter would never apply there)
-                if not by_name[n].can_take(v):
-                    raise ConfigError(f"parameters.{p.name}.when.{n}", f"must be a value {n} takes "
-                                      f"({by_name[n].describe_values()})", v)
+            never = [v for v in allowed if not by_name[n].can_take(v)]
+            if strict and never:      # (a value it never takes: the parameter would never apply there)
+                raise ConfigError(f"parameters.{p.name}.when.{n}", f"must be a value {n} takes "
+                                  f"({by_name[n].describe_values()})", never[0])
         _check_names(f"parameters.{p.name}.when", p.when.expr, names_ok)
     params = _dependency_order(params)
 
@@ -169,7 +170,6 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
                           "condition or constraint uses it", show_value=False)
     description = str(data.get("description", ""))
     run = RunDefaults.parse(data.get("run"))
-    from mvopt.optimize.samplers import sampler_names   # (samplers imports the space module)
     if strict and run.sampler not in sampler_names():   # (whether it suits the objectives: where it is used)
         raise ConfigError("run.sampler", f"must be a sampler's name ({', '.join(sampler_names())})", run.sampler)
     space = SearchSpace(name=str(name or data.get("name") or stem), source=src, base=base,
