@@ -69,9 +69,9 @@ def cluster128_config(mib: float) -> dict:
 
 def cluster54k_experiment(kib: int) -> Experiment:
     """Fat-tree k=60 (54,000 hosts); every host sends `kib` KiB to the host one pod over. Switch
-    packet pools keep their default size: with 4,096 slots (an earlier version of this scenario)
-    the pools ran out, the last packets of 70 flows were dropped, and in lossless (PFC) mode,
-    which has no retransmission timeout, those flows were stuck (on the CPU and the GPU alike)."""
+    packet pools keep their default size: with 4,096 slots per switch the pools run out, the last
+    packets of some flows are dropped, and lossless (PFC) mode, which has no retransmission
+    timeout, leaves those flows stuck (docs/engine.md, "A descriptor limit the model does not have")."""
     cfg = load_config({"cluster": {"topology": "fat_tree", "k": 60}, "network": {"cc": "dcqcn"}})
     topo = build_topology(cfg.cluster)
     n, pod = int(topo.n_host), 60 * 60 // 4

@@ -8,7 +8,7 @@
 For each: results must be identical between the runs; reports simulated packet-hops/s of the
 whole run (wall clock, builds included: what a user waits for) and of the simulation alone (the
 slowest worker's run time), the speed-up, and each GPU's busy time (load balance). Writes
-DIR/bench_multi_gpu.json; experiments/report_multi_gpu.py renders docs/performance.md.
+DIR/bench_multi_gpu.json; experiments/report_gpu.py renders it into docs/performance.md.
 """
 
 from __future__ import annotations

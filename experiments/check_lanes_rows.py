@@ -2,7 +2,7 @@
 mvopt/engine/kernels/mv_cuda_main.cuh), checked on random groups: every (thread, port) entry of a
 switch that runs port by port is taken exactly once, whatever the node order (the kernel's is
 switches first, widest first, where the tables are smallest), with the rows port-major
-(MV_LANES_ROWS_BY_SWITCH 0) or switch-major (the default since the twentieth session). Prints the
+(MV_LANES_ROWS_BY_SWITCH 0) or switch-major (the default). Prints the
 warp-rows a phase takes for the groups of workloads (a) and (b). No GPU needed:
 
     python experiments/check_lanes_rows.py

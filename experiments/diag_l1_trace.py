@@ -2,15 +2,15 @@
 with ThreadSanitizer's instrumentation, whose entry points (experiments/l1_trace/trace_stub.c)
 record the addresses instead of checking races, with the GPU's switch windows (no lanes, no
 direct path, event pairs). For the GPU's groups kernel, bound by the L1 its experiments share
-(docs/performance.md, fifteenth session), what matters is the 128-byte lines one experiment's
+(docs/decisions/0002-gpu-occupancy-and-block-shape.md), what matters is the 128-byte lines one experiment's
 window touches and how often: the lines touched again and again are the per-event working set;
 the lines touched once pass through. An LRU model of an L1 of --l1-kib gives a hit rate: the
 window's accesses of every node (marked by the kernels' MV_TRACE_NODE hook) repeated for
 --experiments experiments at distinct addresses, all their nodes' sequences interleaved one
 access at a time, as an SM's threads run at once. Its absolute value is a model's (the GPU's
 L1 is not LRU over single accesses, its threads do not advance in step), and it did not rank
-layout changes as the GPU did (docs/performance.md, sixteenth session: three of four changes it
-favoured gained nothing or lost there); the what-if options (--port-record, --ring-bytes,
+layout changes as the GPU did (docs/decisions/0003-port-and-flow-state-as-records.md: three of
+four changes it favoured gained nothing or lost there); the what-if options (--port-record, --ring-bytes,
 --exclude, --sectors, --stores) show what a change would do to it, not to the GPU.
 
     PYTHONPATH=. python experiments/diag_l1_trace.py --mib 8 --skip 300
@@ -153,7 +153,7 @@ def main() -> None:
     ap.add_argument("--port-columns", default="port_tx,port_in,port_q,port_head,port_wire,port_qmax,port_peer",
                     help="the columns --port-record merges")
     ap.add_argument("--stores", choices=("load", "update", "evict"), default="load",
-                    help="what a store does: as a load (the model's figures before session 16), writes its sector "
+                    help="what a store does: as a load (the model's first form), writes its sector "
                          "into its line if there (write-through, no allocation), or evicts its line")
     ap.add_argument("--sectors", action="store_true",
                     help="a sectored L1: 128-byte lines of four 32-byte sectors, each fetched on its own miss")

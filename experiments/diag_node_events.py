@@ -1,7 +1,7 @@
 """Events per node per window of workload (a) (k=4 fat-tree ring all-reduce, 1500-byte packets)
 on the CPU backend: packets each node put on the wire and received (its ports' ring tails and
 its peers'), divided by the experiment's windows. On the GPU a window of a block lasts as long
-as its busiest node's events (docs/performance.md, "Where the GPU's time goes").
+as its busiest node's events (docs/performance.md, "Where the time goes").
 
     PYTHONPATH=. python experiments/diag_node_events.py --mib 8
 """

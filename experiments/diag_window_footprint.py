@@ -2,7 +2,7 @@
 (a GPU L1 line) whose bytes changed in one window, in the steady state, run window by window on
 the CPU backend. The written lines approximate the hot state an SM must hold per experiment (what
 one window writes, the next one's peers read: ring packets, queues, port records), and so
-which records to shrink first (docs/performance.md, "Next steps": a smaller hot state).
+which records to shrink first (docs/performance.md, "Where the time goes").
 
     PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200
     PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200 \

@@ -33,201 +33,101 @@ from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
 from mvopt.experiment import build_experiment  # noqa: E402
 
-VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
-            "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
-            "minblocks8": {"MV_MIN_BLOCKS": 8}, "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
-            "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
-            "coop": {"launch": "coop"},     # grid-wide barriers between phases, one launch
-            "graph": {"launch": "graph"},   # one launch per phase, replayed as a CUDA graph
-            # the window kernel bounded for 3 blocks per SM, as before the read-only parameters (it
-            # then may use more registers): side by side with graph, 4 blocks
-            "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            # graph with a full grid in the default order (before the default stole rows on a
-            # batch of several waves, widest first), then each half of that
-            "graph-fullgrid": {"launch": "graph", "steal": False, "order": "default"},
-            "graph-widest": {"launch": "graph", "steal": False, "order": "widest"},
-            "graph-steal": {"launch": "graph", "steal": True, "order": "default"},
-            # blocks of 64 threads (8 per SM: the same registers)
-            "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
-            # the window kernel bounded for 3 blocks per SM, now with row stealing; 4-port switches
-            # on the persisted caches and trees (MV_TREE_PORTS 2). Both measured at 8b3a370 (no
-            # gain), like the ring prefetch variants (MV_RING_PREFETCH, MV_PORT_PREFETCH), removed since
-            "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
-            # (measured at 9e6a198) the per-event writes the kernels no longer make (a node's hop counter:
-            # the host sums the ports' ring tails instead; its last event time: once per window)
-            "graph-eventwrites": {"launch": "graph", "MV_PER_EVENT_WRITES": 1},
-            # (measured at 9e6a198) the L2's maximum fetch granularity set to 32 / 64 bytes during the run
-            # (the default is printed): scattered 4- and 8-byte reads may fetch fewer DRAM bytes
-            "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
-            "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},
-            # row stealing on 4 / 3 / 2 / 1 resident blocks per SM of an H200's 132 (3 is the
-            # default since 74e0054 measured it best): fewer nodes in flight, so more of their
-            # state stays in the L2 between their events
-            "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
-            "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
-            "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
-            "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132},
-            # (tenth session) with the switches' direct path (the CPU's default), and bounded for 3
-            # blocks per SM; without the eager start of delay tasks
-            "graph-direct": {"launch": "graph", "MV_DIRECT": 1},
-            "graph-direct-window3": {"launch": "graph", "MV_DIRECT": 1, "MV_WINDOW_MIN_BLOCKS": 3},
-            "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0},
-            # ring packets through the L2 with the default eviction priority, not evict-first
-            "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0},
-            # compact packet slots (rings and pools sized for traffic as it is: docs/engine.md,
-            # "Packet slots"), the CPU's default since the tenth session: a smaller footprint
-            "graph-compact": {"launch": "graph", "compact": True},
-            # silent hosts take their task events without the network checks (the CPU's default;
-            # 44 bytes of spills in the window kernel at 128 registers), and bounded for 3 blocks
-            "graph-silent": {"launch": "graph", "MV_SILENT_HOST": 1},
-            "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3},
-            # (eleventh session) each experiment's nodes in one block, a block per group of
-            # experiments, the block's barrier between the phases: no launch between windows
-            "groups": {"launch": "groups"},
-            "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1},
-            # the default launch (groups in one wave, else graph); switches' range search instead
-            # of the dense routing tables (engine/routes.py); the silent hosts off (the GPU's
-            # default before the eleventh session)
-            "auto": {"launch": "auto"},
-            "graph-search": {"launch": "graph", "MV_DENSE_ROUTES": 0},
-            "graph-nosilent": {"launch": "graph", "MV_SILENT_HOST": 0},
-            "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0},
-            # (eleventh session, measured in the twelfth: docs/performance.md) a group's port records
-            # in shared memory and 3 blocks per SM (both removed since); slices of 64 windows
-            "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
-            # a group's switches first (the widest first, top-of-rack switches first since
-            # 4a01ccc), then its hosts: warps of one kind of node (the default since the twelfth
-            # session); groups-plain: the nodes in their order
-            "groups-roles": {"launch": "groups", "group_order": True},
-            "groups-plain": {"launch": "groups", "group_order": False},
-            # (twelfth session) the groups kernel bounded for 6 / 8 blocks of 128 threads per SM
-            # (80 / 64 registers, more spills) instead of 4 (128): more warps to hide the latency
-            "groups-6sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 6},
-            "groups-8sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 8},
-            # (twelfth session; "warps", a group per warp, was measured at 6cbc114 and removed:
-            # docs/performance.md) the switches' direct path (MV_DIRECT, the CPU's default) in the
-            # groups mode; blocks of 96 / 64 threads (2 / 1 experiments of (a) per block, 5 / 8
-            # blocks per SM: fewer experiments' state per SM's L1); ring packets as ordinary loads
-            # and stores (MV_RING_STREAM 0)
-            "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
-            "groups-t96": {"launch": "groups", "MV_GROUP_BLOCK": 96},   # (MV_THREADS 96 when measured)
-            "groups-t64": {"launch": "groups", "MV_GROUP_BLOCK": 64},
-            "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
-            # the switches' hashes computed from the seed per packet (before node_hash)
-            "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
-            # (twelfth session; thirteenth: 1.140 against 1.232 G) every packet routed by its
-            # switch, as before the flows' ECMP paths (f_path, MV_FLOW_PATHS)
-            "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0},
-            # (twelfth session; thirteenth: 1.236 against 1.232 G) a switch arrival caches its
-            # in-ring's next arrival time after the arrival, so that the load overlaps its own
-            "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1},
-            # (twelfth session; thirteenth: 1.248 against 1.232 G, the default since) a
-            # transmission whose start was not moved takes its port's cached class
-            "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0},
-            # (thirteenth session; the cached class is the default since) each transmission's
-            # class decided again, in both launch modes
-            "groups-classagain": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 1},
-            "graph-classagain": {"launch": "graph", "MV_PORT_CLASS_AGAIN": 1},
-            # (thirteenth session) one event per turn of a switch's event loop instead of an
-            # arrival and the transmission after it (MV_EVENT_PAIRS, the GPU's default)
-            "groups-onebyone": {"launch": "groups", "MV_EVENT_PAIRS": 0},
-            "graph-onebyone": {"launch": "graph", "MV_EVENT_PAIRS": 0},
-            # (thirteenth session) the groups mode's blocks of 128 / 160 / 192 / 224 / 256 / 480
-            # threads (GROUP_BLOCK_THREADS 160 when measured first, 224 since): 3 / 4 / 5 / 6 / 7 /
-            # 13 experiments of (a) per block, 4 / 3 / 2 / 2 / 2 / 1 blocks per SM
-            "groups-b128": {"launch": "groups", "MV_GROUP_BLOCK": 128},
-            "groups-b160": {"launch": "groups", "MV_GROUP_BLOCK": 160},
-            "groups-b192": {"launch": "groups", "MV_GROUP_BLOCK": 192},
-            "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
-            "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256},
-            # switches of at most 4 ports on thread-local caches of 4 (the groups kernel's stack frame
-            # 96 bytes instead of 224, spills 12 / 12 bytes instead of 52 / 156; 5-8 port switches
-            # then take the trees)
-            "groups-tree4": {"launch": "groups", "MV_TREE_PORTS": 4},
-            "groups-tree4-b256": {"launch": "groups", "MV_TREE_PORTS": 4, "MV_GROUP_BLOCK": 256},
-            "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480},
-            # (thirteenth session; slower on (a) when run in the fourteenth, docs/performance.md)
-            # switch windows port by port where no decision depends on their ports' order
-            # (MV_SWITCH_LANES, docs/engine.md "Switch lanes"): on the switch's thread (1), or
-            # each port's events on whichever warp of the block is free (2: the groups kernel in
-            # three phases per window)
-            "groups-lanes1": {"launch": "groups", "MV_SWITCH_LANES": 1},
-            "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2},
-            # (seventeenth session) the same without the plain windows of calm blocks
-            "groups-lanes-nocalm": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANES_CALM": 0},
-            # (seventeenth session) lanes for switches of at most 4 ports only (wider ones serially;
-            # at 745723f this also sized the records for 4 ports: 72 bytes instead of 96, +2.2 %)
-            "groups-lanes-p4": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 4},
-            # (eighteenth session) lanes for switches of at most 8 ports, as before 32 (the rail
-            # switches of workload b, 32 ports, then run serially: --workload b)
-            "groups-lanes-p8": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 8},
-            # (eighteenth session: the lanes are the default, so every variant without
-            # MV_SWITCH_LANES runs them) the groups kernel with its switch windows serial
-            "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
-            # (eighteenth session; nineteenth: 1.741 / 1.740 against 1.746 / 1.747 G) a port task keeps its in-rings' next arrival times
-            "groups-lanes-times": {"launch": "groups", "MV_LANE_TIMES": 1},
-            # (nineteenth session: the GPU's default since) ... and without them
-            "groups-lanes-notimes": {"launch": "groups", "MV_LANE_TIMES": 0},
-            # (eighteenth session; nineteenth: 1.701 / 1.700 against 1.746 / 1.747 G, and removed
-            # in the twentieth: MV_LANES_WINDOW_CALL) the nodes' own windows beside the port tasks
-            # through a call
-            # (nineteenth session) every port task's in-rings in arrays (local memory), as before
-            # MV_LANE_SMALL (the tasks of switches of at most 4 ports in registers)
-            "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},
-            # (nineteenth session; twentieth: 1.956 / 1.947 against 1.895 / 1.891 G, the GPU's
-            # default since 53da0c7) the in-ring scans of those switches in registers too
-            "groups-scan-small": {"launch": "groups", "MV_SCAN_SMALL": 1},
-            # (nineteenth session; twentieth: 2.108 / 2.103 against 2.077 / 2.080 G, the GPU's
-            # default since 65a911c) the hosts' windows inlined, the switches' serial windows
-            # through a call (nvcc, nineteenth session: the kernel spills 120 / 320 bytes instead of
-            # 168 / 572; at 65a911c 104 / 288 instead of 140 / 544)
-            "groups-lanes-switch-call": {"launch": "groups", "MV_LANES_SWITCH_CALL": 1},
-            "groups-scan-small-switch-call": {"launch": "groups", "MV_SCAN_SMALL": 1, "MV_LANES_SWITCH_CALL": 1},
-            # (nineteenth session; twentieth: 2.171 / 2.166 against 2.077 / 2.080 G, the GPU's
-            # default since 65a911c) the lanes' rows switch-major: the busiest switches' ports
-            # first, the lightest last
-            "groups-rows-by-switch": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1},
-            # (nineteenth session; twentieth: 1.898 / 1.895 against 1.895 / 1.891 G) a port task
-            # reads its port's wire parameters once, not at every transmission. (Measured in the
-            # twentieth session and removed: MV_LANE_NEXT_EARLY, a port's next transmission from
-            # the loads before the ring store, 1.848 / 1.846; MV_LANE_WIDE_CALL, the wide
-            # switches' port tasks through a call, 1.885 / 1.884, and on (b) 0.260 against 0.268.)
-            "groups-wire-once": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1},
-            # (nineteenth session; twentieth: 2.005 / 2.014 against 1.895 / 1.891 G, the GPU's
-            # default since 53da0c7) a port task's own free list in registers
-            "groups-pool-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1},
-            # (twentieth session: MV_LANE_POOL_REGS and MV_SCAN_SMALL the GPU's default since) the
-            # default before them, and each alone
-            "groups-nopool-noscan": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0},
-            "groups-nopool": {"launch": "groups", "MV_LANE_POOL_REGS": 0},
-            "groups-noscan": {"launch": "groups", "MV_SCAN_SMALL": 0},
-            # (twentieth session) rows switch-major with the switches' serial windows through a call
-            # (2.224 / 2.219 G; the default since 65a911c, so now the same as groups); without
-            # either; and the nineteenth session's defaults (none of the four above)
-            "groups-rows-switch-call": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1, "MV_LANES_SWITCH_CALL": 1},
-            "groups-port-major": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 0},
-            "groups-inline": {"launch": "groups", "MV_LANES_SWITCH_CALL": 0},
-            "groups-defaults19": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0,
-                                  "MV_LANES_ROWS_BY_SWITCH": 0, "MV_LANES_SWITCH_CALL": 0},
-            # (fourteenth session) more blocks per SM, fewer registers (more spills): blocks of
-            # 192 threads, 3 per SM (96 registers); of 160, 4 per SM (96)
-            "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
-            "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4},
-            # (fifteenth session) one resident block per SM instead of two (six experiments of (a)
-            # per SM, not twelve): how much faster a window is with less company (the L1, the
-            # L2's queues), the default kernel and the switch lanes
-            "groups-1sm": {"launch": "groups", "blocks_per_sm": 1},
-            "groups-lanes-1sm": {"launch": "groups", "MV_SWITCH_LANES": 2, "blocks_per_sm": 1},
-            # (fifteenth session) the groups kernel with 24 KB more dynamic shared memory per block,
-            # unused: the driver's carveout leaves the L1 192 KB (64 KB shared) instead of about 248:
-            # how much a window slows with less L1 for the same state (more than 48 KB per block
-            # would need the kernel's opt-in attribute)
-            "groups-l1-192": {"launch": "groups", "extra_smem": 24 << 10},
-            # (fifteenth session) a ring packet's arrival time read ahead as an ordinary load (the
-            # default since: evict-first, as the packet itself)
-            "groups-ringt0": {"launch": "groups", "MV_RING_T_STREAM": 0}}
-# (the other variants use the default launch, per-experiment windows in one launch: "async")
+# Each entry: kernel macros (MV_*), launch mode, grid, node order or packet slots of one variant;
+# every variant's results must equal the first's. The measurements behind each group, and which
+# setting is the default, are in docs/decisions/ (the file named beside the group).
+VARIANTS = {
+    # launch modes (0001-gpu-launch-modes.md); variants without "launch" run "async"
+    "base": {}, "async": {"launch": "async"}, "coop": {"launch": "coop"}, "graph": {"launch": "graph"},
+    "groups": {"launch": "groups"}, "auto": {"launch": "auto"},
+    # registers, blocks per SM and block shape (0002-gpu-occupancy-and-block-shape.md)
+    "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6},
+    "minblocks8": {"MV_MIN_BLOCKS": 8}, "cache8": {"MV_CACHE_PORTS": 8},
+    "minblocks4+cache8": {"MV_MIN_BLOCKS": 4, "MV_CACHE_PORTS": 8},
+    "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},
+    "minblocks8+cache8": {"MV_MIN_BLOCKS": 8, "MV_CACHE_PORTS": 8},
+    "graph-window3": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+    "graph-window3-steal": {"launch": "graph", "MV_WINDOW_MIN_BLOCKS": 3},
+    "graph-t64": {"launch": "graph", "MV_THREADS": 64, "MV_WINDOW_MIN_BLOCKS": 8},
+    "graph-grid4": {"launch": "graph", "steal": True, "window_blocks": 528},
+    "graph-grid3": {"launch": "graph", "steal": True, "window_blocks": 396},
+    "graph-grid2": {"launch": "graph", "steal": True, "window_blocks": 264},
+    "graph-grid1": {"launch": "graph", "steal": True, "window_blocks": 132},
+    "groups-6sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 6},
+    "groups-8sm": {"launch": "groups", "MV_GROUP_THREADS": 128, "MV_GROUP_MIN_BLOCKS": 8},
+    "groups-192x3": {"launch": "groups", "MV_GROUP_BLOCK": 192, "MV_GROUP_THREADS": 192, "MV_GROUP_MIN_BLOCKS": 3},
+    "groups-160x4": {"launch": "groups", "MV_GROUP_BLOCK": 160, "MV_GROUP_THREADS": 160, "MV_GROUP_MIN_BLOCKS": 4},
+    "groups-t96": {"launch": "groups", "MV_GROUP_BLOCK": 96}, "groups-t64": {"launch": "groups", "MV_GROUP_BLOCK": 64},
+    "groups-b128": {"launch": "groups", "MV_GROUP_BLOCK": 128}, "groups-b160": {"launch": "groups", "MV_GROUP_BLOCK": 160},
+    "groups-b192": {"launch": "groups", "MV_GROUP_BLOCK": 192}, "groups-b224": {"launch": "groups", "MV_GROUP_BLOCK": 224},
+    "groups-b256": {"launch": "groups", "MV_GROUP_BLOCK": 256}, "groups-b480": {"launch": "groups", "MV_GROUP_BLOCK": 480},
+    "groups-slice64": {"launch": "groups", "group_slice_windows": 64},
+    # fewer experiments per SM, less L1 for the same state: how much company a window pays for
+    "groups-1sm": {"launch": "groups", "blocks_per_sm": 1},
+    "groups-lanes-1sm": {"launch": "groups", "MV_SWITCH_LANES": 2, "blocks_per_sm": 1},
+    "groups-l1-192": {"launch": "groups", "extra_smem": 24 << 10},
+    # node order (0007-gpu-node-order.md)
+    "graph-fullgrid": {"launch": "graph", "steal": False, "order": "default"},
+    "graph-widest": {"launch": "graph", "steal": False, "order": "widest"},
+    "graph-steal": {"launch": "graph", "steal": True, "order": "default"},
+    "groups-roles": {"launch": "groups", "group_order": True},
+    "groups-plain": {"launch": "groups", "group_order": False},
+    # switch lanes (0004-switch-lanes.md)
+    "groups-lanes1": {"launch": "groups", "MV_SWITCH_LANES": 1},
+    "groups-lanes": {"launch": "groups", "MV_SWITCH_LANES": 2},
+    "groups-serial": {"launch": "groups", "MV_SWITCH_LANES": 0},
+    "groups-lanes-nocalm": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANES_CALM": 0},
+    "groups-lanes-p4": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 4},
+    "groups-lanes-p8": {"launch": "groups", "MV_SWITCH_LANES": 2, "MV_LANE_PORTS": 8},
+    "groups-lanes-times": {"launch": "groups", "MV_LANE_TIMES": 1},
+    "groups-lanes-notimes": {"launch": "groups", "MV_LANE_TIMES": 0},
+    "groups-lanes-big": {"launch": "groups", "MV_LANE_SMALL": 0},
+    "groups-scan-small": {"launch": "groups", "MV_SCAN_SMALL": 1},
+    "groups-lanes-switch-call": {"launch": "groups", "MV_LANES_SWITCH_CALL": 1},
+    "groups-scan-small-switch-call": {"launch": "groups", "MV_SCAN_SMALL": 1, "MV_LANES_SWITCH_CALL": 1},
+    "groups-rows-by-switch": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1},
+    "groups-wire-once": {"launch": "groups", "MV_LANE_WIRE_ONCE": 1},
+    "groups-pool-regs": {"launch": "groups", "MV_LANE_POOL_REGS": 1},
+    "groups-nopool-noscan": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0},
+    "groups-nopool": {"launch": "groups", "MV_LANE_POOL_REGS": 0},
+    "groups-noscan": {"launch": "groups", "MV_SCAN_SMALL": 0},
+    "groups-rows-switch-call": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 1, "MV_LANES_SWITCH_CALL": 1},
+    "groups-port-major": {"launch": "groups", "MV_LANES_ROWS_BY_SWITCH": 0},
+    "groups-inline": {"launch": "groups", "MV_LANES_SWITCH_CALL": 0},
+    "groups-defaults19": {"launch": "groups", "MV_LANE_POOL_REGS": 0, "MV_SCAN_SMALL": 0,
+                          "MV_LANES_ROWS_BY_SWITCH": 0, "MV_LANES_SWITCH_CALL": 0},
+    # memory placement (0005-memory-placement-on-the-gpu.md)
+    "graph-nostream": {"launch": "graph", "MV_RING_STREAM": 0},
+    "groups-nostream": {"launch": "groups", "MV_RING_STREAM": 0},
+    "groups-ringt0": {"launch": "groups", "MV_RING_T_STREAM": 0},
+    "graph-l2fetch32": {"launch": "graph", "l2_fetch": 32},
+    "graph-l2fetch64": {"launch": "graph", "l2_fetch": 64},
+    "groups-tree4": {"launch": "groups", "MV_TREE_PORTS": 4},
+    "groups-tree4-b256": {"launch": "groups", "MV_TREE_PORTS": 4, "MV_GROUP_BLOCK": 256},
+    # fewer loads per event (0006-fewer-loads-per-event.md)
+    "graph-tree2": {"launch": "graph", "MV_TREE_PORTS": 2},
+    "graph-eventwrites": {"launch": "graph", "MV_PER_EVENT_WRITES": 1},
+    "graph-direct": {"launch": "graph", "MV_DIRECT": 1},
+    "graph-direct-window3": {"launch": "graph", "MV_DIRECT": 1, "MV_WINDOW_MIN_BLOCKS": 3},
+    "groups-direct": {"launch": "groups", "MV_DIRECT": 1},
+    "graph-noeager": {"launch": "graph", "MV_EAGER_DELAY": 0},
+    "graph-silent": {"launch": "graph", "MV_SILENT_HOST": 1},
+    "graph-silent-window3": {"launch": "graph", "MV_SILENT_HOST": 1, "MV_WINDOW_MIN_BLOCKS": 3},
+    "graph-nosilent": {"launch": "graph", "MV_SILENT_HOST": 0},
+    "groups-silent": {"launch": "groups", "MV_SILENT_HOST": 1},
+    "graph-search": {"launch": "graph", "MV_DENSE_ROUTES": 0},
+    "groups-search": {"launch": "groups", "MV_DENSE_ROUTES": 0},
+    "groups-fullhash": {"launch": "groups", "MV_HASH_PREFIX": 0},
+    "groups-nopaths": {"launch": "groups", "MV_FLOW_PATHS": 0},
+    "groups-late": {"launch": "groups", "MV_LATE_NEXT_ARRIVAL": 1},
+    "groups-classcache": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 0},
+    "groups-classagain": {"launch": "groups", "MV_PORT_CLASS_AGAIN": 1},
+    "graph-classagain": {"launch": "graph", "MV_PORT_CLASS_AGAIN": 1},
+    "groups-onebyone": {"launch": "groups", "MV_EVENT_PAIRS": 0},
+    "graph-onebyone": {"launch": "graph", "MV_EVENT_PAIRS": 0},
+    # packet slots (0008-packet-slots.md)
+    "graph-compact": {"launch": "graph", "compact": True},
+}
 
 
 ORDERS = {"auto": "auto", "default": "default", "widest": "widest-first"}   # a variant's "order": $MVOPT_NODE_ORDER
@@ -310,7 +210,7 @@ def main() -> None:
         be = GpuBackend(window_blocks=args.window_blocks,
                         defines={k: int(x) for k, x in (d.split("=", 1) for d in args.define)})
         run_once(be, exps[:1], False, max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
-        # the order and grid a run gets (before 1cd2b51 this profiled the interleaved order)
+        # the order and grid a run gets
         run_once(be, exps, False, max_iters=args.iters)
         return
     rows, ref = [], None

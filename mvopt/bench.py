@@ -1,6 +1,6 @@
 """Simulator speed benchmark: simulated packet-hops/s, windows/s and experiments/hour.
 
-Workload (a) of the tracker: a ring all-reduce over all 16 hosts of a k=4 fat-tree, 1500-byte
+Workload (a) of docs/performance.md: a ring all-reduce over all 16 hosts of a k=4 fat-tree, 1500-byte
 packets (1452 B payload + 48 B header), one experiment per batch slot, for several batch sizes
 and congestion-control algorithms. Identical experiments are simulated as independent rows (the
 engine does not deduplicate), so a batch of B costs B experiments' work.

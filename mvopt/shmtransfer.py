@@ -2,12 +2,13 @@
 
 A worker's result (a built experiment: a few MB to hundreds of MB of NumPy arrays) would reach
 the main process pickled through a pipe, and the main process alone would unpickle them one after
-another: measured on the device machine, a generation of 1,000 configurations spent ~20 s there
-while 16 workers built them in ~5 s. Instead :func:`pack` writes the arrays' bytes (pickle
+another, which makes it the bottleneck of a generation built by many workers
+(docs/decisions/0010-host-batch-build.md). Instead :func:`pack` writes the arrays' bytes (pickle
 protocol 5's out-of-band buffers) to one file in shared memory (``/dev/shm``) and sends only the
 small rest through the pipe; :func:`unpack` maps the file (copy-on-write: the arrays stay
 writable, no page is copied unless written), unlinks it at once, and rebuilds the object around
-those pages. Where shared memory is missing or too small, the result travels pickled as before.
+those pages. Where shared memory is missing or too small, the result travels pickled through the
+pipe.
 """
 
 from __future__ import annotations
