@@ -127,7 +127,7 @@ class CpuBackend:
         """Packet slots for a run, reused from this thread's previous run when large enough: the
         kernels never read a slot before writing it (pools hand out never-used slots first), so
         reuse needs no clearing, and a sequence of batches (an optimizer's generations) stops
-        paying the page faults of fresh memory (0.15 s per 117 MB measured)."""
+        paying the page faults of fresh memory."""
         need = scratch_words(batch.counts)
         total = sum(need.values())
         buf = getattr(self._local, "scratch", None)

@@ -196,7 +196,7 @@ MV_DEV bool q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
   return t < 0;
 }
 // Unlinks the head packet of queue q; returns its slot. (Loading the whole packet here, for the
-// caller, cost the window kernel 60 bytes of spills: nvcc 13, sm_90.)
+// caller, makes the window kernel spill.)
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t s = PORT_QH(c, p, q);
   int32_t next = c->pkt[s].next;

@@ -85,7 +85,7 @@ MV_DEV int64_t mv_clock_ns() {
 // The group's reports go to shared memory (`acc`, four words per experiment of the group: the
 // earliest next and progress times, the tasks and flows finished in this window), and the
 // advance publishes nothing beyond the block: its barrier orders the nodes' windows.
-// (Not inlined: the kernel spills less so, nvcc 13, sm_90.)
+// (Not inlined: the kernel spills less so.)
 __device__ __noinline__ void group_advance(Ctx* c, int64_t e, int64_t* a) {
   int64_t done = c->exp_done[e] + a[2], acked = c->exp_acked[e] + a[3];
   c->exp_done[e] = done;
@@ -351,7 +351,7 @@ MV_DEV void window_row(Ctx* c, int64_t i, int64_t cap) {
 // of several waves of blocks): the grid is resident and its warps take the next 32 rows of
 // node_order from a counter (`next_row`, reset by the advance) until none is left. A warp that
 // finished early takes more rows, where the blocks of a full grid hold their SM until their
-// slowest warp ends and the last partial wave runs alone (measured: docs/performance.md).
+// slowest warp ends and the last partial wave runs alone.
 MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_window(int64_t cap,
                                                                                   unsigned long long* next_row,
                                                                                   int steal) {

@@ -79,9 +79,9 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
 // Ports whose next-event times a switch keeps cached (thread-local arrays refilled each window
 // up to MV_TREE_PORTS ports; beyond, port_ta, port_td, port_what and the trees in port_tree,
 // kept from one window to the next); wider switches take the same decisions by rescanning
-// every port, once per event. 256 covers today's switch radixes: with 64, a 128-port
-// spine rescanned and its rail-optimised experiment took 6.7 s instead of 3.1 s on one core
-// (docs/performance.md), and on the GPU the widest switch's thread sets the pace of every window.
+// every port, once per event. 256 covers today's switch radixes: a rescan per event makes the
+// widest switch's thread, which sets the pace of every window on a GPU, many times slower.
+// (Both widths are backend_defaults.KERNEL_DEFINES: tests shrink them to reach these paths.)
 #ifndef MV_CACHE_PORTS
 #define MV_CACHE_PORTS 256
 #endif
@@ -175,8 +175,7 @@ MV_DEV int switch_start_class(const Ctx* c, int64_t p, int64_t t, int what) {
 // TREE: the switch has more than MV_TREE_PORTS ports (and at most MV_CACHE_PORTS): its caches
 // and trees persist in the scratch columns. A smaller switch refills thread-local arrays at
 // the start of each window: cheaper for a few ports than caches in memory, whose every store the
-// compiler must assume may alias another column (measured on the CPU: workload (a), 4-port
-// switches, 5-7 % slower with persisted caches). A wider one rescans every port per event.
+// compiler must assume may alias another column. A wider one rescans every port per event.
 template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t now = c->exp_T_ps[e];
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
@@ -410,9 +409,8 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #endif
 
 // A window's records of a switch of n ports, what the scans found and the decision reads, packed
-// by n (what a port task reads of them bounds its start: records laid out for 8 ports, 96 bytes
-// an in-ring, cost a 4-port switch 1/3 more sectors than 72-byte ones, and those were 2.2 %
-// faster on (a), docs/performance.md): per in-ring j a LaneHead, then the switch's LaneSwitch
+// by n (what a port task reads of them bounds its start: records laid out for the widest switch
+// would cost a small one more sectors): per in-ring j a LaneHead, then the switch's LaneSwitch
 // (read before any port task changes it), then per egress port k a row of n first arrivals and
 // a row of n queued counts, one entry per in-ring (port k's rows are its own).
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
