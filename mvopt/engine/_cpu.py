@@ -17,17 +17,21 @@ from typing import Callable
 
 import numpy as np
 
-from mvopt.engine import schema
+from mvopt.engine import backend_defaults, schema
+from mvopt.engine.backend_defaults import CpuDefaults, check_defines
 from mvopt.engine.batch import ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_words
+from mvopt.engine.ctx import Ctx, build_ctx
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
 from mvopt.procpool import usable_cores
 
-__all__ = ["CpuBackend", "build_ctx", "cache_dir"]
+__all__ = ["SWITCH_SCHEDULES", "CpuBackend", "cache_dir"]
 
-NODES_PER_THREAD = 512   # below this much work per thread, OpenMP's barriers cost more than they save
-PROGRESS_CHUNK = 16384   # windows per call between progress reports (results do not depend on it)
-STEER_CHUNK = 512        # ... between calls of a race's steer: a cancelled experiment stops within ~0.1-1 s
+# How the CPU runs a switch's window: 'lanes' (port by port when no decision of the window can
+# depend on the order of its ports' events, else the serial loop: the GPU's groups kernel takes
+# the same decisions) or 'serial' (always the serial loop, as the GPU's graph kernel runs it; for
+# tests that compare the two). Results do not depend on it.
+SWITCH_SCHEDULES = ("lanes", "serial")
 _FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
 
 
@@ -46,17 +50,11 @@ def _compiler() -> str:
 
 
 def _openmp_works(cxx: str) -> bool:
-    if os.environ.get("MVOPT_OPENMP", "1") == "0":
-        return False
     with tempfile.TemporaryDirectory() as d:
         src = Path(d, "t.cpp")
         src.write_text("#include <omp.h>\nint main(){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
         r = subprocess.run([cxx, "-fopenmp", str(src), "-o", str(Path(d, "t"))], capture_output=True)
         return r.returncode == 0
-
-
-class _Ctx(ctypes.Structure):
-    _fields_ = [(s, ctypes.c_int64) for s in schema.SCALARS] + [(c.name, ctypes.c_void_p) for c in schema.COLUMNS]
 
 
 def experiment_order(batch: Batch) -> np.ndarray:
@@ -68,31 +66,27 @@ def experiment_order(batch: Batch) -> np.ndarray:
     return np.array(sorted(range(len(costs)), key=lambda i: (-costs[i], i)), dtype=np.int64)
 
 
-def build_ctx(counts: dict[str, int], pointers: dict[str, int]) -> _Ctx:
-    """The `struct Ctx` the kernels see: the batch's counts and one address per column (host
-    addresses for the CPU backend, device addresses for the GPU backend)."""
-    ctx = _Ctx()
-    for s in schema.SCALARS:
-        setattr(ctx, s, int(counts[s]))
-    for col in schema.COLUMNS:
-        setattr(ctx, col.name, int(pointers[col.name]))
-    return ctx
-
-
 class CpuBackend:
     """Runs batches on the CPU (all cores through OpenMP when the compiler supports it)."""
 
     name = "cpu"
 
-    def __init__(self, threads: int | None = None, defines: dict[str, int] | None = None) -> None:
+    def __init__(self, threads: int | None = None, defines: dict[str, int] | None = None,
+                 switch_schedule: str = "lanes", defaults: CpuDefaults | None = None) -> None:
         """`threads`: OpenMP threads at most (default $OMP_NUM_THREADS, else every usable core).
-        `defines`: compile-time overrides of the kernels' tuning macros (MV_CACHE_PORTS,
-        MV_TREE_PORTS, MV_DIRECT, MV_SILENT_HOST, MV_DENSE_ROUTES, ...: docs/engine.md), for tests and
-        measurements; results do not depend on them."""
+        `defines`: kernel constants (backend_defaults.KERNEL_DEFINES: the pull-vs-lock ablation,
+        the switch widths tests shrink). `switch_schedule`: SWITCH_SCHEDULES. `defaults`: the
+        backend's row of the table (default: backend_defaults.CPU when a run starts). Results
+        depend on none of them."""
+        if switch_schedule not in SWITCH_SCHEDULES:
+            raise ValueError(f"switch_schedule={switch_schedule!r}: expected one of {', '.join(SWITCH_SCHEDULES)}")
+        self.switch_lanes = int(switch_schedule == "lanes")
+        self._defaults = defaults
+        defines = check_defines(defines)
         cxx = _compiler()
         self.openmp = _openmp_works(cxx)
         flags = _FLAGS + (["-fopenmp"] if self.openmp else [])
-        flags += [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
+        flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
         src = kernel_source("cpu")
         key = source_hash(src, cxx, " ".join(flags))
         lib = cache_dir() / f"mvopt_cpu_{key}.so"
@@ -110,10 +104,10 @@ class CpuBackend:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
         self.lib = ctypes.CDLL(str(lib))
         self.lib.mv_run.restype = ctypes.c_int64
-        self.lib.mv_run.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64]
+        self.lib.mv_run.argtypes = [ctypes.POINTER(Ctx), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
         self.lib.mv_run_by_experiment.restype = ctypes.c_int64
-        self.lib.mv_run_by_experiment.argtypes = [ctypes.POINTER(_Ctx), ctypes.c_int64, ctypes.c_int64,
-                                                  ctypes.POINTER(ctypes.c_int64)]
+        self.lib.mv_run_by_experiment.argtypes = [ctypes.POINTER(Ctx), ctypes.c_int64, ctypes.c_int64,
+                                                  ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
         for f in ("mv_sizeof_pkt", "mv_sizeof_int"):
             getattr(self.lib, f).restype = ctypes.c_int64
         if self.lib.mv_sizeof_pkt() != schema.PKT_DTYPE.itemsize or self.lib.mv_sizeof_int() != schema.INT_DTYPE.itemsize:
@@ -124,11 +118,16 @@ class CpuBackend:
             self.max_threads = 1
         self._local = threading.local()   # per-thread reusable scratch (workers may share a backend)
 
+    @property
+    def defaults(self) -> CpuDefaults:
+        """This backend's row of the table of backend defaults."""
+        return self._defaults or backend_defaults.CPU
+
     def _scratch(self, batch: Batch) -> dict:
         """Packet slots for a run, reused from this thread's previous run when large enough: the
         kernels never read a slot before writing it (pools hand out never-used slots first), so
         reuse needs no clearing, and a sequence of batches (an optimizer's generations) stops
-        paying the page faults of fresh memory (0.15 s per 117 MB measured)."""
+        paying the page faults of fresh memory."""
         need = scratch_words(batch.counts)
         total = sum(need.values())
         buf = getattr(self._local, "scratch", None)
@@ -146,29 +145,31 @@ class CpuBackend:
 
     def threads_for(self, batch: Batch) -> int:
         """Threads worth starting: one per experiment when there are several (experiment-major
-        order), else about one per 512 nodes of the single experiment; at most max_threads."""
+        order), else about one per `defaults.nodes_per_thread` nodes of the single experiment; at
+        most max_threads."""
         return self.threads_for_counts(int(batch.counts["n_exp"]), int(batch.counts["n_node"]))
 
     def threads_for_counts(self, n_exp: int, n_node: int) -> int:
         if n_exp > 1:
             return max(1, min(self.max_threads, n_exp))
-        return max(1, min(self.max_threads, n_node // NODES_PER_THREAD))
+        return max(1, min(self.max_threads, n_node // self.defaults.nodes_per_thread))
 
-    def run(self, batch: Batch, *, chunk_iters: int = 1 << 20, max_iters: int | None = None,
+    def run(self, batch: Batch, *, chunk_iters: int | None = None, max_iters: int | None = None,
             progress: Callable[[int, int], None] | None = None, steer: Steer | None = None,
             resumable: bool = True) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
         for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
-        called between chunks of PROGRESS_CHUNK windows: experiments ended, furthest window;
-        `steer(statuses)` between chunks of STEER_CHUNK, and the experiments (batch indices) it
+        called between chunks of `defaults.progress_windows` windows: experiments ended, furthest
+        window; `steer(statuses)` between chunks of `defaults.steer_windows`, and the experiments (batch indices) it
         returns that still run are cancelled (engine/race.py). A run stopped early leaves its
         packets in flight on the batch (`Batch.scratch`: this thread's slots, handed over), so that
         running it again continues it; `resumable=False` keeps the slots for the thread's next run
         instead (a benchmark that stops for good)."""
+        chunk_iters = chunk_iters or self.defaults.chunk_windows
         if progress is not None:
-            chunk_iters = min(chunk_iters, PROGRESS_CHUNK)
+            chunk_iters = min(chunk_iters, self.defaults.progress_windows)
         if steer is not None:
-            chunk_iters = min(chunk_iters, STEER_CHUNK)
+            chunk_iters = min(chunk_iters, self.defaults.steer_windows)
         # a stopped run's packets, else this thread's reusable slots (kept alive until the run ends)
         resumed = batch.scratch is not None
         scratch = batch.scratch if resumed else self._scratch(batch)
@@ -203,9 +204,10 @@ class CpuBackend:
             order_ptr = order.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
 
             def run(ctx_ref, n, threads):
-                return self.lib.mv_run_by_experiment(ctx_ref, n, threads, order_ptr)
+                return self.lib.mv_run_by_experiment(ctx_ref, n, threads, self.switch_lanes, order_ptr)
         else:
-            run = self.lib.mv_run
+            def run(ctx_ref, n, threads):
+                return self.lib.mv_run(ctx_ref, n, threads, self.switch_lanes)
         status = batch.cols["exp_status"]
         while True:
             if steer is not None:       # before every chunk, the first included (as the GPU polls)

@@ -466,7 +466,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     if len(links):
         cols["link"][:] = links[:, :schema.NLK].ravel()
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
-    cols["node_order"][:] = node_order(cols, widest_first=node_order_setting() == "widest-first")
+    cols["node_order"][:] = node_order(cols)
     if paths:
         cols["f_path"][:] = batch_flow_paths(cols, spans, threads).ravel()
     else:
@@ -528,19 +528,6 @@ def link_rows(rate: np.ndarray, delay: np.ndarray, p: ResolvedParams) -> np.ndar
 def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
     """Integer parameter `name` (one of EI) of every experiment of a batch's columns."""
     return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index(name)]
-
-
-def node_order_setting() -> str:
-    """$MVOPT_NODE_ORDER: `auto` (the default: node_order's default order, widest first where
-    the GPU backend's window kernel takes rows from a counter: GpuBackend), `default` or
-    `widest-first` (see node_order) everywhere; for side-by-side GPU measurements, like
-    $MVOPT_GPU_LAUNCH. Results do not depend on it."""
-    import os
-    value = os.environ.get("MVOPT_NODE_ORDER", "auto")
-    if value not in ("auto", "default", "widest-first"):
-        from mvopt.errors import MvoptError
-        raise MvoptError(f"MVOPT_NODE_ORDER={value!r}: expected 'auto', 'default' or 'widest-first'")
-    return value
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,

@@ -75,13 +75,13 @@ def test_scenario_json_batch(tmp_path, capsys):
 def test_a_long_run_reports_progress_on_stderr_only(tmp_path, capsys, monkeypatch):
     """Every report interval (here: every chunk of 5 windows) a line on stderr; stdout keeps the
     JSON alone, unchanged."""
-    from mvopt.engine import _cpu, progress
+    from mvopt.engine import backend_defaults, progress
 
     path = _write(tmp_path, "s.yaml", SCENARIO)
     assert mvopt([path, "--json"]) == 0
     quiet = json.loads(capsys.readouterr().out)["experiments"]
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 5)
+    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=5))
     assert mvopt([path, "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["experiments"] == quiet

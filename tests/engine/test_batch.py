@@ -185,25 +185,6 @@ def test_interleaved_node_orders_put_roles_side_by_side() -> None:
         assert same.sum() > order.size // 2
 
 
-def test_node_order_from_the_environment(monkeypatch) -> None:
-    """$MVOPT_NODE_ORDER picks the GPU's node order for side-by-side measurements; a bad value is
-    one clear error."""
-    from mvopt.engine.batch import node_order
-    from mvopt.errors import MvoptError
-    from mvopt.testing.scenarios import mixed_experiments
-
-    exps = mixed_experiments(3)
-    monkeypatch.delenv("MVOPT_NODE_ORDER", raising=False)     # auto: the default order in the batch
-    batch = build_batch(exps)
-    assert np.array_equal(batch.cols["node_order"], node_order(batch.cols))
-    monkeypatch.setenv("MVOPT_NODE_ORDER", "widest-first")
-    batch = build_batch(exps)
-    assert np.array_equal(batch.cols["node_order"], node_order(batch.cols, widest_first=True))
-    monkeypatch.setenv("MVOPT_NODE_ORDER", "fastest")
-    with pytest.raises(MvoptError, match="MVOPT_NODE_ORDER='fastest'"):
-        build_batch(exps)
-
-
 def test_an_empty_batch_is_refused_with_a_clear_message() -> None:
     with pytest.raises(ValueError, match="no experiments"):
         build_batch([])

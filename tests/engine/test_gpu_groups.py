@@ -74,35 +74,36 @@ def test_the_tor_first_order_puts_the_switches_with_hosts_first() -> None:
         assert (np.diff(hosts_on[sw]) <= 0).all() and hosts_on[sw[0]] == 2      # edge switches first
 
 
-def test_the_block_size_setting_takes_multiples_of_32_and_names_the_variable(monkeypatch) -> None:
-    """$MVOPT_GROUP_BLOCK (a benchmark's knob): unset gives the default, a multiple of 32 up to
-    GROUP_THREADS_MAX is taken, anything else is refused with a message naming the variable,
-    the value and what is allowed."""
-    from mvopt.engine._gpu import GROUP_BLOCK_THREADS, GROUP_THREADS_MAX, group_block_setting
+def test_the_table_of_backend_defaults_refuses_bad_rows_naming_the_field() -> None:
+    """A changed row of the table (a test's, a measurement's) is checked when it is made: the
+    message names the field, the value and what is allowed."""
+    from dataclasses import replace
+
+    from mvopt.engine.backend_defaults import CPU, GPU
+
+    for row, field, bad, why in ((GPU, "group_block_threads", 250, "multiple of 32"), (GPU, "threads", 2048, "at most 1024"),
+                                 (GPU, "group_slice_windows", 0, "positive"), (GPU, "launch", "coop", "auto, groups, graph"),
+                                 (CPU, "steer_windows", -1, "positive")):
+        with pytest.raises(ValueError, match=f"{field}.*= {bad!r}.*{why}"):
+            replace(row, **{field: bad})
+
+
+def test_the_launch_ablation_and_kernel_defines_are_checked_before_anything_runs(monkeypatch) -> None:
+    """$MVOPT_GPU_LAUNCH (the megakernel-vs-launches ablation) and the kernel defines are checked
+    when a backend is made, before CuPy is needed: one message naming the value and what is
+    allowed. (Without a GPU the construction of a valid one stops at CuPy or the device.)"""
+    from mvopt.engine._cpu import CpuBackend
+    from mvopt.engine._gpu import GpuBackend, nvrtc_options
     from mvopt.errors import BackendUnavailable
 
-    monkeypatch.delenv("MVOPT_GROUP_BLOCK", raising=False)
-    assert group_block_setting() == GROUP_BLOCK_THREADS
-    monkeypatch.setenv("MVOPT_GROUP_BLOCK", "224")
-    assert group_block_setting() == 224
-    for bad in ("250", "0", str(GROUP_THREADS_MAX + 32), "big", "-64"):
-        monkeypatch.setenv("MVOPT_GROUP_BLOCK", bad)
-        with pytest.raises(BackendUnavailable, match=f"MVOPT_GROUP_BLOCK='{bad}'.*multiple of 32"):
-            group_block_setting()
-
-
-def test_the_switch_lanes_setting_takes_0_or_2_and_names_the_variable(monkeypatch) -> None:
-    """$MVOPT_SWITCH_LANES (a benchmark's knob): unset gives the default, 0 and 2 are taken,
-    anything else is refused with a message naming the variable, the value and what is allowed."""
-    from mvopt.engine._gpu import SWITCH_LANES, switch_lanes_setting
-    from mvopt.errors import BackendUnavailable
-
-    monkeypatch.delenv("MVOPT_SWITCH_LANES", raising=False)
-    assert switch_lanes_setting() == SWITCH_LANES
-    for good in (0, 2):
-        monkeypatch.setenv("MVOPT_SWITCH_LANES", str(good))
-        assert switch_lanes_setting() == good
-    for bad in ("1", "3", "yes", "-2"):
-        monkeypatch.setenv("MVOPT_SWITCH_LANES", bad)
-        with pytest.raises(BackendUnavailable, match=f"MVOPT_SWITCH_LANES='{bad}'.*one of 0, 2"):
-            switch_lanes_setting()
+    monkeypatch.setenv("MVOPT_GPU_LAUNCH", "async")
+    with pytest.raises(BackendUnavailable, match="MVOPT_GPU_LAUNCH.*'async'.*auto, groups, graph"):
+        GpuBackend()
+    monkeypatch.setenv("MVOPT_GPU_LAUNCH", "graph")
+    with pytest.raises(BackendUnavailable, match="kernel define MV_DIRECT"):
+        GpuBackend(defines={"MV_DIRECT": 0})
+    with pytest.raises(ValueError, match="MV_PUSH_LOCK=3.*0 to 2"):
+        CpuBackend(defines={"MV_PUSH_LOCK": 3})
+    with pytest.raises(ValueError, match="switch_schedule='ports'.*lanes, serial"):
+        CpuBackend(switch_schedule="ports")
+    assert "-DMV_PUSH_LOCK=1" in nvrtc_options({"MV_PUSH_LOCK": 1})

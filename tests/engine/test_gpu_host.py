@@ -6,12 +6,14 @@ tested on a GPU (test_gpu_launch.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mvopt.engine._gpu import ST_RUN, GpuBackend, first_window
+from mvopt.engine.backend_defaults import GPU
 
 ST_DONE = 1
 
@@ -45,9 +47,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
     groups than resident blocks; at most `budget_windows` per launch (a budget that runs out)."""
     be = object.__new__(GpuBackend)
     be.cp, be.sms, be._wait = FAKE_CP, 1, lambda: None
-    be.group_slice_windows = None
-    be.group_order = False
-    be.lanes = 0
+    be.defaults = GPU
     be._groups_resident = lambda kernel, threads, smem: resident
 
     def kernel(grid, block, args, shared_mem=0):
@@ -69,23 +69,22 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
 
 @pytest.mark.parametrize("resident", [100, 2])
 @pytest.mark.parametrize("budget_windows", [None, 5])
-@pytest.mark.parametrize("slice_windows", [None, 64])
+@pytest.mark.parametrize("slice_windows", [GPU.group_slice_windows, 64])
 def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budget_windows: int | None,
-                                                             slice_windows: int | None) -> None:
+                                                             slice_windows: int) -> None:
     """One experiment ended long before the others (a run stopped and continued): the cap rises
     from the running ones, and launches move them to their ends, with one slice per group or
-    slices of 16 windows, with or without budgets that cut launches short."""
+    slices of some windows, with or without budgets that cut launches short."""
     lengths = np.array([15, 1259, 700, 3000, 40])
     status = HostArray([ST_DONE, ST_RUN, ST_RUN, ST_RUN, ST_DONE])
     iters = HostArray([15, 415, 415, 415, 40])
     assert first_window(status.a, iters.a) == 415
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
-    be.group_slice_windows = slice_windows
+    be.defaults = replace(GPU, group_slice_windows=slice_windows)
     launch, blocks = be._groups_launcher(offsets, 128, status, iters)
     assert blocks == min(resident, 3)
-    be._run_launches("groups", launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0,
-                     None)
+    be._run_launches(launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0, None)
     assert (status.a == ST_DONE).all() and (iters.a == lengths).all()
 
 
@@ -97,7 +96,7 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
     be = backend(status, iters, lengths, 100, None)
     launch, _ = be._groups_launcher(np.array([0, 2]), 128, status, iters)
     with pytest.raises(RuntimeError, match="no progress"):
-        be._run_launches("groups", launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
+        be._run_launches(launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
 
 
 def test_first_window_of_a_batch_with_nothing_running() -> None:
@@ -105,17 +104,15 @@ def test_first_window_of_a_batch_with_nothing_running() -> None:
     assert first_window(np.array([ST_RUN, ST_DONE, ST_RUN]), np.array([7, 2, 5])) == 5
 
 
-@pytest.mark.parametrize("lanes, block", [(0, 100), (2, 128)])
-def test_the_switch_lanes_launch_whole_warps(lanes: int, block: int) -> None:
-    """Groups packed into 100 threads launch in blocks of 100, or of 128 with the switch lanes,
-    whose kernel takes its tasks by whole warps (and traps on a partial one)."""
+def test_the_switch_lanes_launch_whole_warps() -> None:
+    """Groups packed into 100 threads launch in blocks of 128: the switch lanes take their tasks
+    by whole warps (and the kernel traps on a partial one)."""
     lengths = np.array([5, 5])
     status, iters = HostArray([ST_RUN, ST_RUN]), HostArray([0, 0])
     be = backend(status, iters, lengths, 100, None)
-    be.lanes = lanes
     seen = []
     run_groups = be.groups_kernel
     be.groups_kernel = lambda grid, blk, args, shared_mem=0: (seen.append(blk), run_groups(grid, blk, args, shared_mem))
     launch, _ = be._groups_launcher(np.array([0, 1, 2]), 100, status, iters)
     launch(5)
-    assert seen == [(block,)] and (status.a == ST_DONE).all()
+    assert seen == [(128,)] and (status.a == ST_DONE).all()

@@ -147,10 +147,10 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
     """With a report after every launch (interval 0, short CPU chunks), a run cut into
     sub-batches reports counts that only grow, within the call's totals, and its results are
     those of a run without reports."""
-    from mvopt.engine import _cpu, progress
+    from mvopt.engine import backend_defaults, progress
 
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 50)
+    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=50))
     memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
     plain = simulate(EXPS, backend=backend, memory_bytes=memory, capacities="full")
     seen: list = []

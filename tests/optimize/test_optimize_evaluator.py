@@ -58,11 +58,11 @@ def test_simulator_evaluator_reports_a_long_batch(monkeypatch):
     """The CLI sets on_progress: the simulator then reports how the batch advances (here after
     every chunk of 5 windows), as lines a person can read; results are unchanged."""
     from mvopt.config import load_config
-    from mvopt.engine import _cpu, progress
+    from mvopt.engine import backend_defaults, progress
     from mvopt.optimize.progress import ConsoleProgress
 
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(_cpu, "PROGRESS_CHUNK", 5)
+    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=5))
     configs = [load_config(), load_config({"network": {"cc": "dctcp"}})]
     plain = SimulatorEvaluator("cpu").evaluate(configs)
     ev = SimulatorEvaluator("cpu")

@@ -2,7 +2,6 @@
 // OpenMP) and for NVIDIA GPUs (NVRTC through CuPy). Exactly one backend must be selected.
 #pragma once
 #if defined(MV_BACKEND_CUDA)
-  #include <cooperative_groups.h>
   #define MV_DEV __device__ inline
   #define MV_COLD __device__ __noinline__   // rarely called: kept out of the callers' registers
   #define MV_GLOBAL extern "C" __global__
@@ -27,10 +26,17 @@
   __device__ inline void mv_lock(int* l) { while (atomicCAS(l, 0, 1) != 0) {} __threadfence(); }
   __device__ inline void mv_unlock(int* l) { __threadfence(); atomicExch(l, 0); }
   // An add that returns the old value: atomic where a switch's ports may run at once on
-  // different lanes (MV_SWITCH_LANES), plain on the CPU, where they run one after the other.
+  // different threads (the switch lanes), plain on the CPU, where they run one after the other.
   __device__ inline int64_t mv_add_old(int64_t* a, int64_t x) {
     return (int64_t)atomicAdd((unsigned long long*)a, (unsigned long long)x);
   }
+  // The one form of the step that differs between the builds (results identical): the switch
+  // lanes of a switch of at most this many ports keep their per-in-ring and per-port state in
+  // registers, every loop over them unrolled (switch_lane_scan, switch_port_lane: a GPU keeps
+  // an array indexed at run time in local memory, a load more per event). The CPU keeps them in
+  // arrays, which its L1 holds: the unrolled selects cost it instructions and time
+  // (docs/decisions/0025-small-switch-registers-gpu-only.md).
+  #define MV_SMALL_SWITCH_PORTS 4
 #elif defined(MV_BACKEND_CPU)
   #include <stdint.h>
   #include <string.h>
@@ -48,6 +54,7 @@
   }
   static inline void mv_unlock(int32_t* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
   static inline int64_t mv_add_old(int64_t* a, int64_t x) { int64_t o = *a; *a = o + x; return o; }
+  #define MV_SMALL_SWITCH_PORTS 0   // (the GPU's 4 above)
 #else
   #error "define MV_BACKEND_CPU or MV_BACKEND_CUDA before including the mvopt kernels"
 #endif

@@ -17,7 +17,6 @@ enum { FL_CE = 1, FL_ECHO = 2 };
 enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5, ST_CANCELLED = 6 };
 enum { Q_CTL = 0, Q_DATA = 1 };
 enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };
-enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
 
 // exp_i[e * NEXP_I + k]
 enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
@@ -85,18 +84,13 @@ MV_DEV uint64_t mv_mix64(uint64_t z) {
 
 // The hash of (seed, tag, a, b, c, d) (params.hash64: six rounds of mv_mix64, one per input)
 // from its state after (seed, tag, a), `prefix`: a node's hashes go on from its row of
-// node_hash (word SCHEMA_HT_* for tag TAG_*: params.hash_prefixes, built with the batch), three
+// node_hash (word SCHEMA_HT_* per tag: params.hash_prefixes, built with the batch), three
 // rounds of dependent 64-bit multiplies per packet instead of six.
 MV_DEV uint64_t mv_hash_from(uint64_t prefix, uint64_t b, uint64_t c, uint64_t d) {
   uint64_t h = mv_mix64(prefix ^ b);
   h = mv_mix64(h ^ c);
   return mv_mix64(h ^ d);
 }
-// MV_HASH_PREFIX 0 (a variant, to measure the rounds it saves): the state computed per packet
-// from the experiment's seed, as before node_hash. Results do not depend on it.
-#ifndef MV_HASH_PREFIX
-#define MV_HASH_PREFIX 1
-#endif
 
 MV_DEV double mv_uniform(uint64_t h) { return (double)(h >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -112,10 +106,9 @@ MV_DEV double mv_fmax(double a, double b) { return a > b ? a : b; }
 
 MV_DEV int64_t EI(const Ctx* c, int64_t e, int k) { return c->exp_i[e * NEXP_I + k]; }
 MV_DEV double ED(const Ctx* c, int64_t e, int k) { return c->exp_d[e * NEXP_D + k]; }
-// Node v's hash state after (seed, tag, node_local[v]): word `word` of its node_hash row.
-MV_DEV uint64_t node_hash_prefix(const Ctx* c, int64_t e, int64_t v, int word, uint64_t tag) {
-  if (MV_HASH_PREFIX) return (uint64_t)c->node_hash[NHT * v + word];
-  return mv_mix64(mv_mix64(mv_mix64((uint64_t)EI(c, e, EI_SEED)) ^ tag) ^ (uint64_t)c->node_local[v]);
+// Node v's hash state after (seed, tag, node_local[v]): word `word` (SCHEMA_HT_*) of its node_hash row.
+MV_DEV uint64_t node_hash_prefix(const Ctx* c, int64_t v, int word) {
+  return (uint64_t)c->node_hash[NHT * v + word];
 }
 MV_DEV void ctr_add(Ctx* c, int64_t v, int k, int64_t x) { c->node_ctr[v * NCTR + k] += x; }
 
@@ -127,14 +120,14 @@ MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
 // ---- node packet pools: free list through Pkt.next ----------------------------------------
 // A slot comes from the free list of returned slots, else from the never-used rest of the
 // pool (a bump pointer), so the slots need no initialisation before a run. A switch's windows
-// run port by port (MV_SWITCH_LANES) keep the slots their ports free on lists of the ports'
+// run port by port (the switch lanes, mv_step.cuh) keep the slots their ports free on lists of the ports'
 // own (port_pool: head, count; port_pool_push), so that ports on different threads share no
 // list: a port's arrivals take from its own list first (switch_port_lane). The node's other
 // windows take from those lists last, when the node's list and the never-used rest are empty.
 #define PORT_POOL_HEAD(c, p) ((c)->port_pool[(p) * 2])
 #define PORT_POOL_N(c, p) ((c)->port_pool[(p) * 2 + 1])
 // A free list of slots: its head and count, in memory (a port's, port_pool) or in a port task's
-// registers for its window (MV_LANE_POOL_REGS).
+// registers for its window (switch_port_lane).
 struct FreeList { int32_t head, n; };
 MV_DEV void list_push(Ctx* c, int32_t& head, int32_t& n, int32_t s) {
   c->pkt[s].next = head;
@@ -161,18 +154,11 @@ MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
     if (PORT_POOL_N(c, p) > 0) return port_pool_pop(c, p);
   return -1;
 }
-// Whether pool_alloc would find a slot.
-MV_DEV bool pool_has_slot(const Ctx* c, int64_t v) {
-  if (c->node_pool_free[v] >= 0 || c->node_pool_next[v] < c->node_pool_hi[v]) return true;
-  for (int64_t p = c->node_port_lo[v]; p < c->node_port_hi[v]; ++p)
-    if (PORT_POOL_N(c, p) > 0) return true;
-  return false;
-}
 MV_DEV void pool_free(Ctx* c, int64_t v, int32_t s) {
   c->pkt[s].next = c->node_pool_free[v];
   c->node_pool_free[v] = s;
 }
-// A node counter where several ports of a switch may add at once (MV_SWITCH_LANES).
+// A node counter where several ports of a switch may add at once (the switch lanes).
 MV_DEV void ctr_add_lane(Ctx* c, int64_t v, int k, int64_t x) { mv_add_old(&c->node_ctr[v * NCTR + k], x); }
 
 // ---- a port's queue heads and tails (port_q) and wire record (port_wire), 16 bytes each ----
@@ -210,7 +196,7 @@ MV_DEV bool q_push(Ctx* c, int64_t p, int q, int32_t s, int64_t bytes) {
   return t < 0;
 }
 // Unlinks the head packet of queue q; returns its slot. (Loading the whole packet here, for the
-// caller, cost the window kernel 60 bytes of spills: nvcc 13, sm_90.)
+// caller, makes the window kernel spill.)
 MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
   int32_t s = PORT_QH(c, p, q);
   int32_t next = c->pkt[s].next;
@@ -222,23 +208,18 @@ MV_DEV int32_t q_pop(Ctx* c, int64_t p, int q) {
 
 // ---- wire rings ----------------------------------------------------------------------------
 // A ring's packet is written once (by its sender) and read whole once (by its receiver, a window
-// later). On a GPU (MV_RING_STREAM, on; 0 builds the variant without) both go through the L2 as
-// evict-first lines (st.global.cs / ld.global.cs): a window's ring traffic (~100-200 MB at
-// 4,096 experiments of workload (a), against a 50 MB L2) then pushes out other packets rather
+// later). On a GPU both go through the L2 as evict-first lines (st.global.cs / ld.global.cs): a
+// window's ring traffic, larger than the L2 in big batches, then pushes out other packets rather
 // than the nodes' port records and queues, which their threads read again and again in the
-// window. Measured on an H200 (tenth session, docs/performance.md): workload (a) 0.976 against
-// 0.926 G packet-hops/s, DRAM read per window 2.16 against 2.46 GB. Slots are 32-byte aligned
+// window. Slots are 32-byte aligned
 // (32-byte records in a column of their own, which CuPy aligns to 256 bytes: GpuBackend checks
 // it): two 16-byte accesses each; the packet in registers goes through a union (a Pkt alone is
 // only 8-byte aligned).
-#ifndef MV_RING_STREAM
-#define MV_RING_STREAM 1
-#endif
-#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
+#if defined(MV_BACKEND_CUDA)
 union MvPktVec { Pkt p; longlong2 q[2]; };   // 16-byte aligned, wherever the compiler puts it
 #endif
 MV_DEV void ring_store(Pkt* dst, const Pkt& v) {
-#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
+#if defined(MV_BACKEND_CUDA)
   MvPktVec u;
   u.p = v;
   __stcs(reinterpret_cast<longlong2*>(dst), u.q[0]);
@@ -248,7 +229,7 @@ MV_DEV void ring_store(Pkt* dst, const Pkt& v) {
 #endif
 }
 MV_DEV Pkt ring_load(const Pkt* src) {
-#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM
+#if defined(MV_BACKEND_CUDA)
   MvPktVec u;
   u.q[0] = __ldcs(reinterpret_cast<const longlong2*>(src));
   u.q[1] = __ldcs(reinterpret_cast<const longlong2*>(src) + 1);
@@ -258,14 +239,9 @@ MV_DEV Pkt ring_load(const Pkt* src) {
 #endif
 }
 // A ring packet's arrival time alone (a switch reads it ahead of the packet: the next arrival of
-// an in-ring). MV_RING_T_STREAM (GPU, on by default): as an evict-first line too, as the packet
-// is; else an ordinary load, whose line the L1 then keeps like the port records it reads again
-// and again (every packet of a window passes through it: 825 a window per experiment of (a)).
-#ifndef MV_RING_T_STREAM
-#define MV_RING_T_STREAM 1
-#endif
+// an in-ring), as an evict-first line too on a GPU, as the packet is.
 MV_DEV int64_t ring_load_t(const Pkt* src) {
-#if defined(MV_BACKEND_CUDA) && MV_RING_STREAM && MV_RING_T_STREAM
+#if defined(MV_BACKEND_CUDA)
   return (int64_t)__ldcs(reinterpret_cast<const long long*>(&src->t));
 #else
   return src->t;
@@ -276,8 +252,7 @@ MV_DEV int64_t ring_slot(const Ctx* c, int64_t p, int64_t pos) {
 }
 
 // What sending on port p needs of its parameters (read-only): its ring's start and capacity,
-// its link class's picoseconds per byte (0: the rate does not divide 8e12), rate and delay. A
-// port task reads them once for its window (MV_LANE_WIRE_ONCE) instead of at every send.
+// its link class's picoseconds per byte (0: the rate does not divide 8e12), rate and delay.
 struct PortWire { int64_t ring_lo, cap, ppb, rate, delay; };
 MV_DEV PortWire port_wire(const Ctx* c, int64_t p) {
   PortWire w;
@@ -294,27 +269,18 @@ MV_DEV int64_t port_ser(const PortWire& w, int64_t bytes) {
   return w.ppb ? bytes * w.ppb : mv_ser(bytes, w.rate);
 }
 
-// MV_PUSH_LOCK (an ablation, docs/performance.md "Pull vs locks"; results do not depend on it):
-// 1 writes every packet under its receiver's lock, 2 under its experiment's one lock, as a
+// MV_PUSH_LOCK (the pull-vs-lock ablation, docs/engine.md "Ablations"; results do not depend on
+// it): 1 writes every packet under its receiver's lock, 2 under its experiment's one lock, as a
 // design in which senders push into the receiver's structures would have to. 0 (the model):
 // the sender appends to its own ring, which the receiver reads; no lock, no atomic.
 #ifndef MV_PUSH_LOCK
 #define MV_PUSH_LOCK 0
 #endif
 
-// MV_PER_EVENT_WRITES=1 (a variant, to measure what they cost on the GPU): the bookkeeping
-// writes the kernels no longer make at every event, a node's hop counter (C_HOPS: the host sums
-// the ports' ring tails instead) and its last event time (node_event_ps: now written once, at the
-// window's end). Results do not depend on it.
-#ifndef MV_PER_EVENT_WRITES
-#define MV_PER_EVENT_WRITES 0
-#endif
-// A node's last event time: at every event (the variant), or once when its window ends.
-MV_DEV void note_event(Ctx* c, int64_t v, int64_t t) {
-  if (MV_PER_EVENT_WRITES) c->node_event_ps[v] = t;
-}
+// A node's last event time (node_event_ps), written once when a window with events ends, not
+// at every event.
 MV_DEV void note_window_end(Ctx* c, int64_t v, bool busy, int64_t last_t) {
-  if (!MV_PER_EVENT_WRITES && busy) c->node_event_ps[v] = last_t;
+  if (busy) c->node_event_ps[v] = last_t;
 }
 
 // Put a packet on the wire of port p (owned by the caller; its parameters w), starting at t.
@@ -339,15 +305,11 @@ MV_DEV int64_t wire_append(Ctx* c, int64_t v, int64_t p, int par, int64_t t, con
   PORT_T(c, p, PT_TAIL + par) = tail + 1;
   PORT_T(c, p, PT_FREE) = end;
   PORT_T(c, p, PT_WIRE_BYTES) = wire_bytes + out.bytes;
-  // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS;
-  // MV_PER_EVENT_WRITES counts them here too, into a slot the host overwrites)
-  if (MV_PER_EVENT_WRITES) ctr_add(c, v, C_HOPS, 1);
+  // No hop counter: a port's ring tail counts its packets, and the host sums them (C_HOPS)
   return end;
 }
-// (`wire`: port p's parameters as read before, or null: read here)
-MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src,
-                         const PortWire* wire = nullptr) {
-  PortWire w = wire ? *wire : port_wire(c, p);
+MV_DEV int64_t wire_send(Ctx* c, int64_t v, int64_t p, int par, int64_t t, const Pkt* pk, int64_t int_src) {
+  PortWire w = port_wire(c, p);
 #if MV_PUSH_LOCK
   int32_t* lock = MV_PUSH_LOCK == 2 ? &c->exp_lock[16 * (int64_t)c->node_exp[v]]     // one cache line each
                                     : &c->node_lock[c->port_node[c->port_peer[p]]];

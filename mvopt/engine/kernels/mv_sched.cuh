@@ -43,11 +43,6 @@ MV_DEV void heap_pop(Ctx* c, int64_t v) {
   }
 }
 
-// MV_EAGER_DELAY=0 (a variant, to measure it): every task start goes through the heap.
-#ifndef MV_EAGER_DELAY
-#define MV_EAGER_DELAY 1
-#endif
-
 // A task whose predecessors are all known becomes ready at its ready time (pushed as an event).
 // `now`: the time of the event that made it ready (MV_INF: not an event's). A delay task ready
 // at `now` starts at once: its finish event goes on the heap instead of a start event that the
@@ -60,7 +55,7 @@ MV_DEV void task_try_ready(Ctx* c, int64_t v, int32_t k, int64_t now) {
   if (c->task_local_left[k] != 0 || c->task_remote_ps[k] < 0 || c->task_start_ps[k] >= 0) return;
   int64_t ready = mv_max(c->task_min_ps[k], mv_max(c->task_ready_max[k], c->task_remote_ps[k]));
   c->task_start_ps[k] = ready;   // marks the task as scheduled; its start event fires at `ready`
-  if (MV_EAGER_DELAY && ready == now && c->task_kind[k] != 0) heap_push(c, v, now + c->task_dur_ps[k], 2 * k + 1);
+  if (ready == now && c->task_kind[k] != 0) heap_push(c, v, now + c->task_dur_ps[k], 2 * k + 1);
   else heap_push(c, v, ready, 2 * k);
 }
 

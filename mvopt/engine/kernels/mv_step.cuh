@@ -8,8 +8,8 @@
 //                                 published tail, which no reader looks at in this window).
 //   2. advance   (per experiment) reduces the nodes' next-event times: T <- max(T + W, earliest
 //                                 pending event) (idle skipping), or ends the experiment.
-// The "barrier" only has to separate the nodes of one experiment: the GPU's async launch lets
-// each experiment move on alone (kernels/mv_cuda_main.cuh).
+// The "barrier" only has to separate the nodes of one experiment (the GPU's groups kernel uses
+// a block's barrier: kernels/mv_cuda_main.cuh).
 #pragma once
 
 MV_DEV int parity(const Ctx* c, int64_t e) { return (int)(c->exp_iter[e] & 1); }
@@ -79,9 +79,9 @@ MV_COLD int64_t mon_record(Ctx* c, int64_t e, int64_t v, int64_t s, int64_t t) {
 // Ports whose next-event times a switch keeps cached (thread-local arrays refilled each window
 // up to MV_TREE_PORTS ports; beyond, port_ta, port_td, port_what and the trees in port_tree,
 // kept from one window to the next); wider switches take the same decisions by rescanning
-// every port, once per event. 256 covers today's switch radixes: with 64, a 128-port
-// spine rescanned and its rail-optimised experiment took 6.7 s instead of 3.1 s on one core
-// (docs/performance.md), and on the GPU the widest switch's thread sets the pace of every window.
+// every port, once per event. 256 covers today's switch radixes: a rescan per event makes the
+// widest switch's thread, which sets the pace of every window on a GPU, many times slower.
+// (Both widths are backend_defaults.KERNEL_DEFINES: tests shrink them to reach these paths.)
 #ifndef MV_CACHE_PORTS
 #define MV_CACHE_PORTS 256
 #endif
@@ -160,42 +160,14 @@ MV_DEV void switch_caches_begin(Ctx* c, int64_t v, int64_t lo, int64_t n, int P,
   }
 }
 
-// MV_PORT_CLASS_AGAIN: a transmission decides what its port sends again even when its start
-// was not moved (switch_window_of); 0 takes the port's cached class then. Results do not depend
-// on it. 0, the default: CPU, one core, workload (a) 8 x 16 MiB, five alternating pairs: medians
-// 0.706 against 0.728 s; H200, groups mode, (a) 8 MiB x 4,096: 1.248 against 1.232 G packet-hops/s
-// (thirteenth session; nvcc 13 spills more in the graph mode's window kernel with it, 60 / 204
-// bytes instead of 32 / 32: `graph-classagain` in experiments/profile_gpu.py compares).
-#ifndef MV_PORT_CLASS_AGAIN
-#define MV_PORT_CLASS_AGAIN 0
-#endif
-
 // What port p sends at a start t: the class its next transmission was computed with (`what`,
 // from switch_port_next: switch_port_class at that time, from the port's state, which every
 // event that changes it recomputes), unless the start was moved up to a later event's time
-// (`what` -1: more may be queued by then) or MV_PORT_CLASS_AGAIN asks to decide again.
+// (`what` -1: more may be queued by then).
 MV_DEV int switch_start_class(const Ctx* c, int64_t p, int64_t t, int what) {
-  return MV_PORT_CLASS_AGAIN || what < 0 ? switch_port_class(c, p, t) : what;
+  return what < 0 ? switch_port_class(c, p, t) : what;
 }
 
-// MV_LATE_NEXT_ARRIVAL (a variant to measure on the GPU, where the direct path is off): a switch
-// arrival stores its in-ring's next arrival time in the cache after the arrival, not before
-// (see switch_window_of). Results do not depend on it.
-#ifndef MV_LATE_NEXT_ARRIVAL
-#define MV_LATE_NEXT_ARRIVAL 0
-#endif
-
-// MV_EVENT_PAIRS: a turn of a switch's event loop takes an arrival and then, if the next event
-// is a transmission, that transmission too (0: one event per turn; see switch_window_of).
-// Results do not depend on it (the same events in the same order). On by default on the GPU,
-// whose warps it is for; off on the CPU (measured: docs/engine.md, "Event pairs").
-#ifndef MV_EVENT_PAIRS
-#if defined(MV_BACKEND_CUDA)
-#define MV_EVENT_PAIRS 1
-#else
-#define MV_EVENT_PAIRS 0
-#endif
-#endif
 
 // `now` is the time of the event being processed: a port whose data became sendable through an
 // event at `now` (a RESUME, an ACK opening a window) cannot start before it. Ties: arrivals
@@ -203,8 +175,7 @@ MV_DEV int switch_start_class(const Ctx* c, int64_t p, int64_t t, int what) {
 // TREE: the switch has more than MV_TREE_PORTS ports (and at most MV_CACHE_PORTS): its caches
 // and trees persist in the scratch columns. A smaller switch refills thread-local arrays at
 // the start of each window: cheaper for a few ports than caches in memory, whose every store the
-// compiler must assume may alias another column (measured on the CPU: workload (a), 4-port
-// switches, 5-7 % slower with persisted caches). A wider one rescans every port per event.
+// compiler must assume may alias another column. A wider one rescans every port per event.
 template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t now = c->exp_T_ps[e];
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
@@ -276,7 +247,6 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     busy = true;
     now = t;
     if (ms <= now) ms = mon_record(c, e, v, ms, now);
-    note_event(c, v, now);
   };
   auto out_of_slots = [&] {   // the compact capacities ran out: the experiment runs again
     c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
@@ -298,37 +268,17 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     int64_t a = -1, b;   // ports whose cached transmission times the arrival may have changed
     int64_t q = c->port_peer[ia];
     int64_t head = c->port_head[q * 2 + par];
-    // the in-ring's next arrival, once this one is consumed (first: alone() reads it; if the
-    // arrival then runs out of slots, the experiment ends and is run again from its start with
-    // full ones, so a persisted cache one packet ahead of port_head is never read). Without the
-    // direct path nothing reads it before the arrival's end: MV_LATE_NEXT_ARRIVAL stores it
-    // there, so that its load overlaps the arrival's own instead of stalling before it.
-    const bool late = MV_LATE_NEXT_ARRIVAL && !MV_DIRECT;
-    int64_t next_ta = cached ? ring_t_at(c, q, head + 1, par) : MV_INF;
-    auto cache_next_arrival = [&] {
-      ta_p[ia - lo] = next_ta;
+    // the in-ring's next arrival, once this one is consumed (if the arrival then runs out of
+    // slots, the experiment ends and is run again from its start with full ones, so a persisted
+    // cache one packet ahead of port_head is never read)
+    if (cached) {
+      ta_p[ia - lo] = ring_t_at(c, q, head + 1, par);
       if (tree) tree_update(va, wa, ta_p, (int)n, P, (int)(ia - lo));
-    };
-    if (cached && !late) cache_next_arrival();
-    // whether a transmission of port `out` at `now` would be the next event: no arrival at
-    // `now` left (arrivals go first on ties), no port before `out` due by `now` (the lowest
-    // port goes first). A tree answers for its minima only: conservative.
-    auto alone = [&](int64_t out) -> bool {
-      if (!cached) return false;
-      int k0 = (int)(out - lo);
-      if (tree) {
-        int ka = tree_min(wa, P), kd = tree_min(wd, P);
-        return !(ka < n && ta_p[ka] <= now) && !(kd < n && td_p[kd] <= now);
-      }
-      for (int k = 0; k < (int)n; ++k)
-        if (ta_p[k] <= now || (k < k0 && td_p[k] <= now)) return false;
-      return true;
-    };
+    }
     bool ia_changed;
-    b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, par, &ia_changed, alone);
+    b = switch_arrival(c, e, v, ia, ring_slot(c, q, head), ta, &ia_changed);
     if (b == SW_OUT_OF_SLOTS) { out_of_slots(); return false; }
     c->port_head[q * 2 + par] = head + 1;
-    if (cached && late) cache_next_arrival();
     if (ia_changed) a = ia;   // else only its in-ring (above) and the egress port b changed
     if (cached) {
       if (a >= 0) refresh(a);
@@ -348,14 +298,12 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     }
     return true;
   };
-  // The events in time order (ties: arrivals first). MV_EVENT_PAIRS: a turn of the loop takes the
-  // next event if it is an arrival, and then the next one if it is a transmission. The order of
-  // events is the same; the turn matters on a GPU, where a warp's lanes are different switches:
-  // the lanes whose next event is an arrival run the arrival's code together, then all those
-  // whose next event is a transmission run that code together, so a switch that forwards
-  // (arrival, transmission, arrival, ...) takes half as many turns of its warp, each turn with
-  // one scan of the ports more. 0: one event per turn.
-#if MV_EVENT_PAIRS
+  // The events in time order (ties: arrivals first), in pairs: a turn of the loop takes the next
+  // event if it is an arrival, and then the next one if it is a transmission. The turn matters on
+  // a GPU, where a warp's lanes are different switches: the lanes whose next event is an arrival
+  // run the arrival's code together, then all those whose next event is a transmission run that
+  // code together, so a switch that forwards (arrival, transmission, arrival, ...) takes half as
+  // many turns of its warp, each turn with one scan of the ports more.
   pick();
   for (;;) {
     if (ta >= te && td >= te) { end_window(); return; }
@@ -367,23 +315,7 @@ template <bool TREE> MV_DEV void switch_window_of(Ctx* c, int64_t e, int64_t v, 
     if (!transmission()) return;
     pick();
   }
-#else
-  for (;;) {
-    pick();
-    if (ta >= te && td >= te) { end_window(); return; }
-    if (!(ta <= td ? arrival() : transmission())) return;
-  }
-#endif
 }
-
-// MV_SILENT_HOST: the silent hosts' path below, on by default (0 builds the variant without).
-// CPU, one core, 200 idle experiments (bench_gpu.idle_experiments), three alternating runs: 72.5
-// against 79.3 us per window (medians). H200, 1,000 idle experiments, marginal cost of a window
-// (experiments/profile_gpu.py, eleventh session): groups launch mode 6.2 against 6.8 us, graph
-// 12.5 against 12.1 (graph runs such batches no more: GpuBackend's auto); workload (a) unchanged.
-#ifndef MV_SILENT_HOST
-#define MV_SILENT_HOST 1
-#endif
 
 MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t p = c->node_port_lo[v];
@@ -398,7 +330,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   // timers, transmissions), which would find nothing. The events and their order are the general
   // loop's. (Compute phases: most hosts, most windows.)
   int64_t ta0;
-  if (MV_SILENT_HOST && c->node_act_n[v] == 0 && PORT_QH(c, p, Q_CTL) < 0 && (ta0 = ring_head_t(c, q, par)) >= te) {
+  if (c->node_act_n[v] == 0 && PORT_QH(c, p, Q_CTL) < 0 && (ta0 = ring_head_t(c, q, par)) >= te) {
     for (;;) {
       int64_t tt = heap_top_t(c, v);
       if (tt >= te) {
@@ -411,7 +343,6 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       if (ms <= tt) ms = mon_record(c, e, v, ms, tt);
       now = tt;
       busy = true;
-      note_event(c, v, tt);
       notify = mv_min(notify, host_task_event(c, e, v, tt));
       if (c->node_act_n[v] > 0) break;   // a flow started: the general loop takes over
     }
@@ -436,7 +367,6 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
     if (ms <= t) ms = mon_record(c, e, v, ms, t);
     now = t;
     busy = true;
-    note_event(c, v, t);
     if (ta == t) {
       int64_t head = c->port_head[q * 2 + par];
       nt = host_arrival(c, e, v, p, ring_slot(c, q, head), t);
@@ -454,7 +384,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   }
 }
 
-// ---- a switch's window as one lane per port (MV_SWITCH_LANES) -------------------------------
+// ---- a switch's window as one lane per port (the switch lanes) -------------------------------
 // docs/engine.md, "Switch lanes". A switch's ports interact only through its shared buffer (MMU
 // admission, the dynamic threshold, PFC) and its packet pool. When no decision of a window can
 // depend on the order of the events of different ports (switch_lanes_decide), the window runs
@@ -467,20 +397,10 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 //     lower in-ring), the PFC frames its peer sent it, its transmissions — with pool slots from
 //     the port's own list (port_pool) or a share of the never-used slots fixed by the records;
 // and the window's end (switch_lanes_end) follows from the records and the ports' reports.
-// The results are the serial loop's (tests/engine/test_engine.py). 0: the serial loop only.
-// 1, the CPU's default: one thread runs the steps, task after task (also faster there than the
-// serial loop: docs/performance.md). 2: as 1, and the GPU's groups kernel runs each step's tasks
-// on whichever threads of the block are free (mv_cuda_main.cuh).
-#ifndef MV_SWITCH_LANES
-#if defined(MV_BACKEND_CUDA)
-#define MV_SWITCH_LANES 0
-#else
-#define MV_SWITCH_LANES 1
-#endif
-#endif
-#if MV_SWITCH_LANES == 2 && MV_PER_EVENT_WRITES
-#error "MV_SWITCH_LANES 2 and MV_PER_EVENT_WRITES: ports on several threads would count hops without atomics"
-#endif
+// The results are the serial loop's (tests/engine). The CPU runs the steps on the switch's
+// thread, task after task (switch_window_lanes); the GPU's groups kernel runs each step's tasks
+// on whichever threads of the block are free (mv_cuda_main.cuh); the GPU's graph kernel runs
+// the serial loop.
 // Switches of at most this many ports run port by port (lane_bytes: the records of 32 ports take
 // at most 217 bytes a port, the NLR words of the column). The rail switches of a rail-optimised
 // cluster have 32 (16 servers of 8 NICs: 16 down, 16 up), and their windows are the longest there.
@@ -489,9 +409,8 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
 #endif
 
 // A window's records of a switch of n ports, what the scans found and the decision reads, packed
-// by n (what a port task reads of them bounds its start: records laid out for 8 ports, 96 bytes
-// an in-ring, cost a 4-port switch 1/3 more sectors than 72-byte ones, and those were 2.2 %
-// faster on (a), docs/performance.md): per in-ring j a LaneHead, then the switch's LaneSwitch
+// by n (what a port task reads of them bounds its start: records laid out for the widest switch
+// would cost a small one more sectors): per in-ring j a LaneHead, then the switch's LaneSwitch
 // (read before any port task changes it), then per egress port k a row of n first arrivals and
 // a row of n queued counts, one entry per in-ring (port k's rows are its own).
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
@@ -535,32 +454,6 @@ MV_DEV LaneRecs lane_recs(int64_t* base, int64_t n) {
   return r;
 }
 
-// MV_LANE_SMALL: the port tasks of switches of at most this many ports hold their in-rings' next
-// arrivals in registers: an entry per in-ring, every loop over them unrolled, so that no index is
-// computed at run time (the GPU keeps an array indexed at run time in local memory, a load more
-// on each event's path). Wider switches' tasks keep the in-rings with arrivals for their port, in
-// arrays of MV_LANE_PORTS. 0: every switch's so. Results do not depend on it. Measured (H200, (a)
-// 8 MiB x 4,096, nineteenth session): 1.822 / 1.823 against 1.747 / 1.749 G packet-hops/s.
-#ifndef MV_LANE_SMALL
-#if defined(MV_BACKEND_CUDA)
-#define MV_LANE_SMALL 4
-#else
-#define MV_LANE_SMALL 0
-#endif
-#endif
-// MV_SCAN_SMALL (1): the in-ring scans of such switches too: an entry per egress port for the
-// chains' ends, first arrivals and queued counts, in registers, the records written once at the
-// end (0: the ends in an array of MV_LANE_PORTS, the records' rows read and written per
-// arrival). Results do not depend on it. Measured (H200, (a) 8 MiB x 4,096, twentieth session):
-// 1.956 / 1.947 against 1.895 / 1.891 G packet-hops/s, so the GPU's default (it only acts with
-// MV_LANE_SMALL, 0 on the CPU).
-#ifndef MV_SCAN_SMALL
-#if defined(MV_BACKEND_CUDA)
-#define MV_SCAN_SMALL 1
-#else
-#define MV_SCAN_SMALL 0
-#endif
-#endif
 // Step one for in-ring j of switch v (n <= MV_LANE_PORTS ports; window end te, parity par), into
 // its records r. Each arrival's ring packet is tagged: `in_port` its egress port's index (bit 8: it joins
 // that port's queue, taking a pool slot; a PFC frame or a packet without a route does not, and
@@ -657,11 +550,10 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   h->flags = flags;
 }
-// switch_lane_scan for a switch of r.n ports: in registers up to MV_LANE_SMALL ports with
-// MV_SCAN_SMALL.
+// switch_lane_scan for a switch of r.n ports: in registers up to MV_SMALL_SWITCH_PORTS ports.
 MV_DEV void switch_lane_scan_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t j, LaneRecs r) {
-#if MV_LANE_SMALL > 0 && MV_SCAN_SMALL
-  if (r.n <= MV_LANE_SMALL) return switch_lane_scan<MV_LANE_SMALL, true>(c, e, v, te, par, j, r);
+#if MV_SMALL_SWITCH_PORTS > 0
+  if (r.n <= MV_SMALL_SWITCH_PORTS) return switch_lane_scan<MV_SMALL_SWITCH_PORTS, true>(c, e, v, te, par, j, r);
 #endif
   switch_lane_scan<MV_LANE_PORTS, false>(c, e, v, te, par, j, r);
 }
@@ -731,65 +623,30 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
   return LANES_RUN;
 }
 
-// A port task may keep the time of each in-ring's next arrival for it (1), loaded once when that
-// arrival becomes the next, instead of loading the n next arrivals' times again at every event
-// (0), so that an event waits on one load less (the masks' extra dependent load per arrival cost
-// the GPU 4 %, docs/performance.md). Measured (H200, (a) 8 MiB x 4,096, nineteenth session): the
-// times in local memory 1.741 against 1.746 G packet-hops/s; in registers (MV_LANE_SMALL)
-// 1.828 / 1.832 against 1.822 / 1.823, so the GPU's default; on the CPU 0.4 % more
-// instructions (callgrind), so 0 there.
-#ifndef MV_LANE_TIMES
-#if defined(MV_BACKEND_CUDA)
-#define MV_LANE_TIMES 1
-#else
-#define MV_LANE_TIMES 0
-#endif
-#endif
-// MV_LANE_POOL_REGS (1): a port task keeps its port's own free list (head and count) in
-// registers for its window (only it takes from and gives to that list then), so that a queued
-// arrival's slot waits on one load (the slot's link), not three (the count, the head, the link).
-// Results do not depend on it. Measured (H200, (a) 8 MiB x 4,096, twentieth session): 2.005 /
-// 2.014 against 1.895 / 1.891 G packet-hops/s, so the default; on the CPU 378.6 M instructions
-// against 378.7 M (callgrind, ab_cpu_engine.py none --n 2 --mib 2).
-#ifndef MV_LANE_POOL_REGS
-#define MV_LANE_POOL_REGS 1
-#endif
-// MV_LANE_WIRE_ONCE (1): a port task reads its port's wire parameters (PortWire) once, not at
-// every transmission, where they wait for the ring store before them (read-only columns, but a
-// memory clobber keeps their loads in place) and the link's for the port's link class. Results
-// do not depend on it. Measured (H200, (a) 8 MiB x 4,096, twentieth session): 1.898 / 1.895
-// against 1.895 / 1.891 G packet-hops/s; 2.090 / 2.087 against 2.077 / 2.080 with the free lists
-// in registers: within the runs' spread, so not the default.
-#ifndef MV_LANE_WIRE_ONCE
-#define MV_LANE_WIRE_ONCE 0
-#endif
 // Step two for egress port k of switch v (switch_lanes_decide said LANES_RUN; the records r of
 // its n in-rings; its share of the never-used pool slots): its events of the window in time
 // order, as switch_window_of takes them, arrivals first on ties, arrivals by time then in-ring. A
 // queued arrival takes a slot of the port's own list, else of its share of never-used ones (what
 // is left of the share joins the list at the end). Returns 1 if it had an event (*last: the time
-// of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again).
+// of its last one), 0 if none, -1 if a compact ring ran out (the experiment runs again). It keeps
+// the time of each in-ring's next arrival for it, loaded once when that arrival becomes the next,
+// so that an event waits on one load less than if it loaded the next arrivals' times again.
 // N: the most in-rings it holds (n <= N); REGS: an entry per in-ring, in registers (N small:
-// MV_LANE_SMALL), else one per in-ring with arrivals for the port, in arrays.
+// MV_SMALL_SWITCH_PORTS), else one per in-ring with arrivals for the port, in arrays.
 template <int N, bool REGS>
 MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
                             LaneShare share, int64_t* last) {
   int64_t lo = c->node_port_lo[v], p = lo + k, n = r.n;
-  auto never_alone = [](int64_t) { return false; };   // (the direct path: not port by port)
   int64_t fresh = share.at, fresh_n = share.n;
   int32_t at[N];     // per in-ring entry: the ring slot of its next arrival routed here, -1 none
   int8_t ring[N];    // ... which in-ring it is (REGS: entry i is in-ring i), in in-ring order (ties: the lower first)
-#if MV_LANE_TIMES
   int64_t t_at[N];   // ... and its time (MV_INF: none), loaded once per arrival
-#endif
   int m = N;         // entries in use (REGS: all of them, -1 beyond n)
   if constexpr (REGS) {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       at[j] = j < n ? r.first[k * n + j] : -1;
-#if MV_LANE_TIMES
       t_at[j] = at[j] >= 0 ? c->pkt[at[j]].t : MV_INF;
-#endif
     }
   } else {   // the in-rings with arrivals for this port (few: a port of a wide switch hears from a few)
     m = 0;
@@ -798,9 +655,7 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       if (s < 0) continue;
       at[m] = s;
       ring[m] = (int8_t)j;
-#if MV_LANE_TIMES
       t_at[m] = c->pkt[s].t;
-#endif
       ++m;
     }
   }
@@ -808,23 +663,17 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
   int busy = 0;
   int what;
   int64_t td = switch_port_next(c, p, &what);
-  PortWire wire = MV_LANE_WIRE_ONCE ? port_wire(c, p) : PortWire{};   // (its parameters, read once)
-  // the port's own free list: in memory, or (MV_LANE_POOL_REGS) in registers for the window,
-  // written back at its end
-  FreeList held = MV_LANE_POOL_REGS ? FreeList{PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)} : FreeList{};
-  int32_t& list_head = MV_LANE_POOL_REGS ? held.head : PORT_POOL_HEAD(c, p);
-  int32_t& list_n = MV_LANE_POOL_REGS ? held.n : PORT_POOL_N(c, p);
+  // the port's own free list, in registers for the window (only this task takes from and gives
+  // to it then: a queued arrival's slot waits on one load, the slot's link), written back at its end
+  FreeList held = FreeList{PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)};
+  int32_t& list_head = held.head;
+  int32_t& list_n = held.n;
   for (;;) {
     int64_t ta = MV_INF;
     int ia = -1;
 #pragma unroll
     for (int i = 0; i < (REGS ? N : m); ++i) {
-#if MV_LANE_TIMES
       int64_t t = t_at[i];
-#else
-      if (at[i] < 0) continue;
-      int64_t t = c->pkt[at[i]].t;
-#endif
       if (t < ta) { ta = t; ia = i; }
     }
     int64_t tx = td;
@@ -848,14 +697,10 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
       }
       int16_t tag = c->pkt[rs].in_port;
       int32_t next = c->pkt[rs].next;   // (before the arrival reads the packet: its fields are tags)
-#if MV_LANE_TIMES
       int64_t t_next = next >= 0 ? c->pkt[next].t : MV_INF;
-#endif
       auto take = [&](int x) {   // entry x's next arrival
         at[x] = next;
-#if MV_LANE_TIMES
         t_at[x] = t_next;
-#endif
       };
       if constexpr (REGS) {
 #pragma unroll
@@ -869,12 +714,12 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
         else { s = (int32_t)fresh++; --fresh_n; }
       }
       bool changed;
-      switch_arrival<true>(c, e, v, lo + ja, rs, ta, par, &changed, never_alone, s, tag & 256 ? p : -1);
+      switch_arrival<true>(c, e, v, lo + ja, rs, ta, &changed, s, tag & 256 ? p : -1);
     } else {
       now = tx;
       what_x = switch_start_class(c, p, tx, what_x);
       int64_t touched;   // (no PFC state changes in such a window)
-      LanePort lane{MV_LANE_WIRE_ONCE ? &wire : nullptr, &list_head, &list_n};
+      LanePort lane{&list_head, &list_n};
       if (!switch_transmit<true>(c, e, v, p, what_x, tx, par, &touched, &lane)) {
         busy = -1;   // a compact ring is full
         break;
@@ -886,17 +731,15 @@ MV_DEV int switch_port_lane(Ctx* c, int64_t e, int64_t v, int64_t te, int par, i
     for (; fresh_n > 0; --fresh_n) list_push(c, list_head, list_n, (int32_t)fresh++);   // (the share's rest)
     *last = now;
   }
-  if (MV_LANE_POOL_REGS) {
-    PORT_POOL_HEAD(c, p) = held.head;
-    PORT_POOL_N(c, p) = held.n;
-  }
+  PORT_POOL_HEAD(c, p) = held.head;
+  PORT_POOL_N(c, p) = held.n;
   return busy;
 }
-// switch_port_lane for a switch of r.n ports: in registers up to MV_LANE_SMALL ports.
+// switch_port_lane for a switch of r.n ports: in registers up to MV_SMALL_SWITCH_PORTS ports.
 MV_DEV int switch_port_lane_of(Ctx* c, int64_t e, int64_t v, int64_t te, int par, int64_t k, const LaneRecs& r,
                                LaneShare share, int64_t* last) {
-#if MV_LANE_SMALL > 0
-  if (r.n <= MV_LANE_SMALL) return switch_port_lane<MV_LANE_SMALL, true>(c, e, v, te, par, k, r, share, last);
+#if MV_SMALL_SWITCH_PORTS > 0
+  if (r.n <= MV_SMALL_SWITCH_PORTS) return switch_port_lane<MV_SMALL_SWITCH_PORTS, true>(c, e, v, te, par, k, r, share, last);
 #endif
   return switch_port_lane<MV_LANE_PORTS, false>(c, e, v, te, par, k, r, share, last);
 }
@@ -935,13 +778,9 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
   }
   c->node_next_ps[v] = c->node_prog_ps[v] = next;
   if (next >= MV_INF) c->node_quiet[v] = !busy;
-  if (busy) note_event(c, v, last);   // (MV_PER_EVENT_WRITES: the last event's time, as the serial loop)
   note_window_end(c, v, busy, last);
 }
 
-#ifndef MV_LANE_SHARE_EACH
-#define MV_LANE_SHARE_EACH 0
-#endif
 // Switch v's window port by port on one thread (n <= MV_LANE_PORTS ports): the scan of every
 // in-ring, the decision, and for LANES_RUN every port task, one after the other, and the end.
 // Returns the decision (LANES_SERIAL: the caller runs the serial window; LANES_QUIET: none).
@@ -957,9 +796,6 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   bool busy = false, out = false;
   for (int64_t k = 0; k < n && !out; ++k) {
     int64_t t = last;
-#if MV_LANE_SHARE_EACH   // (a test's variant: each port's share on its own, as a GPU port task takes it)
-    lane_shares(r, &shares[k], k);
-#endif
     int got = switch_port_lane_of(c, e, v, te, par, k, r, shares[k], &t);
     out = got < 0;
     if (got != 0) last = mv_max(last, t);
@@ -992,19 +828,19 @@ MV_DEV bool switch_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par
 #ifndef MV_TRACE_NODE
 #define MV_TRACE_NODE(v)
 #endif
-// Whether switch v's windows may run port by port (MV_SWITCH_LANES; at most MV_LANE_PORTS ports,
-// and not a switch whose serial windows rescan its ports, wider than MV_CACHE_PORTS: a variant's
-// small cache limit keeps that path in the tests).
+// Whether switch v's windows may run port by port (at most MV_LANE_PORTS ports, and not a switch
+// whose serial windows rescan its ports, wider than MV_CACHE_PORTS: the tests' small cache limit
+// keeps that path in reach).
 MV_DEV bool switch_lanes_fit(const Ctx* c, int64_t v) {
   int64_t n = c->node_port_hi[v] - c->node_port_lo[v];
-  return MV_SWITCH_LANES && !c->node_is_host[v] && n >= 1 && n <= MV_LANE_PORTS && n <= MV_CACHE_PORTS;
+  return !c->node_is_host[v] && n >= 1 && n <= MV_LANE_PORTS && n <= MV_CACHE_PORTS;
 }
 
 // `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
 // groups kernel runs those windows itself and calls this with false for the others). HOSTS: v
 // is a host (the switches' code left out where this is inlined).
 template <bool HOSTS = false>
-MV_DEV void node_window(Ctx* c, int64_t v, bool lanes = true) {
+MV_DEV void node_window(Ctx* c, int64_t v, bool lanes) {
   MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
   int par = parity(c, e);

@@ -38,7 +38,7 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
   c->node_shared_used[v] -= from_shared;
   c->node_data_bytes[v] -= b;
 }
-// The MMU's accounting in a window run port by port (MV_SWITCH_LANES; switch_lanes_decide said so:
+// The MMU's accounting in a window run port by port (the switch lanes; switch_lanes_decide said so:
 // no headroom in use, every admission passes, and no decision of the window reads the MMU's
 // state). Each of b bytes (b < 0: leaving) of ingress port i changes that port's bytes alone, by
 // an add that is atomic where ports run at once on different lanes, and returns nothing (the
@@ -46,8 +46,7 @@ MV_DEV void mmu_dequeue(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t b) {
 // end (switch_lanes_end), from each ingress port's bytes before (the scan's records) and after: the
 // shared bytes change by max(0, after - reserve) - max(0, before - reserve), as mmu_enqueue and
 // mmu_dequeue change them, event by event, without headroom. (One add per packet instead of
-// three, one of them waited for: groups-lanes 1.369 against 1.341 G packet-hops/s, profile_gpu
-// 8 MiB x 4,096, fourteenth session.)
+// three, one of them waited for.)
 MV_DEV void mmu_lane_add(Ctx* c, int64_t i, int64_t b) { mv_add_old(&PORT_I(c, i, PI_IN_BYTES), b); }
 // PFC: request a PAUSE/RESUME on the link of ingress port i (the frame leaves on port i).
 // Pause is considered after an enqueue (after_enqueue), resume after a dequeue. Returns whether
@@ -67,13 +66,10 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
 
 // Next-hop port towards local destination host `dst` for a packet of flow f: from the switch's
 // row of its topology's dense table (engine/routes.py: n next hops, the port's index among the
-// switch's ports or the first of the set's in rtab_nh), else by binary search over its ranges of
-// destinations (MV_DENSE_ROUTES=0: always; results do not depend on it).
-#ifndef MV_DENSE_ROUTES
-#define MV_DENSE_ROUTES 1
-#endif
+// switch's ports or the first of the set's in rtab_nh), else (a topology without one) by binary
+// search over its ranges of destinations.
 MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, bool spray, int32_t seq, int32_t sendno) {
-  int32_t row = MV_DENSE_ROUTES ? c->node_rtab[v] : -1;
+  int32_t row = c->node_rtab[v];
   int64_t a, n;
   if (row >= 0) {
     int32_t x = c->rtab[row + dst];
@@ -93,8 +89,8 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   }
   if (n <= 0) return -1;
   // hash64(seed, TAG_SPRAY / TAG_ECMP, node_local[v], f_local[f], ...), from the switch's row
-  uint64_t h = spray ? mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_SPRAY, TAG_SPRAY), c->f_local[f], seq, sendno)
-                     : mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECMP, TAG_ECMP), c->f_local[f], 0, 0);
+  uint64_t h = spray ? mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_SPRAY), c->f_local[f], seq, sendno)
+                     : mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_ECMP), c->f_local[f], 0, 0);
   // h % n; a mask when n is a power of two (fat-trees of k = 2^j, most ECMP sets): the same
   // value, without the 64-bit division a GPU runs as a ~70-instruction routine
   uint64_t un = (uint64_t)n;
@@ -102,25 +98,21 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[k] : (int64_t)c->route_nh[k];
 }
 
-// MV_FLOW_PATHS: a packet's egress port from its flow's path (f_path, routes.flow_paths: the
-// batch builder ran `route` for every flow's ECMP path ahead of time), one load instead of the
-// table entries and the hash; the switch routes it itself where the path holds -1 (spraying, no
-// dense table, beyond NPATH switches; a batch without paths: has_paths 0, routes.wants_paths).
-// 0 builds the variant that always routes (results do not depend on it). Advances the packet's
-// hop count.
-#ifndef MV_FLOW_PATHS
-#define MV_FLOW_PATHS 1
-#endif
 // The switches a packet has passed before this one, counting this one from now on.
 MV_DEV int packet_hop_advance(Pkt* pk) {
   int hop = pk->hop;
   if (hop < 127) pk->hop = (int8_t)(hop + 1);
   return hop;
 }
+// A packet's egress port (-1: no route), advancing its hop count: from its flow's path (f_path,
+// routes.flow_paths: the batch builder ran `route` for every flow's ECMP path ahead of time), one
+// load instead of the table entries and the hash; the switch routes it itself where the path
+// holds -1 (spraying, no dense table, beyond NPATH switches; a batch without paths: has_paths 0,
+// routes.wants_paths).
 MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
   int32_t f = pk->flow;
   int hop = packet_hop_advance(pk);
-  if (MV_FLOW_PATHS && c->has_paths && hop < NPATH) {
+  if (c->has_paths && hop < NPATH) {
     int16_t k = c->f_path[(int64_t)f * 2 * NPATH + (data ? 0 : NPATH) + hop];
     if (k >= 0) return c->node_port_lo[v] + k;
   }
@@ -128,33 +120,10 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
   return route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk->seq, pk->sendno);
 }
 
-// MV_DIRECT: the direct path below, on by default on the CPU only. Measured on an H200
-// (experiments/profile_gpu.py, 8 MiB x 4,096, tenth session): (a) 0.976 G packet-hops/s with it and
-// without, the idle window 12.6 against 11.9 us (marginal, medians of three): the GPU waits on
-// the L2 misses of its nodes' state, not on the pool round trip it saves. The CPU, one core,
-// workload (a) 8 x 16 MiB: 0.850 against 0.898 s (medians of three alternating). Both paths give
-// identical results (the GPU tests compare the GPU's queued path with the CPU's direct one).
-#ifndef MV_DIRECT
-#if defined(MV_BACKEND_CUDA)
-#define MV_DIRECT 0
-#else
-#define MV_DIRECT 1
-#endif
-#endif
-
-// Whether egress port p, free by t, would send a packet of class q (Q_CTL, Q_DATA) that joined it
-// at t right away: no PFC frame to send, nothing of that class queued (control also goes ahead
-// of queued data), and data not paused by the peer.
-MV_DEV bool port_sends_at_once(const Ctx* c, int64_t p, int q, int64_t t) {
-  if (PORT_T(c, p, PT_FREE) > t || pfc_due(c, p) || PORT_QH(c, p, Q_CTL) >= 0)
-    return false;
-  return q == Q_CTL || (PORT_QH(c, p, Q_DATA) < 0 && !PFC_BIT(c, p, PFC_PAUSED));
-}
-
-// A data packet leaving port p at t (taken from its queue, or straight from its arrival): MMU
+// A data packet leaving port p at t, taken from its queue: MMU
 // release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
 // records). Returns the ingress port whose PFC state changed (-1: none).
-// LANE: a window run port by port (MV_SWITCH_LANES): the shared state by lane-safe adds, and no
+// LANE: a window run port by port (the switch lanes): the shared state by lane-safe adds, and no
 // PFC check (switch_lanes_decide: no PFC state can change in such a window).
 template <bool LANE = false>
 MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* pk, int64_t t, int64_t int_slot) {
@@ -172,7 +141,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     if (q > kmax) mark = true;
     else if (q > kmin) {
       double prob = c->link_pmax[PORT_W(c, p, PW_LINK)] * (double)(q - kmin) / (double)(kmax - kmin);
-      uint64_t h = mv_hash_from(node_hash_prefix(c, e, v, SCHEMA_HT_ECN, TAG_ECN), p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
+      uint64_t h = mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_ECN), p - c->exp_port_lo[e], PORT_T(c, p, PT_DEQ), 0);
       mark = mv_uniform(h) < prob;
     }
     if (mark) {
@@ -198,24 +167,17 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
 // run again with full capacities). *i_changed: whether what port i itself sends next may have
 // changed (a PFC frame received, or its PFC state changed). The switch recomputes those ports'
 // next transmissions: what a port sends next depends on its queues' heads, its PFC state and its
-// free time alone.
+// free time alone. Every packet that goes on joins its egress port's queue (a pool slot), and
+// leaves it at a transmission event, also one due at once.
 //
-// The direct path: `alone(out)` says whether a transmission of port out at t would be the
-// switch's next event (no other arrival at t, and no port before out due by t; the caller knows
-// its ports' times). Then a packet that its egress port would send at once (port_sends_at_once)
-// leaves now, from registers, as that next event would send it: the same state changes in the
-// same order (MMU in and out, the queue's high-water mark, ECN, counters, the wire), without the
-// pool slot, the queue links and the two extra turns of the event loop. A pool slot must still
-// be free (a full pool drops the packet either way); INT (HPCC) keeps the queued path.
-//
-// LANE (a window run port by port, MV_SWITCH_LANES): switch_lane_scan routed the packet
+// LANE (a window run port by port, the switch lanes): switch_lane_scan routed the packet
 // already (`routed`: its egress port, -1 none) and its port task took its pool slot (`given`); admission
 // passes and no PFC state changes (switch_lanes_decide), and the shared state changes by
 // lane-safe adds.
 #define SW_OUT_OF_SLOTS (-2)
-template <bool LANE = false, class Alone>
-MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, int par, bool* i_changed,
-                              const Alone& alone, int32_t given = -1, int64_t routed = -1) {
+template <bool LANE = false>
+MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t slot, int64_t t, bool* i_changed,
+                              int32_t given = -1, int64_t routed = -1) {
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
@@ -252,28 +214,10 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
     return -1;
   }
-  int q = data ? Q_DATA : Q_CTL;
   pk.t = t;
   pk.next = -1;
   pk.in_port = (int16_t)(i - c->node_port_lo[v]);
-  bool direct = MV_DIRECT && out != i && !(c->has_int && EI(c, e, EI_CC) == CC_HPCC) &&
-                pool_has_slot(c, v) &&
-                port_sends_at_once(c, out, q, t) && alone(out);
-  bool entered = false;   // MMU admission done (and its PFC check)
-  if (direct && data) {
-    mmu_enqueue(c, e, v, i, b);
-    *i_changed = pfc_check(c, e, v, i, t, true);
-    entered = true;
-    direct = !*i_changed;   // port i may now have a PFC frame due at t, before out: queue it
-  }
-  if (direct) {
-    int64_t qb = PORT_T(c, out, PT_QBYTES + q) + b;   // the queue as it would have held the packet
-    if (data && qb > c->port_qmax[out]) c->port_qmax[out] = qb;
-    if (data) *i_changed = switch_data_leaves(c, e, v, out, &pk, t, -1) >= 0;
-    PORT_T(c, out, PT_TX_BYTES) += b;
-    return wire_send(c, v, out, par, t, &pk, -1) >= 0 ? out : SW_OUT_OF_SLOTS;
-  }
-  int32_t s = pool_alloc(c, v);   // (cannot fail after `entered`: the direct path saw a free slot)
+  int32_t s = pool_alloc(c, v);
   if (s < 0) {
     if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
     if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
@@ -284,9 +228,9 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   copy_int(c, s, slot, pk.nint);
   bool head;
   if (data) {
-    if (!entered) mmu_enqueue(c, e, v, i, b);   // (independent of the pool and the queue: order free)
+    mmu_enqueue(c, e, v, i, b);   // (independent of the pool and the queue: order free)
     head = q_push(c, out, Q_DATA, s, b);
-    if (!entered) *i_changed = pfc_check(c, e, v, i, t, true);
+    *i_changed = pfc_check(c, e, v, i, t, true);
   } else {
     head = q_push(c, out, Q_CTL, s, b);
   }
@@ -338,13 +282,11 @@ MV_DEV int64_t switch_port_next(const Ctx* c, int64_t p, int* what) {
 
 // Returns false if the ring was full (internal error). *touched: the ingress port whose PFC
 // state the dequeue changed (-1 if none).
-// LANE: a window run port by port (MV_SWITCH_LANES; no PFC frame is due in one, so the PFC
+// LANE: a window run port by port (the switch lanes; no PFC frame is due in one, so the PFC
 // branch below, with its plain writes, never runs on a lane).
-// `lane` (a port task's, or null): what the task keeps of its port for the window (its variants
-// MV_LANE_*).
+// `lane` (a port task's, or null): what the task keeps of its port for the window.
 struct LanePort {
-  const PortWire* wire;   // the port's parameters, read once (null: wire_send reads them)
-  int32_t *list_head, *list_n;   // the port's own free list (in registers or memory), which takes the sent slot
+  int32_t *list_head, *list_n;   // the port's own free list (in the task's registers), which takes the sent slot
 };
 template <bool LANE = false>
 MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, int64_t t, int par, int64_t* touched,
@@ -370,5 +312,5 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   if (!LANE) pool_free(c, v, s);
   else if (lane) list_push(c, *lane->list_head, *lane->list_n, s);   // (a port's own list on a lane)
   else port_pool_push(c, p, s);
-  return wire_send(c, v, p, par, t, pk, s, lane ? lane->wire : nullptr) >= 0;
+  return wire_send(c, v, p, par, t, pk, s) >= 0;
 }

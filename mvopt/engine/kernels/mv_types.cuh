@@ -3,8 +3,7 @@
 
 // 32 bytes: one 32-byte sector of device memory (a GPU reads a packet in one). Kernels assemble a
 // packet in registers and store it once. (Aligned to 16 bytes, so that a GPU could copy it with two
-// vector accesses, it cost the window kernel 68 bytes of spills and gained nothing: measured at
-// 7e0e891, docs/performance.md.)
+// vector accesses, it made the window kernel spill and gained nothing.)
 struct Pkt {
   int64_t t;        // arrival time at the peer (ring) / enqueue time (queue)
   int32_t flow;     // the flow's row in the flow columns (global; -1 for PFC frames)
