@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch, get_backend  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 
 def one(device: int, batch_n: int, mib: float, out: dict, barrier=None) -> None:

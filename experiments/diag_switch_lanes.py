@@ -29,11 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN, exp_int  # noqa: E402
 from mvopt.engine.schema import LK, NLK, NPI, NPT, PFC, PI, PKT_DTYPE, PT  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
 PK_DATA = 0

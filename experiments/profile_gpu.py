@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gpu import cluster128_config, idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._gpu import LAUNCH_MODES, GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 VARIANTS = {"base": {}, "async": {"launch": "async"}, "minblocks2": {"MV_MIN_BLOCKS": 2}, "minblocks4": {"MV_MIN_BLOCKS": 4}, "minblocks6": {"MV_MIN_BLOCKS": 6}, "cache8": {"MV_CACHE_PORTS": 8},
             "minblocks6+cache8": {"MV_MIN_BLOCKS": 6, "MV_CACHE_PORTS": 8},

@@ -1,7 +1,7 @@
 """Inputs and outputs of the HPCC ns-3 simulator (inherited by ASTRA-sim's and SimAI's ns-3 backends).
 
 * ``flow.txt`` — first line ``N``, then ``N`` lines ``src dst priority dport size_bytes start_seconds``
-  (:func:`read_hpcc_flows`; :func:`flow_graph` turns them into engine tasks).
+  (:func:`read_hpcc_flows`; :func:`add_hpcc_flows` turns them into tasks).
 * ``config.txt`` — ``KEY value...`` lines (:func:`read_hpcc_config` maps the keys that exist in
   mvopt's model onto configuration overrides and warns once per key it ignores).
 * ``fct.txt`` — one line per completed flow ``sip dip sport dport size start_ns fct_ns
@@ -28,7 +28,7 @@ from mvopt.errors import InputFileError
 from mvopt.files import read_text, write_text_atomic
 
 __all__ = [
-    "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "flow_graph", "node_ip", "sports",
+    "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "add_hpcc_flows", "node_ip", "sports",
     "read_hpcc_config", "format_fct", "write_fct", "parse_data_rate", "HpccConfigWarning",
 ]
 
@@ -85,7 +85,7 @@ class HpccFlow:
 
 
 def read_hpcc_flows(path: str | os.PathLike) -> list[HpccFlow]:
-    """Parse flow.txt. Node ids are checked against a topology by :func:`flow_graph`."""
+    """Parse flow.txt. Node ids are checked against a topology by :func:`add_hpcc_flows`."""
     file, rows = _read_rows(path)
     if not rows:
         raise InputFileError(file, None, "empty file (expected the number of flows on the first line)")
@@ -141,16 +141,14 @@ def _file_to_node(topo) -> np.ndarray:
     return out
 
 
-def flow_graph(flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, category: str = "flow"):
-    """Engine tasks for the flows: task ``i`` is flow ``i`` (no dependencies, its start time).
+def add_hpcc_flows(b, flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, category: str = "flow") -> None:
+    """The flows as tasks of the task-graph builder `b` (an empty one's task ``i`` is flow ``i``;
+    no dependencies, its start time).
 
     Checks every node id against ``topo`` (unknown ids and switches raise InputFileError at the
     flow's line)."""
-    from mvopt.engine.tasks import TaskGraphBuilder
-
     node_of = _file_to_node(topo)
     n_node, n_host = int(topo.n_node), int(topo.n_host)
-    b = TaskGraphBuilder()
     for f in flows:
         ends = []
         for name, v in (("src", f.src), ("dst", f.dst)):
@@ -162,7 +160,6 @@ def flow_graph(flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, categ
                 raise InputFileError(file, f.line, f"{name}: node {v} is a switch, not a host")
             ends.append(node)
         b.flow(ends[0], ends[1], f.size_bytes, start_ps=f.start_ps, category=category)
-    return b.build()
 
 
 def node_ip(node_id: int) -> int:

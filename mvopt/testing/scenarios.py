@@ -247,8 +247,8 @@ def rail_allreduce(cc: str, lb: str, servers: int = 8, size: int = 256 << 10) ->
     NICs: its rail switches have 2 x `servers` ports, wider than the engine's thread-local switch
     caches (MV_TREE_PORTS), so their serial windows keep their caches from window to window."""
     from mvopt.bench import rail_allreduce_spec
+    from mvopt.build import build_experiment
     from mvopt.config import load_config
-    from mvopt.experiment import build_experiment
 
     return build_experiment(load_config(rail_allreduce_spec(size, servers, name=f"rail{servers}-{cc}-{lb}", cc=cc,
                                                             lb=lb)))

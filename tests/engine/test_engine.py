@@ -1003,7 +1003,7 @@ def test_monitors_off_cost_no_memory_and_change_nothing(backend) -> None:
     """Off (the default): each monitor table is one unused row and results are those of a
     monitored run without its samples. On: ports x cap rows per monitor, as the planner expects."""
     from mvopt.engine.batch import build_batch
-    from mvopt.engine.plan import batch_bytes, batch_route_counts, experiment_counts
+    from mvopt.engine.sizing import batch_bytes, batch_route_counts, experiment_counts
 
     off = [dataclasses.replace(e, queue_monitor_ps=0, link_monitor=False) for e in batch_mix()]
     on = [dataclasses.replace(e, queue_monitor_ps=D // 3, link_monitor=True, monitor_max_samples=50) for e in off]
@@ -1477,10 +1477,10 @@ def test_switch_pool_slots_are_each_in_one_place(lanes: int, each: int, regs: in
     port's share of the never-used slots counted on its own, as a GPU port task counts it;
     `regs`: each port task's own list in registers for its window (MV_LANE_POOL_REGS)."""
     from mvopt.bench import allreduce_config
+    from mvopt.build import build_experiment
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.schema import PKT_DTYPE
-    from mvopt.experiment import build_experiment
 
     for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
         batch = build_batch([exp])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mvopt.engine import build_batch, schema, simulate
-from mvopt.engine.plan import (Worker, balance, batch_bytes, batch_counts, batch_route_counts, experiment_cost, experiment_counts,
-                               parse_backend, run_experiments, run_share, split_by_memory)
+from mvopt.engine.balance import balance, run_experiments
+from mvopt.engine.sizing import batch_bytes, batch_counts, batch_route_counts, experiment_cost, experiment_counts
+from mvopt.engine.split import run_share, split_by_memory
+from mvopt.engine.workers import Worker, parse_backend
 from mvopt.errors import BackendUnavailable, MvoptError
 from mvopt.testing.backends import available_backends
 from mvopt.testing.scenarios import mixed_experiments
@@ -230,10 +232,10 @@ def test_racer_starts_once_the_workers_batch_is_built(monkeypatch) -> None:
     lock: none of them runs while the worker builds its first sub-batch."""
     import threading
 
-    from mvopt.engine import plan
+    from mvopt.engine import split
 
     seen, at_run = [], []
-    real_build, real_backend = plan.build_batch, plan._backend_for
+    real_build, real_backend = split.build_batch, split._backend_for
 
     def racers() -> list[str]:
         return sorted(t.name for t in threading.enumerate() if t.name.startswith("mvopt-cpu-racer"))
@@ -255,8 +257,8 @@ def test_racer_starts_once_the_workers_batch_is_built(monkeypatch) -> None:
         return Noting()
 
     plain = simulate(EXPS, backend="cpu", capacities="full")
-    monkeypatch.setattr(plan, "build_batch", build)
-    monkeypatch.setattr(plan, "_backend_for", backend_for)
+    monkeypatch.setattr(split, "build_batch", build)
+    monkeypatch.setattr(split, "_backend_for", backend_for)
     raced, stats = run_share(Worker("cpu", 0, 1), EXPS, race_cpu=True, race_threads=2)
     assert seen and seen[0] == []                                   # none while the worker builds
     assert at_run and at_run[0] == ["mvopt-cpu-racer-0", "mvopt-cpu-racer-1"]   # both when it runs
@@ -302,25 +304,23 @@ def test_only_cpu_may_race_and_it_races_one_worker() -> None:
 def test_auto_races_one_gpu_with_the_cpu(monkeypatch) -> None:
     """``auto`` on a machine with one GPU: that GPU, raced by the CPU's cores; with two GPUs, both,
     not raced (the CPU races one worker); ``gpu`` alone never races; without a GPU, the CPU."""
-    from mvopt.engine import _gpu
-    from mvopt.engine.plan import describe_backend, races
-
-    from mvopt.engine import plan
+    from mvopt.engine import _gpu, workers
+    from mvopt.engine.workers import describe_backend, races
 
     monkeypatch.setattr(_gpu, "gpu_count", lambda: 1)
     monkeypatch.setattr(_gpu, "gpu_available", lambda: True)
-    monkeypatch.setattr(plan, "usable_cores", lambda: 4)
-    monkeypatch.setattr(plan, "_cpu_compiles", lambda: True)
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
+    monkeypatch.setattr(workers, "_cpu_compiles", lambda: True)
     assert races("auto") and races("auto:0") and races("gpu:0+cpu")
     monkeypatch.setenv("MVOPT_AUTO_RACE", "0")                        # the opt-out
     assert not races("auto") and races("gpu:0+cpu")
     monkeypatch.delenv("MVOPT_AUTO_RACE")
-    monkeypatch.setattr(plan, "_cpu_compiles", lambda: False)        # no C++ compiler: nothing to race with
+    monkeypatch.setattr(workers, "_cpu_compiles", lambda: False)        # no C++ compiler: nothing to race with
     assert not races("auto")
-    monkeypatch.setattr(plan, "_cpu_compiles", lambda: True)
-    monkeypatch.setattr(plan, "usable_cores", lambda: 1)             # no spare core
+    monkeypatch.setattr(workers, "_cpu_compiles", lambda: True)
+    monkeypatch.setattr(workers, "usable_cores", lambda: 1)             # no spare core
     assert not races("auto")
-    monkeypatch.setattr(plan, "usable_cores", lambda: 4)
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
     assert not races("gpu") and not races("gpu:0") and not races("cpu")
     assert describe_backend("auto") == "auto -> gpu (1 GPU: 0), raced by the CPU's cores on its slowest experiments"
     monkeypatch.setattr(_gpu, "gpu_count", lambda: 2)
@@ -400,7 +400,7 @@ def test_experiment_threads_keeps_small_experiments_on_one_thread() -> None:
     releases the interpreter lock for most of it; small ones stay on one thread."""
     from types import SimpleNamespace
 
-    from mvopt.engine.plan import EXPERIMENT_THREADS_MIN_TASKS, THREAD_MAP_LIMIT, experiment_threads
+    from mvopt.engine.threads import experiment_threads, EXPERIMENT_THREADS_MIN_TASKS, THREAD_MAP_LIMIT
 
     def exps(*tasks: int) -> list:
         return [SimpleNamespace(tasks=SimpleNamespace(n=t)) for t in tasks]
