@@ -37,14 +37,6 @@ Steer = Callable[[np.ndarray], Iterable[int]]
 
 # node_hash's words (schema.HT): the hash tags in that order
 HASH_TAGS = tuple({"ecn": TAG_ECN, "ecmp": TAG_ECMP, "spray": TAG_SPRAY}[k] for k in sorted(schema.HT, key=schema.HT.get))
-# exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
-EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
-      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
-      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
-ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
-      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
-
-
 class Span(NamedTuple):
     """An experiment's rows in a batch: nodes, ports, tasks and flows [lo, hi)."""
     node_lo: int
@@ -94,7 +86,7 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
          "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools)}
-    return [int(v[k]) for k in EI] + [0] * (schema.NEXP_I - len(EI))
+    return [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
 
 
 def _exp_doubles(p: ResolvedParams) -> list[float]:
@@ -103,7 +95,7 @@ def _exp_doubles(p: ResolvedParams) -> list[float]:
          "dcqcn_first": p.dcqcn_first, "dcqcn_min": p.dcqcn_min, "hpcc_eta": p.hpcc_eta,
          "hpcc_wai": p.hpcc_wai, "hpcc_min": p.hpcc_min, "dctcp_g": p.dctcp_g, "dctcp_rai": p.dctcp_rai,
          "dctcp_min": p.dctcp_min}
-    return [float(v[k]) for k in ED] + [0.0] * (schema.NEXP_D - len(ED))
+    return [float(v[k]) for k in schema.ED] + [0.0] * (schema.NEXP_D - len(schema.ED))
 
 
 def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):
@@ -484,8 +476,8 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
 
 
 def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """Integer parameter `name` (one of EI) of every experiment of a batch's columns."""
-    return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index(name)]
+    """Integer parameter `name` (one of schema.EI) of every experiment of a batch's columns."""
+    return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, schema.EI.index(name)]
 
 
 def node_order_setting() -> str:
@@ -634,13 +626,13 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
     c = batch.cols
     ei = c["exp_i"].reshape(-1, schema.NEXP_I)[i]
     n = min(int(c["exp_mon_k"][i]), int(exp.monitor_max_samples))     # recorded by the nodes
-    npt = int(ei[EI.index("mon_nport")])
+    npt = int(ei[schema.EI.index("mon_nport")])
     p0, p1 = batch.spans[i].port_lo, batch.spans[i].port_hi
 
     def table(name: str, lo: int) -> np.ndarray:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
 
-    qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
+    qlo, wlo = int(ei[schema.EI.index("mon_qlo")]), int(ei[schema.EI.index("mon_wlo")])
     final_q = port_record(c, "port_tx", "qbytes", 1)[p0:p1]            # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
                           table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "port_tx", "wire_bytes")[p0:p1])

@@ -24,6 +24,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS
+from mvopt._cfg.network import NetworkConfig
 from mvopt.errors import InputFileError
 from mvopt.files import read_text, write_text_atomic
 
@@ -34,8 +36,13 @@ __all__ = [
 
 PS_PER_S = 10**12
 SPORT_BASE = 10000          # HPCC: each host numbers its flows' source ports from 10000
-CC_MODES = {1: "dcqcn", 3: "hpcc", 8: "dctcp"}
-_CC_NAMES = {1: "DCQCN", 3: "HPCC", 7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
+# CC_MODE of config.txt -> network.cc; HPCC's other modes are named in the error that refuses them
+CC_MODES = {c.hpcc_cc_mode: c.name for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None}
+_CC_TITLES = {**{c.hpcc_cc_mode: c.title for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None},
+              7: "TIMELY", 10: "HPCC-PINT"}
+# MIN_RATE sets the minimum rate of every congestion-control algorithm that has one
+_MIN_RATE_SECTIONS = tuple(c.name for c in CONGESTION_CONTROLS
+                           if hasattr(getattr(NetworkConfig(), c.name, None), "min_rate_mbps"))
 
 
 class HpccConfigWarning(UserWarning):
@@ -337,9 +344,9 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             v = number(vals, line, key)
             mode = int(v) if v == v.to_integral_value() else None
             if mode not in CC_MODES:
-                name = f" ({_CC_NAMES[mode]})" if mode in _CC_NAMES else ""
-                raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: "
-                                     "1 = DCQCN, 3 = HPCC, 8 = DCTCP)")
+                name = f" ({_CC_TITLES[mode]})" if mode in _CC_TITLES else ""
+                supported = ", ".join(f"{m} = {_CC_TITLES[m]}" for m in sorted(CC_MODES))
+                raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: {supported})")
             out["network.cc"] = CC_MODES[mode]
         elif key == "PACKET_PAYLOAD_SIZE":
             v = positive(vals, line, key)
@@ -371,7 +378,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["network.dctcp.rate_ai_mbps"] = rate_mbps(vals, line, key)
         elif key == "MIN_RATE":
             v = rate_mbps(vals, line, key)
-            for cc in ("dcqcn", "hpcc", "dctcp"):
+            for cc in _MIN_RATE_SECTIONS:
                 out[f"network.{cc}.min_rate_mbps"] = v
         elif key == "ALPHA_RESUME_INTERVAL":
             out["network.dcqcn.alpha_interval_us"] = float(positive(vals, line, key))

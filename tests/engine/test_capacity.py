@@ -126,7 +126,7 @@ def test_running_out_of_compact_slots_stops_the_experiment_and_a_full_rerun_give
 
 def test_user_sized_switch_pools_are_a_model_parameter_and_never_compact() -> None:
     """network.switch_packet_slots: running out drops the packet (the model), not a retry."""
-    from mvopt.engine.batch import EI
+    from mvopt.engine.schema import EI
     exp = _deep_incast(switch_packet_slots=256)       # PFC on: the dropped flows never finish (stuck)
     topo, p = exp.topology, exp.params
     assert (node_pool_slots(topo, p) == node_pool_slots(topo, p, compact=True)).all()
