@@ -90,12 +90,8 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
 
 
 def _exp_doubles(p: ResolvedParams) -> list[float]:
-    v = {"dcqcn_g": p.dcqcn_g, "dcqcn_alpha_ps": p.dcqcn_alpha_ps, "dcqcn_dec_ps": p.dcqcn_dec_ps,
-         "dcqcn_inc_ps": p.dcqcn_inc_ps, "dcqcn_rai": p.dcqcn_rai, "dcqcn_rhai": p.dcqcn_rhai,
-         "dcqcn_first": p.dcqcn_first, "dcqcn_min": p.dcqcn_min, "hpcc_eta": p.hpcc_eta,
-         "hpcc_wai": p.hpcc_wai, "hpcc_min": p.hpcc_min, "dctcp_g": p.dctcp_g, "dctcp_rai": p.dctcp_rai,
-         "dctcp_min": p.dctcp_min}
-    return [float(v[k]) for k in schema.ED] + [0.0] * (schema.NEXP_D - len(schema.ED))
+    """The experiment's exp_d row: each slot of schema.ED is the resolved parameter of its name."""
+    return [float(getattr(p, k)) for k in schema.ED] + [0.0] * (schema.NEXP_D - len(schema.ED))
 
 
 def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):

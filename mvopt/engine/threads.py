@@ -11,7 +11,7 @@ __all__ = ["thread_map", "experiment_threads", "EXPERIMENT_THREADS_MIN_TASKS", "
 
 # Work per experiment goes to threads only where experiments are large: a small one's batch part
 # or result is mostly Python, which holds the interpreter lock, and threads then cost more than
-# they give (docs/decisions/0050-engine-host-layers.md).
+# they give (docs/decisions/0051-engine-host-layers.md).
 EXPERIMENT_THREADS_MIN_TASKS = 16_384
 THREAD_MAP_LIMIT = 16            # threads at most (and the usable cores)
 
