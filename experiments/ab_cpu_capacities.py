@@ -22,7 +22,7 @@ def workloads(training_windows: int) -> dict:
     """name: (experiments, max windows or None)."""
     from bench_taskgraph_54k import config as training_config
     from mvopt.bench import allreduce_config
-    from mvopt.experiment import build_experiment
+    from mvopt.build import build_experiment
     from mvopt.testing.scenarios import fat_tree_flows
 
     incast = [fat_tree_flows([(s, 0) for s in range(1, 16)], 16 << 20, cc=cc) for cc in ("dcqcn", "none", "dctcp", "hpcc")]

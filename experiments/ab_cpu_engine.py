@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gpu import cluster128_config  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
 

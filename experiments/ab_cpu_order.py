@@ -31,8 +31,8 @@ def main() -> None:
     import numpy as np
 
     from bench_optimizer import space_data
+    from mvopt.build import build_all
     from mvopt.engine import _cpu, build_batch
-    from mvopt.experiment import build_all
     from mvopt.optimize import load_space
 
     ns = argparse.Namespace(backend="cpu", small=True, small_bytes=args.small_bytes, distinct=True,

@@ -28,12 +28,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config, rail_allreduce_spec  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
+from mvopt.cluster import build_topology  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import Experiment, TaskGraphBuilder, build_batch, get_backend  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
-from mvopt.engine.plan import batch_bytes, experiment_counts  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
-from mvopt.cluster import build_topology  # noqa: E402
+from mvopt.engine.sizing import batch_bytes, experiment_counts  # noqa: E402
 
 
 def mixed_batch() -> list[Experiment]:

@@ -24,11 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gpu import cluster128_config  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import get_backend  # noqa: E402
 from mvopt.engine._gpu import gpu_count  # noqa: E402
-from mvopt.engine.plan import batch_bytes, experiment_counts, run_experiments  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
+from mvopt.engine.balance import run_experiments  # noqa: E402
+from mvopt.engine.sizing import batch_bytes, experiment_counts
 
 
 def measure(spec: str, exps) -> tuple[dict, list]:

@@ -123,7 +123,7 @@ class Recorder:
 
 
 def describe_engine(st: dict) -> str:
-    """One line of a worker's figures (mvopt.engine.plan.run_share): its sub-batches in order, and
+    """One line of a worker's figures (mvopt.engine.split.run_share): its sub-batches in order, and
     the CPU racer's, where it raced."""
     subs = "; ".join(f"{b['experiments']} {'compact' if b['compact'] else 'full'} at {b['start_s']:.1f} s: "
                      f"build {b['build_s']:.1f} s, run {b['run_s']:.1f} s" for b in st.get("timeline", []))

@@ -49,9 +49,9 @@ def config(extra: dict):
 
 
 def measure(name: str, repeat: int) -> dict:
+    from mvopt.build import training_setup
     from mvopt.cluster import build_topology
     from mvopt.engine import TaskGraph
-    from mvopt.experiment import training_setup
     from mvopt.workload.taskgraph import build_training
 
     cfg = config(CASES[name])

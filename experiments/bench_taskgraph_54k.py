@@ -39,7 +39,7 @@ Cases, each in its own process pinned to one core (peak RSS is the case's own):
   depends on. They change the simulated system, so they are not reductions of this experiment.
 
 H200: 139 GiB usable per GPU (nvidia-smi on the lent H200s), of which the planner puts at most
-85 % in one batch (``mvopt.engine.plan.GPU_MEMORY_FRACTION``); the kernels index every table with
+85 % in one batch (``mvopt.engine.sizing.GPU_MEMORY_FRACTION``); the kernels index every table with
 int32 (``INT32_LIMIT``).
 """
 
@@ -105,7 +105,7 @@ def topology_counts(cfg, topo, flow_sizes) -> dict:
     graph: the rows that do not depend on tasks, with the wire rings sized for the graph's
     smallest packet (the last packet of the flow with the smallest remainder)."""
     from mvopt.engine import Experiment
-    from mvopt.engine.plan import experiment_counts
+    from mvopt.engine.sizing import experiment_counts
     from mvopt.engine.tasks import TaskGraphBuilder
 
     b = TaskGraphBuilder()
@@ -116,7 +116,7 @@ def topology_counts(cfg, topo, flow_sizes) -> dict:
 
 def bytes_from_counts(cnt: dict, topo_counts: dict) -> tuple[int, int, dict]:
     """Engine batch bytes (low, high) from training_counts and the topology's counts."""
-    from mvopt.engine.plan import batch_bytes
+    from mvopt.engine.sizing import batch_bytes
 
     base = dict(topo_counts)
     base.update(n_task=cnt["tasks"], n_flow=cnt["flows"], n_succ=cnt["edges"],
@@ -132,9 +132,9 @@ def rss_gb() -> float:
 
 
 def measure(name: str) -> dict:
+    from mvopt.build import training_setup
     from mvopt.cluster import build_topology
-    from mvopt.engine.plan import INT32_LIMIT, batch_bytes, experiment_counts
-    from mvopt.experiment import training_setup
+    from mvopt.engine.sizing import batch_bytes, experiment_counts, INT32_LIMIT
     from mvopt.workload.taskgraph import build_training, training_counts
 
     label, size, rail, par_extra, coll, mode = CASES[name]
@@ -192,9 +192,9 @@ def simulate_case(exp, plan) -> dict:
     $MVOPT_54K_WINDOWS stops either after that many windows, for side-by-side runs;
     $MVOPT_54K_COMPACT=1 gives it compact packet slots): how far the iteration got, or its time
     when it ended."""
+    from mvopt.build import training_report
     from mvopt.engine import build_batch, get_backend
     from mvopt.engine.batch import extract_results
-    from mvopt.experiment import training_report
 
     backend = os.environ.get("MVOPT_54K_BACKEND", "gpu")
     be = get_backend(backend)

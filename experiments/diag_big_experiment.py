@@ -30,10 +30,10 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=500, help="windows per line")
     args = ap.parse_args()
     from bench_taskgraph_54k import config
+    from mvopt.build import build_experiment
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.batch import node_packets_sent
-    from mvopt.experiment import build_experiment
 
     size = {"servers": args.servers, "dp": args.dp, "groups_per_pod": args.groups_per_pod}
     batch = build_batch([build_experiment(config(size, True, {}, {}))], compact=True)

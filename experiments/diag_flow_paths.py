@@ -14,9 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch, routes, schema  # noqa: E402
 from mvopt.engine.batch import exp_int  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 
 def main() -> None:

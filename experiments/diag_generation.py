@@ -31,11 +31,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch, get_backend, simulate  # noqa: E402
-from mvopt.engine.tasks import FLOW  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
-from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, parse_backend  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
+from mvopt.engine.sizing import batch_bytes, experiment_counts  # noqa: E402
+from mvopt.engine.tasks import FLOW  # noqa: E402
+from mvopt.engine.workers import parse_backend, Worker
 from mvopt.optimize import load_space  # noqa: E402
 
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 from bench_optimizer import space_data  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch, get_backend  # noqa: E402
 from mvopt.engine.batch import extract_results, node_order, node_packets_sent  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
 # diag_generation's configuration #11 (seed 0): the slowest of its 40 on one CPU core

@@ -20,10 +20,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 LINE = 128
 

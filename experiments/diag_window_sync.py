@@ -31,10 +31,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.batch import port_packets_sent  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 
 def port_events(c: dict) -> np.ndarray:

@@ -99,9 +99,9 @@ class PacketStar:
         key = (op, int(nbytes), n, gbps, delay_ns)
         if key in self.cache:
             return self.cache[key]
+        from mvopt.build import build
         from mvopt.config import load_config
         from mvopt.engine import simulate
-        from mvopt.experiment import build
 
         cfg = load_config({
             "name": f"star-{op}-{nbytes}",

@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _report import provenance, update_section  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 VARIANTS = (("pull", 0), ("receiver lock", 1), ("global lock", 2))
 

@@ -7,7 +7,7 @@
     python experiments/paper_concurrency.py --run --run-slots compact --gpus 128 --workloads rail-training --run-budget-s 120
 
 For each workload and cluster size (GPUs) one experiment is built as the optimizer would build
-it (``mvopt.experiment.build``), then the engine batch of that one experiment
+it (``mvopt.build.build``), then the engine batch of that one experiment
 (``mvopt.engine.build_batch``) and of two copies of it; ``batch.nbytes`` is every column the
 engine holds (the GPU backend uploads exactly these arrays, nothing else per experiment). The
 bytes one more experiment adds are ``nbytes(2) - nbytes(1)``, what the batch holds once
@@ -56,8 +56,8 @@ from _report import provenance, update_section  # noqa: E402
 GIB = 2**30
 MIB = 2**20
 WORKLOADS = ("fat-tree-allreduce", "rail-allreduce", "rail-training")
-PLANNER_FRACTION = 0.85     # mvopt.engine.plan.GPU_MEMORY_FRACTION: the share of free GPU memory one batch may take
-INT32_LIMIT = 2**31 - 1     # mvopt.engine.plan.INT32_LIMIT: rows of one table in one batch (int32 indices)
+PLANNER_FRACTION = 0.85     # mvopt.engine.sizing.GPU_MEMORY_FRACTION: the share of free GPU memory one batch may take
+INT32_LIMIT = 2**31 - 1     # mvopt.engine.sizing.INT32_LIMIT: rows of one table in one batch (int32 indices)
 
 
 def fat_tree_k(hosts: int) -> int:
@@ -108,8 +108,8 @@ def batch_bytes(exp, budget: float, compact: bool = False) -> dict:
     """Bytes of batches of one and two copies of ``exp`` and how many fit in ``budget`` bytes
     (`compact`: with compact packet slots, mvopt/engine/capacity.py)."""
     from mvopt.engine import build_batch
-    from mvopt.engine.plan import batch_bytes as planned_bytes, experiment_counts
     from mvopt.engine.schema import COLUMNS, numpy_dtype
+    from mvopt.engine.sizing import batch_bytes as planned_bytes, experiment_counts
 
     t0 = time.perf_counter()
     one = build_batch([exp], compact=compact)
@@ -138,9 +138,9 @@ def batch_bytes(exp, budget: float, compact: bool = False) -> dict:
 
 
 def measure(workload: str, gpus: int, args) -> dict:
+    from mvopt.build import build
     from mvopt.config import load_config
     from mvopt.engine import FLOW
-    from mvopt.experiment import build
 
     budget = (args.memory_gib - args.reserve_gib) * GIB
     data = config(workload, gpus, args.cc, args.mib)
@@ -249,7 +249,7 @@ column gives the same experiment *compact* packet slots (docs/engine.md, "Packet
 try sized for traffic as it is, an experiment that runs out of them runs again with full ones,
 the results never change), what `simulate` and the optimizer use when full slots need more than
 one batch.
-*Planner's count*: the bytes `mvopt.engine.plan` computes for one experiment before building
+*Planner's count*: the bytes `mvopt.engine.sizing` computes for one experiment before building
 anything (`batch_bytes(experiment_counts(exp))`, what decides how a run is cut into sub-batches):
 {planner_text}. *Under the planner's
 cap*: `simulate` and the optimizer put at most 85 % of the free GPU memory in one batch, so one

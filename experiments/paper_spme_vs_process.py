@@ -128,10 +128,10 @@ def mode_split(paths: list[Path], backend: str, threads: int | None) -> dict:
 def worker(kind: str, paths: list[str], backend: str) -> None:
     """``--worker sequential``: the calls of ``mvopt simulate``, one experiment at a time;
     ``--worker split``: one process, two batches: the HPCC experiments and the others."""
+    from mvopt.build import build
     from mvopt.commands.simulate import summary
     from mvopt.config import load_config
     from mvopt.engine import simulate
-    from mvopt.experiment import build
 
     exps = [build(load_config(p)).experiment for p in paths]
     if kind == "sequential":

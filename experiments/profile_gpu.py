@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gpu import cluster128_config, idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._gpu import GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 MODES = ("groups", "graph")
 

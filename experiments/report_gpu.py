@@ -100,9 +100,9 @@ def current_bytes_128(compact: bool = False) -> int:
     """The planner's bytes for workload (b)'s experiment at the checked-out commit (`compact`:
     with compact packet slots)."""
     from bench_gpu import cluster128_config
+    from mvopt.build import build_experiment
     from mvopt.config import load_config
-    from mvopt.engine.plan import batch_bytes, experiment_counts
-    from mvopt.experiment import build_experiment
+    from mvopt.engine.sizing import batch_bytes, experiment_counts
     return batch_bytes(experiment_counts(build_experiment(load_config(cluster128_config(0.25))), compact=compact))
 
 

@@ -152,8 +152,8 @@ def sensitivity_cases(run, payload: int, delay_ns: float = DELAY_NS, spines: str
 
 
 def simulate_case(case: Case, backend: str) -> dict:
+    from mvopt.build import build, training_report
     from mvopt.engine import simulate
-    from mvopt.experiment import build, training_report
 
     t0 = time.perf_counter()
     b = build(case.cfg)

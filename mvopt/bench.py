@@ -87,9 +87,10 @@ def bench_allreduce(batches: Iterable[int], ccs: Iterable[str], size_bytes: int 
     """Time each (cc, batch size) pair on a backend spec ('cpu', 'gpu', 'gpu:0,1', ...); returns
     one row each. With several workers, run time is the slowest worker's (they run at once) and
     `balance` holds each worker's figures."""
+    from mvopt.build import build_experiment
     from mvopt.engine import get_backend
-    from mvopt.engine.plan import parse_backend, run_experiments
-    from mvopt.experiment import build_experiment
+    from mvopt.engine.balance import run_experiments
+    from mvopt.engine.workers import parse_backend
 
     workers = parse_backend(backend)
     rows = []

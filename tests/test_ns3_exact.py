@@ -41,10 +41,10 @@ def ns3_binary() -> Path:
 
 @pytest.mark.parametrize("size", [10_007])
 def test_single_flow_two_hops_matches_ns3_to_the_picosecond(ns3_binary: Path, size: int) -> None:
+    from mvopt.build import build_experiment
     from mvopt.config import load_config
     from mvopt.engine import simulate
     from mvopt.engine.params import ser_ps
-    from mvopt.experiment import build_experiment
 
     compare = _load("compare")
     cfg = {"cluster": compare.fat_tree(4), "network": compare.NET_EXACT,

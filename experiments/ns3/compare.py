@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import build as ns3build  # noqa: E402  (experiments/ns3/build.py)
 
+from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import FLOW, simulate  # noqa: E402
-from mvopt.experiment import build_experiment  # noqa: E402
 
 DOC = REPO / "docs" / "validation.md"
 NET_EXACT = {"cc": "none", "lb": "ecmp", "payload_bytes": 1000, "header_bytes": 48, "ack_bytes": 60,

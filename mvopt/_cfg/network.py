@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from mvopt._cfg.algorithms import CC_NAMES, LOAD_BALANCERS, congestion_control
 from mvopt._cfg.base import Section, at_least, field, in_range, non_negative, positive
 from mvopt.errors import ConfigError
 
@@ -108,8 +109,8 @@ class PfcConfig(Section):
 class NetworkConfig(Section):
     """Transport, congestion control, load balancing and switch settings."""
 
-    cc: Literal["none", "dcqcn", "hpcc", "dctcp"] = field("dcqcn", doc="congestion control")
-    lb: Literal["ecmp", "spray"] = field("ecmp", doc="load balancing: per-flow ECMP or per-packet spraying")
+    cc: Literal[CC_NAMES] = field("dcqcn", doc="congestion control")
+    lb: Literal[LOAD_BALANCERS] = field("ecmp", doc="load balancing: per-flow ECMP or per-packet spraying")
     payload_bytes: int = field(1000, unit="B", doc="payload per data packet (RoCE MTU e.g. 4096; payload + "
                                f"header at most {MAX_PACKET_BYTES:,})", check=in_range(1, MAX_PACKET_BYTES))
     header_bytes: int = field(48, unit="B", doc="header bytes per data packet", check=non_negative)
@@ -139,7 +140,7 @@ class NetworkConfig(Section):
 
     @property
     def resolved_window(self) -> bool:
-        return self.window if self.window is not None else self.cc in ("hpcc", "dctcp")
+        return self.window if self.window is not None else congestion_control(self.cc).windowed
 
 
 def check_packet_bytes(net: NetworkConfig, path: str = "network") -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
+from mvopt._cfg.algorithms import COLLECTIVE_ALGORITHMS
 from mvopt._cfg.base import Section, at_least, field, non_negative, positive
 from mvopt.errors import ConfigError
 
@@ -48,7 +49,7 @@ class CollectiveConfig(Section):
                        check=positive)
     hosts: Optional[list[int]] = field(None, doc="participating hosts in ring order (workload kind "
                                        "`collective`)", default_doc="all hosts")
-    algorithm: Literal["ring", "tree", "auto"] = field("ring", doc="inter-server algorithm (NCCL_ALGO)")
+    algorithm: Literal[COLLECTIVE_ALGORITHMS] = field("ring", doc="inter-server algorithm (NCCL_ALGO)")
     channels: int = field(1, doc="parallel channels (rings/trees); each carries size/channels",
                           check=at_least(1))
     chunk_bytes: Optional[int] = field(None, unit="B", doc="pipelining chunk per step",

@@ -1,6 +1,6 @@
-"""Collective communication: the calibrated intra-server model and the nccl-tests log parser.
-
-Inter-server collectives (NCCL algorithms decomposed into network flows) come later.
+"""Collective communication: inter-server collectives as network flows (:mod:`~mvopt.comm.collectives`,
+:mod:`~mvopt.comm.tree`, :mod:`~mvopt.comm.hierarchical`), the calibrated intra-server model and the
+nccl-tests log parser.
 """
 
 from mvopt.comm.intra import (ALGORITHMS, COLLECTIVES, Curve, IntraServerModel, Regime, bus_factor,

@@ -40,9 +40,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import yaml
 
+from mvopt.cluster.gpus import GpuSpec, get_gpu, load_published
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.files import read_text, write_text_atomic
-from mvopt.workload.gpus import GpuSpec, get_gpu, load_published
 
 __all__ = ["Regime", "Curve", "IntraServerModel", "Measured", "fit_curve", "bus_factor", "sweep_times",
            "group_nccl_sweeps",

@@ -21,10 +21,10 @@ def add_backend_options(parser: argparse.ArgumentParser, default: str = "cpu") -
 
 
 def backend_spec(args: argparse.Namespace, announce: bool = True) -> str:
-    """The engine backend spec of the options (see mvopt.engine.plan); with `announce`, says on
+    """The engine backend spec of the options (see mvopt.engine.workers); with `announce`, says on
     stderr what 'auto' chose."""
     from mvopt.engine import resolve_backend
-    from mvopt.engine.plan import describe_backend
+    from mvopt.engine.workers import describe_backend
     from mvopt.errors import MvoptError
     spec = args.backend
     if args.gpus:

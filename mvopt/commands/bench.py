@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 
+from mvopt._cfg.algorithms import CC_NAMES
 from mvopt.commands._backend import add_backend_options, backend_spec
 
 
@@ -21,9 +22,10 @@ def _ints(text: str) -> list[int]:
 
 def _ccs(text: str) -> list[str]:
     values = [x for x in text.split(",") if x]
-    bad = [x for x in values if x not in ("none", "dcqcn", "hpcc", "dctcp")]
+    bad = [x for x in values if x not in CC_NAMES]
     if bad or not values:
-        raise argparse.ArgumentTypeError(f"congestion control must be none, dcqcn, hpcc or dctcp, got {text!r}")
+        raise argparse.ArgumentTypeError(f"congestion control must be {', '.join(CC_NAMES[:-1])} or {CC_NAMES[-1]}, "
+                                         f"got {text!r}")
     return values
 
 
@@ -40,7 +42,7 @@ def _mib(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_backend_options(p)
     p.add_argument("--batch", type=_ints, default=[1, 16], help="batch sizes, e.g. 1,16,256 (default 1,16)")
-    p.add_argument("--cc", type=_ccs, default=["none", "dcqcn"], help="congestion controls (default none,dcqcn)")
+    p.add_argument("--cc", type=_ccs, default=["none", "dcqcn"], help=f"congestion controls, comma-separated: {', '.join(CC_NAMES)} (default none,dcqcn)")
     p.add_argument("--mib", type=_mib, default=64.0, help="all-reduce size in MiB (default 64)")
     p.add_argument("--repeats", type=int, default=1, help="timed repeats per point (median reported; at least 1)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")

@@ -240,9 +240,9 @@ def _trial_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mvopt simulate``; returns the exit code (MvoptError propagates: the CLI prints it)."""
+    from mvopt.build import build, training_report
     from mvopt.config import load_config
     from mvopt.engine import simulate
-    from mvopt.experiment import build, training_report
 
     hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
     from_study = getattr(args, "from_study", None) is not None or getattr(args, "trial", None) is not None
@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for s in summaries:
             _print_text(s, sys.stdout)
-        from mvopt.engine.plan import describe_backend
+        from mvopt.engine.workers import describe_backend
         print(f"{len(results)} experiment(s) simulated in {wall:.3f} s (backend {describe_backend(spec)})")
     unfinished = [s for s in summaries if s["status"] != "done"]
     for s in unfinished:

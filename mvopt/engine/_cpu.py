@@ -59,9 +59,9 @@ def _openmp_works(cxx: str) -> bool:
 
 def experiment_order(batch: Batch) -> np.ndarray:
     """The batch's experiments in the order the CPU's threads take them: costliest first
-    (plan.experiment_cost), so that the last one a thread starts is a short one and the threads
+    (sizing.experiment_cost), so that the last one a thread starts is a short one and the threads
     end together; ties in batch order. Results do not depend on it."""
-    from mvopt.engine.plan import experiment_cost
+    from mvopt.engine.sizing import experiment_cost
     costs = [experiment_cost(exp) for exp in batch.experiments]
     return np.array(sorted(range(len(costs)), key=lambda i: (-costs[i], i)), dtype=np.int64)
 

@@ -300,7 +300,7 @@ class GpuBackend:
     def batch_memory_limit(self) -> int:
         """Bytes one batch may take: a fraction of the device memory free now (after returning
         CuPy's cached blocks)."""
-        from mvopt.engine.plan import GPU_MEMORY_FRACTION
+        from mvopt.engine.sizing import GPU_MEMORY_FRACTION
         with self.cp.cuda.Device(self.device):
             self.cp.get_default_memory_pool().free_all_blocks()
             free, _ = self.cp.cuda.runtime.memGetInfo()

@@ -17,10 +17,13 @@ from mvopt.engine import routes, schema
 from mvopt.engine.capacity import node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import TAG_ECMP, TAG_ECN, TAG_SPRAY, Experiment, ResolvedParams, hash_prefixes
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
+from mvopt.engine.sizing import (batch_route_counts, dependency_ends, experiment_counts, link_rows, monitor_rows,
+                                 scratch_nbytes, scratch_words)
 from mvopt.engine.tasks import DELAY, FLOW
+from mvopt.engine.threads import experiment_threads, thread_map
 
-__all__ = ["Batch", "build_batch", "extract_results", "gpu_report_columns", "node_packets_sent", "port_packets_sent", "scratch_arrays", "scratch_nbytes", "scratch_words", "RESULT_COLUMNS", "STATE_COLUMNS",
-           "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer", "monitor_rows", "dependency_ends"]
+__all__ = ["Batch", "build_batch", "extract_results", "gpu_report_columns", "node_packets_sent", "port_packets_sent", "scratch_arrays", "RESULT_COLUMNS", "STATE_COLUMNS",
+           "INF_PS", "STATUS", "ST_RUN", "ST_CAPACITY", "ST_CANCELLED", "Steer"]
 
 INF_PS = 0x3FFFFFFFFFFFFFFF
 # "capacity": the experiment ran out of its compact packet slots and must run again with full
@@ -34,14 +37,6 @@ Steer = Callable[[np.ndarray], Iterable[int]]
 
 # node_hash's words (schema.HT): the hash tags in that order
 HASH_TAGS = tuple({"ecn": TAG_ECN, "ecmp": TAG_ECMP, "spray": TAG_SPRAY}[k] for k in sorted(schema.HT, key=schema.HT.get))
-# exp_i / exp_d slots (mirror the EI_* / ED_* enums of mv_common.cuh)
-EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
-      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
-      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
-ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
-      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
-
-
 class Span(NamedTuple):
     """An experiment's rows in a batch: nodes, ports, tasks and flows [lo, hi)."""
     node_lo: int
@@ -91,34 +86,12 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
          "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools)}
-    return [int(v[k]) for k in EI] + [0] * (schema.NEXP_I - len(EI))
+    return [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
 
 
 def _exp_doubles(p: ResolvedParams) -> list[float]:
-    v = {"dcqcn_g": p.dcqcn_g, "dcqcn_alpha_ps": p.dcqcn_alpha_ps, "dcqcn_dec_ps": p.dcqcn_dec_ps,
-         "dcqcn_inc_ps": p.dcqcn_inc_ps, "dcqcn_rai": p.dcqcn_rai, "dcqcn_rhai": p.dcqcn_rhai,
-         "dcqcn_first": p.dcqcn_first, "dcqcn_min": p.dcqcn_min, "hpcc_eta": p.hpcc_eta,
-         "hpcc_wai": p.hpcc_wai, "hpcc_min": p.hpcc_min, "dctcp_g": p.dctcp_g, "dctcp_rai": p.dctcp_rai,
-         "dctcp_min": p.dctcp_min}
-    return [float(v[k]) for k in ED] + [0.0] * (schema.NEXP_D - len(ED))
-
-
-def dependency_ends(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(owner, predecessor, local) of every dependency entry: the task it belongs to, the task it
-    waits for, and whether that one finishes on the host where the owner starts (else the owner
-    learns of it in a later window: a remote dependency)."""
-    # task ids in int32 where they fit (they do in any batch: its tables are int32-indexed), so
-    # that the two arrays per dependency of a paper-scale graph take half the memory
-    it = np.int32 if g.n < 2**31 else np.int64
-    owner = np.repeat(np.arange(g.n, dtype=it), np.diff(g.pred_offset))
-    pred = g.pred.astype(it, copy=False)
-    return owner, pred, g.dst[pred] == g.src[owner]
-
-
-def ps_per_byte(rate_bps: np.ndarray) -> np.ndarray:
-    """8e12 / rate where that is an integer (serialization is then a multiplication), else 0."""
-    rate = np.asarray(rate_bps, np.int64)
-    return np.where(8 * 10**12 % rate == 0, 8 * 10**12 // rate, 0).astype(np.int64)
+    """The experiment's exp_d row: each slot of schema.ED is the resolved parameter of its name."""
+    return [float(getattr(p, k)) for k in schema.ED] + [0.0] * (schema.NEXP_D - len(schema.ED))
 
 
 def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):
@@ -139,15 +112,6 @@ def _place_slots(sizes: list[tuple[np.ndarray, np.ndarray, bool]]):
         ring_lo.append(base[i] + np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64))
         pool_lo.append(base[i] + int(cap.sum()) + np.concatenate([[0], np.cumsum(pools)[:-1]]).astype(np.int64))
     return ring_lo, pool_lo, n_slot, n_int_slots
-
-
-def monitor_rows(exp: Experiment) -> tuple[int, int]:
-    """Rows of the queue-monitor and link-monitor tables the experiment needs (0 when off):
-    its ports times the sample cap each."""
-    if exp.queue_monitor_ps <= 0:
-        return 0, 0
-    rows = int(np.asarray(exp.topology.node_port_offset)[-1]) * int(exp.monitor_max_samples)
-    return rows, rows if exp.link_monitor else 0
 
 
 def _csr(groups: np.ndarray, n_groups: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,14 +191,13 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     """One SPME batch of the given experiments (any sizes, topologies, CC and LB mixed).
     `compact` (one flag, or one per experiment): give them compact packet slots, a first try
     that may end with status ``capacity`` (:mod:`mvopt.engine.capacity`). `exp_counts`: each
-    experiment's :func:`~mvopt.engine.plan.experiment_counts` with its `compact`, when the
+    experiment's :func:`~mvopt.engine.sizing.experiment_counts` with its `compact`, when the
     caller has them (the planner does), else computed here."""
     if not experiments:
         raise ValueError("build_batch: no experiments (a batch holds at least one)")
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
-    from mvopt.engine.plan import batch_route_counts, experiment_counts, experiment_threads, thread_map
     # experiments of one topology share its dense routing table (engine/routes.py): the first of
     # them brings it
     threads = experiment_threads(experiments)
@@ -460,7 +423,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     cols["port_pool"].reshape(-1, 2)[:, 0] = -1   # (empty lists: head -1, count 0)
     if n_slot >= 2**31:
         raise ValueError(f"a batch holds at most 2**31 - 1 packet slots (int32 slot ids), this one needs {n_slot}: "
-                         "split it (mvopt.engine.plan splits batches by memory)")
+                         "split it (mvopt.engine.split splits batches by memory)")
     cols["node_pool_next"][:] = pool_lo
     cols["node_pool_hi"][:] = pool_lo + pool_counts
     if len(links):
@@ -483,9 +446,7 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
     (their ports' wiring, dense tables and ECMP hash states relative to their first node and
     port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
     many such (candidates that differ in CC or buffers only); a benchmark's batch, one. The
-    distinct ones in up to `threads` threads (plan.thread_map)."""
-    from mvopt.engine.plan import thread_map
-
+    distinct ones in up to `threads` threads (threads.thread_map)."""
     spray = exp_int(cols, "spray")
     out = np.full((cols["f_local"].size, 2, schema.NPATH), -1, np.int16)
     ecmp = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]]
@@ -510,24 +471,9 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
     return out
 
 
-def link_rows(rate: np.ndarray, delay: np.ndarray, p: ResolvedParams) -> np.ndarray:
-    """Each port's link class (the `link` record, schema.LK, then Pmax's bits), one row per port:
-    build_batch keeps each distinct row once."""
-    rows = np.zeros((rate.size, schema.NLK + 1), np.int64)
-    rows[:, schema.LK["rate"]] = rate
-    rows[:, schema.LK["delay"]] = delay
-    rows[:, schema.LK["ppb"]] = ps_per_byte(rate)
-    rows[:, schema.LK["kmin"]] = p.port_kmin
-    rows[:, schema.LK["kmax"]] = p.port_kmax
-    rows[:, schema.LK["headroom"]] = p.port_headroom
-    rows[:, schema.LK["shift"]] = p.port_shift
-    rows[:, schema.NLK] = np.asarray(p.port_pmax, np.float64).view(np.int64)
-    return rows
-
-
 def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """Integer parameter `name` (one of EI) of every experiment of a batch's columns."""
-    return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, EI.index(name)]
+    """Integer parameter `name` (one of schema.EI) of every experiment of a batch's columns."""
+    return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, schema.EI.index(name)]
 
 
 def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
@@ -569,12 +515,6 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
 
 
-def scratch_words(counts: dict[str, int]) -> dict[str, int]:
-    """Size in int64 words of each scratch column of a batch with these counts."""
-    return {col.name: -(-int(counts[col.length]) * col.mult * schema.numpy_dtype(col).itemsize // 8)
-            for col in schema.COLUMNS if col.doc.startswith("scratch")}
-
-
 def scratch_arrays(batch: Batch, xp=np) -> dict:
     """The kernels' working memory for `batch`, allocated zeroed with `xp` (numpy, or cupy on a
     GPU). Nothing needs initialising: pools hand out never-used slots first, and the kernels
@@ -604,11 +544,6 @@ def gpu_report_columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "node_iter": cols["exp_iter"][cols["node_exp"]].astype(cols["node_iter"].dtype)}
 
 
-def scratch_nbytes(counts: dict[str, int]) -> int:
-    """Bytes of the scratch columns of a batch with these counts."""
-    return 8 * sum(scratch_words(counts).values())
-
-
 # Every column the kernels write (besides the scratch ones): what a run stopped early must leave
 # in the batch for the next run to continue it.
 STATE_COLUMNS = tuple(col.name for col in schema.COLUMNS if col.doc.startswith("state"))
@@ -620,9 +555,7 @@ RESULT_COLUMNS = ("exp_status", "exp_iter", "exp_T_ps", "task_start_ps", "task_f
 
 def extract_results(batch: Batch, iterations: int) -> list[ExperimentResult]:
     """Per-experiment results from the final batch state (copied, so the batch can be reused;
-    the experiments in threads: plan.thread_map)."""
-    from mvopt.engine.plan import experiment_threads, thread_map
-
+    the experiments in threads: threads.thread_map)."""
     c = batch.cols
     hops = port_packets_sent(c)          # once for the batch (a per-experiment call would be quadratic)
 
@@ -676,13 +609,13 @@ def _monitors(batch: Batch, i: int, end_ps: int) -> dict:
     c = batch.cols
     ei = c["exp_i"].reshape(-1, schema.NEXP_I)[i]
     n = min(int(c["exp_mon_k"][i]), int(exp.monitor_max_samples))     # recorded by the nodes
-    npt = int(ei[EI.index("mon_nport")])
+    npt = int(ei[schema.EI.index("mon_nport")])
     p0, p1 = batch.spans[i].port_lo, batch.spans[i].port_hi
 
     def table(name: str, lo: int) -> np.ndarray:
         return c[name][lo:lo + n * npt].reshape(n, npt).T
 
-    qlo, wlo = int(ei[EI.index("mon_qlo")]), int(ei[EI.index("mon_wlo")])
+    qlo, wlo = int(ei[schema.EI.index("mon_qlo")]), int(ei[schema.EI.index("mon_wlo")])
     final_q = port_record(c, "port_tx", "qbytes", 1)[p0:p1]            # the data queues
     return monitor_fields(exp.queue_monitor_ps, exp.monitor_max_samples, end_ps, table("mon_q", qlo),
                           table("mon_w", wlo) if wlo >= 0 else None, final_q, port_record(c, "port_tx", "wire_bytes")[p0:p1])

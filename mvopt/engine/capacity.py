@@ -12,7 +12,7 @@ data packet the other way), switch pools for an eighth of the buffer plus 16 des
 port. Slot numbers enter no decision of the kernels (no hash, no order), so an experiment that
 never runs out of its compact slots gives exactly the results of a full run. One that does
 stops at once with the internal status ``capacity`` (kernels: ``ST_CAPACITY``) and is run again
-with full capacities (:func:`mvopt.engine.plan.run_share`): slower for that experiment, never
+with full capacities (:func:`mvopt.engine.split.run_share`): slower for that experiment, never
 different. A switch pool sized by the user (``network.switch_packet_slots``) is a model
 parameter (running out of it drops the packet), so it is never made compact.
 """

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS
 from mvopt._cfg.network import NetworkConfig, check_packet_bytes
 from mvopt.engine.tasks import FLOW, TaskGraph
 from mvopt.errors import ConfigError
@@ -21,8 +22,9 @@ __all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "mix64_
            "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
 
 PS_PER_S = 10**12
-CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP = 0, 1, 2, 3
-CC_CODES = {"none": CC_NONE, "dcqcn": CC_DCQCN, "hpcc": CC_HPCC, "dctcp": CC_DCTCP}
+# the kernels' CC_* codes of the congestion-control algorithms (declared in mvopt/_cfg/algorithms.py)
+CC_CODES = {c.name: c.code for c in CONGESTION_CONTROLS}
+CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP = (CC_CODES[n] for n in ("none", "dcqcn", "hpcc", "dctcp"))
 # Hash domain tags: each random choice draws from its own stream.
 TAG_ECN, TAG_ECMP, TAG_SPRAY = 1, 2, 3
 MASK64 = (1 << 64) - 1

@@ -29,9 +29,12 @@ from typing import Sequence
 
 import numpy as np
 
+from mvopt.engine._cpu import CpuBackend
 from mvopt.engine.batch import ST_CANCELLED, ST_CAPACITY, ST_RUN, build_batch, extract_results
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
+from mvopt.engine.sizing import batch_bytes, experiment_cost, experiment_counts, slot_counts
+from mvopt.procpool import usable_cores
 
 __all__ = ["serial_cost", "CpuRacer", "host_memory_available"]
 
@@ -39,7 +42,6 @@ __all__ = ["serial_cost", "CpuRacer", "host_memory_available"]
 def serial_cost(exp: Experiment) -> float:
     """Estimated events of the experiment's busiest switch, the GPU's serial part: its packet-hops
     (planner estimate) times the widest switch's share of all switch ports."""
-    from mvopt.engine.plan import experiment_cost
     topo = exp.topology
     nh = int(topo.n_host)
     ports = np.diff(np.asarray(topo.node_port_offset, np.int64))[nh:]
@@ -88,10 +90,8 @@ class CpuRacer:
 
     def __init__(self, exps: Sequence[Experiment], threads: int | None = None,
                  memory_bytes: int | None = None, counts: Sequence[dict[str, int]] | None = None) -> None:
-        """`counts`: the experiments' plan.experiment_counts (full slots), when the caller has
+        """`counts`: the experiments' sizing.experiment_counts (full slots), when the caller has
         them (run_share does): not computed again."""
-        from mvopt.procpool import usable_cores
-
         self.exps = list(exps)
         # one core is left to the thread that drives the GPU
         self.threads = threads or max(1, usable_cores() - 1)
@@ -124,8 +124,6 @@ class CpuRacer:
         """The experiments the CPU may take, heaviest serial load first (those within the memory
         budget), planned once by the first thread that asks. Not under `lock`: the worker's
         steer takes it at every poll, and sizing a generation's experiments takes seconds."""
-        from mvopt.engine.plan import batch_bytes, experiment_counts, slot_counts
-
         with self._plan_lock:
             if self.order is not None:
                 return
@@ -189,7 +187,6 @@ class CpuRacer:
         return None
 
     def _work(self, cores: int) -> None:
-        from mvopt.engine._cpu import CpuBackend
         try:
             # an instance per thread, built here (it may compile): a CPU backend reuses its
             # scratch memory from run to run, so two runs at once must not share one; one

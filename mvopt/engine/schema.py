@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS
+
+__all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
            "PFC", "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
@@ -27,6 +29,14 @@ NCCI = 11          # integer congestion-control state per flow (CI_*)
 NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with HPCC experiments only
 NEXP_D = 16        # double parameters per experiment
 NEXP_I = 24        # integer parameters per experiment
+# an experiment's integer and double parameters, slot by slot (exp_i, exp_d): the EI_* / ED_*
+# enums of mv_common.cuh list the same slots in the same order (c_check_source stops the build
+# otherwise)
+EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
+      "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
+      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
+ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
+      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
 # where in that record (mirrors the PT_* enum): ring tails by parity, free time and wire bytes in
@@ -298,4 +308,21 @@ def c_struct_source() -> str:
         kind = f"{_CTYPES[col.ctype]}*" if is_kernel_written(col) else f"MvRo<{_CTYPES[col.ctype]}>"
         lines.append(f"  {kind} {col.name};  // {col.doc}")
     lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+def c_enum_source() -> str:
+    """The kernels' CC_* enum: the codes of the congestion-control algorithms
+    (mvopt/_cfg/algorithms.py), the values of an experiment's EI_CC slot."""
+    return "enum { " + ", ".join(f"CC_{c.name.upper()} = {c.code}" for c in CONGESTION_CONTROLS) + " };\n"
+
+
+def c_check_source() -> str:
+    """`static_assert`s that stop the build when the kernels' EI_* / ED_* enums do not list an
+    experiment's parameter slots as EI / ED do (the batch builder writes them in that order)."""
+    lines = []
+    for prefix, slots, width in (("EI", EI, "NEXP_I"), ("ED", ED, "NEXP_D")):
+        same = " && ".join(f"{prefix}_{name.upper()} == {k}" for k, name in enumerate(slots))
+        lines.append(f"static_assert({same} && {prefix}_COUNT == {len(slots)} && {prefix}_COUNT <= {width},\n"
+                     f"              \"schema.{prefix} does not list the {prefix}_* enum of mv_common.cuh in order\");")
     return "\n".join(lines) + "\n"

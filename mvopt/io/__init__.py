@@ -6,8 +6,8 @@
 format is read by :func:`mvopt.cluster.read_hpcc_topology`). docs/simulate.md describes them.
 """
 
-from mvopt.io.hpcc import (CC_MODES, HpccConfigWarning, HpccFlow, HpccSettings, flow_graph, format_fct,
+from mvopt.io.hpcc import (CC_MODES, HpccConfigWarning, HpccFlow, HpccSettings, add_hpcc_flows, format_fct,
                            node_ip, parse_data_rate, read_hpcc_config, read_hpcc_flows, sports, write_fct)
 
-__all__ = ["CC_MODES", "HpccConfigWarning", "HpccFlow", "HpccSettings", "flow_graph", "format_fct", "node_ip",
+__all__ = ["CC_MODES", "HpccConfigWarning", "HpccFlow", "HpccSettings", "add_hpcc_flows", "format_fct", "node_ip",
            "parse_data_rate", "read_hpcc_config", "read_hpcc_flows", "sports", "write_fct"]

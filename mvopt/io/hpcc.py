@@ -1,7 +1,7 @@
 """Inputs and outputs of the HPCC ns-3 simulator (inherited by ASTRA-sim's and SimAI's ns-3 backends).
 
 * ``flow.txt`` — first line ``N``, then ``N`` lines ``src dst priority dport size_bytes start_seconds``
-  (:func:`read_hpcc_flows`; :func:`flow_graph` turns them into engine tasks).
+  (:func:`read_hpcc_flows`; :func:`add_hpcc_flows` turns them into tasks).
 * ``config.txt`` — ``KEY value...`` lines (:func:`read_hpcc_config` maps the keys that exist in
   mvopt's model onto configuration overrides and warns once per key it ignores).
 * ``fct.txt`` — one line per completed flow ``sip dip sport dport size start_ns fct_ns
@@ -24,18 +24,25 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS
+from mvopt._cfg.network import NetworkConfig
 from mvopt.errors import InputFileError
 from mvopt.files import read_text, write_text_atomic
 
 __all__ = [
-    "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "flow_graph", "node_ip", "sports",
+    "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "add_hpcc_flows", "node_ip", "sports",
     "read_hpcc_config", "format_fct", "write_fct", "parse_data_rate", "HpccConfigWarning",
 ]
 
 PS_PER_S = 10**12
 SPORT_BASE = 10000          # HPCC: each host numbers its flows' source ports from 10000
-CC_MODES = {1: "dcqcn", 3: "hpcc", 8: "dctcp"}
-_CC_NAMES = {1: "DCQCN", 3: "HPCC", 7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
+# CC_MODE of config.txt -> network.cc; HPCC's other modes are named in the error that refuses them
+CC_MODES = {c.hpcc_cc_mode: c.name for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None}
+_CC_TITLES = {**{c.hpcc_cc_mode: c.title for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None},
+              7: "TIMELY", 10: "HPCC-PINT"}
+# MIN_RATE sets the minimum rate of every congestion-control algorithm that has one
+_MIN_RATE_SECTIONS = tuple(c.name for c in CONGESTION_CONTROLS
+                           if hasattr(getattr(NetworkConfig(), c.name, None), "min_rate_mbps"))
 
 
 class HpccConfigWarning(UserWarning):
@@ -85,7 +92,7 @@ class HpccFlow:
 
 
 def read_hpcc_flows(path: str | os.PathLike) -> list[HpccFlow]:
-    """Parse flow.txt. Node ids are checked against a topology by :func:`flow_graph`."""
+    """Parse flow.txt. Node ids are checked against a topology by :func:`add_hpcc_flows`."""
     file, rows = _read_rows(path)
     if not rows:
         raise InputFileError(file, None, "empty file (expected the number of flows on the first line)")
@@ -141,16 +148,14 @@ def _file_to_node(topo) -> np.ndarray:
     return out
 
 
-def flow_graph(flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, category: str = "flow"):
-    """Engine tasks for the flows: task ``i`` is flow ``i`` (no dependencies, its start time).
+def add_hpcc_flows(b, flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, category: str = "flow") -> None:
+    """The flows as tasks of the task-graph builder `b` (an empty one's task ``i`` is flow ``i``;
+    no dependencies, its start time).
 
     Checks every node id against ``topo`` (unknown ids and switches raise InputFileError at the
     flow's line)."""
-    from mvopt.engine.tasks import TaskGraphBuilder
-
     node_of = _file_to_node(topo)
     n_node, n_host = int(topo.n_node), int(topo.n_host)
-    b = TaskGraphBuilder()
     for f in flows:
         ends = []
         for name, v in (("src", f.src), ("dst", f.dst)):
@@ -162,7 +167,6 @@ def flow_graph(flows: Sequence[HpccFlow], topo, file: str = "flow.txt", *, categ
                 raise InputFileError(file, f.line, f"{name}: node {v} is a switch, not a host")
             ends.append(node)
         b.flow(ends[0], ends[1], f.size_bytes, start_ps=f.start_ps, category=category)
-    return b.build()
 
 
 def node_ip(node_id: int) -> int:
@@ -340,9 +344,9 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             v = number(vals, line, key)
             mode = int(v) if v == v.to_integral_value() else None
             if mode not in CC_MODES:
-                name = f" ({_CC_NAMES[mode]})" if mode in _CC_NAMES else ""
-                raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: "
-                                     "1 = DCQCN, 3 = HPCC, 8 = DCTCP)")
+                name = f" ({_CC_TITLES[mode]})" if mode in _CC_TITLES else ""
+                supported = ", ".join(f"{m} = {_CC_TITLES[m]}" for m in sorted(CC_MODES))
+                raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: {supported})")
             out["network.cc"] = CC_MODES[mode]
         elif key == "PACKET_PAYLOAD_SIZE":
             v = positive(vals, line, key)
@@ -374,7 +378,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["network.dctcp.rate_ai_mbps"] = rate_mbps(vals, line, key)
         elif key == "MIN_RATE":
             v = rate_mbps(vals, line, key)
-            for cc in ("dcqcn", "hpcc", "dctcp"):
+            for cc in _MIN_RATE_SECTIONS:
                 out[f"network.{cc}.min_rate_mbps"] = v
         elif key == "ALPHA_RESUME_INTERVAL":
             out["network.dcqcn.alpha_interval_us"] = float(positive(vals, line, key))

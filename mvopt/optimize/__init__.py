@@ -6,7 +6,7 @@
 >>> GenerationLoop(study, space, make_evaluator("cpu")).run(Budget(n_trials=64))  # doctest: +SKIP
 
 Nothing here imports the simulator at import time: :class:`SimulatorEvaluator` loads
-``mvopt.experiment`` on first use.
+:mod:`mvopt.build` on first use.
 """
 
 from mvopt.optimize.claims import Claims, LocalClaims, RdbClaims, make_claims

@@ -1,129 +1,51 @@
-"""The one interface between the optimizer and the simulator.
+"""Which evaluator the optimizer uses: the simulator, or one registered by name.
 
-The optimizer hands a whole generation of configurations to :meth:`Evaluator.evaluate` as **one
-batch** and gets one :class:`Evaluation` per configuration back, in the same order. The product's
-evaluator is :class:`SimulatorEvaluator`, which calls ``mvopt.experiment.evaluate`` (imported
-lazily, so that this package never imports the engine or CuPy at import time). Other evaluators
-(tests use a closed-form one) are registered by name with :func:`register_evaluator`.
+The contract every evaluator keeps (:class:`Evaluation`, :class:`Evaluator`) lives in the neutral
+:mod:`mvopt.evaluation`, re-exported here. The product's evaluator is :class:`SimulatorEvaluator`,
+which calls :func:`mvopt.build.evaluate` (imported on first use, so that this package never
+imports the engine or CuPy at import time). Other evaluators (tests use a closed-form one) are
+registered by name with :func:`register_evaluator`.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Callable
 
 from mvopt.config import ExperimentConfig
-from mvopt.errors import BackendUnavailable, MvoptError
+from mvopt.errors import MvoptError
+from mvopt.evaluation import STATUSES, Evaluation, Evaluator, check_results
 
 if TYPE_CHECKING:
     from mvopt.engine.progress import ProgressFn
 
 __all__ = [
     "Evaluation", "Evaluator", "SimulatorEvaluator", "register_evaluator", "make_evaluator",
-    "evaluator_names", "STATUSES",
+    "evaluator_names", "check_results", "STATUSES",
 ]
-
-STATUSES = ("ok", "timeout", "stuck", "infeasible")
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What the simulator says about one configuration.
-
-    ``feasible`` False means the configuration cannot run (does not fit in GPU memory, invalid
-    layout...): ``reason`` says why, no simulation was spent, ``iteration_time_s`` is None and
-    ``status`` is ``"infeasible"``. ``violation`` (> 0) says how far from feasible it is when
-    known (e.g. memory needed / memory available - 1); samplers prefer smaller violations.
-    A feasible configuration that timed out or got stuck has ``status`` ``"timeout"``/``"stuck"``
-    and no iteration time.
-    """
-
-    feasible: bool
-    reason: str | None = None
-    iteration_time_s: float | None = None
-    breakdown: dict[str, float] = field(default_factory=dict)
-    status: str = "ok"
-    sim_stats: dict[str, float] = field(default_factory=dict)
-    violation: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"Evaluation.status must be one of {STATUSES}, got {self.status!r}")
-        if self.status == "ok" and self.feasible and self.iteration_time_s is None:
-            raise ValueError("a feasible Evaluation with status 'ok' needs iteration_time_s")
-
-    @classmethod
-    def infeasible(cls, reason: str, violation: float = 1.0) -> "Evaluation":
-        """An infeasible result (costs no simulation)."""
-        return cls(feasible=False, reason=reason, status="infeasible", violation=max(violation, 1e-9))
-
-    @property
-    def ok(self) -> bool:
-        """True when the simulation finished and produced an iteration time."""
-        return self.feasible and self.status == "ok" and self.iteration_time_s is not None
-
-
-@runtime_checkable
-class Evaluator(Protocol):
-    """Evaluates a batch of configurations.
-
-    Contract: ``evaluate(configs)`` returns exactly ``len(configs)`` evaluations in the same order;
-    the result for one configuration never depends on the others of the batch; it raises only for
-    errors of the evaluator itself (a crashed backend), never for an infeasible configuration.
-    """
-
-    name: str
-
-    def evaluate(self, configs: list[ExperimentConfig]) -> list[Evaluation]: ...
 
 
 class SimulatorEvaluator:
-    """The packet-level simulator, through ``mvopt.experiment.evaluate(configs, backend=...)``."""
+    """The packet-level simulator, through :func:`mvopt.build.evaluate` (configs, backend=...)."""
 
     def __init__(self, backend: str = "cpu") -> None:
-        from mvopt.engine.plan import parse_backend
+        from mvopt.engine import parse_backend
         parse_backend(backend)        # a backend this machine lacks fails before any trial exists
         self.name = backend
         self.backend = backend
         self.on_progress: ProgressFn | None = None    # told how a long batch advances (the CLI's progress)
         self.last_report: dict = {}                   # the engine's figures of the last batch, per worker
-        self._evaluate: Callable[..., list[Evaluation]] | None = None
-
-    def _load(self) -> Callable[..., list[Evaluation]]:
-        if self._evaluate is None:
-            try:
-                module = importlib.import_module("mvopt.experiment")
-            except ModuleNotFoundError as e:
-                if e.name not in ("mvopt.experiment", "mvopt"):
-                    raise
-                raise BackendUnavailable(
-                    "the simulator (module mvopt.experiment) is not part of this installation yet; "
-                    "the optimizer needs it to evaluate configurations") from None
-            fn = getattr(module, "evaluate", None)
-            if fn is None:
-                raise BackendUnavailable("mvopt.experiment has no evaluate(configs, backend) function")
-            self._evaluate = fn
-        return self._evaluate
 
     def evaluate(self, configs: list[ExperimentConfig]) -> list[Evaluation]:
         """Simulate the configurations as one batch on this evaluator's backend."""
         if not configs:
             return []
+        from mvopt.build import evaluate     # here, not at the top: the optimizer loads no engine until it simulates
+
         kwargs = {"progress": self.on_progress} if self.on_progress is not None else {}
         self.last_report = {}
-        results = list(self._load()(list(configs), backend=self.backend, report=self.last_report, **kwargs))
+        results = list(evaluate(list(configs), backend=self.backend, report=self.last_report, **kwargs))
         return check_results(configs, results, self.name)
-
-
-def check_results(configs: Sequence[ExperimentConfig], results: Sequence[Evaluation], name: str) -> list[Evaluation]:
-    """Check an evaluator kept its contract (one Evaluation per config)."""
-    if len(results) != len(configs):
-        raise MvoptError(f"evaluator {name!r} returned {len(results)} results for {len(configs)} configurations")
-    for r in results:
-        if not isinstance(r, Evaluation):
-            raise MvoptError(f"evaluator {name!r} returned {type(r).__name__}, expected Evaluation")
-    return list(results)
 
 
 _REGISTRY: dict[str, Callable[[], Evaluator]] = {
@@ -150,7 +72,7 @@ def make_evaluator(name: str) -> Evaluator:
 
     ``module:attr`` names are imported on demand (``attr`` is a factory or an Evaluator class),
     so that worker processes can use evaluators defined outside mvopt (tests do). The engine's
-    backend specs ``gpu:0,1``, ``cpu:N``, ``gpu+cpu`` and ``auto`` (mvopt.engine.plan) are the
+    backend specs ``gpu:0,1``, ``cpu:N``, ``gpu+cpu`` and ``auto`` (mvopt.engine.workers) are the
     simulator.
     """
     head = name.partition("+")[0].partition(":")[0]

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from mvopt._cfg.algorithms import CC_NAMES, LOAD_BALANCERS
 from mvopt._cfg.base import build
 from mvopt._cfg.network import NetworkConfig
 from mvopt.engine.params import TAG_ECMP, Experiment, hash64
@@ -218,8 +219,8 @@ def ecmp_path(topo, seed: int, flow: int, src: int, dst: int) -> list[int]:
 
 def mixed_experiments(n: int = 9) -> list[Experiment]:
     """`n` small experiments that differ in everything a batch may mix: topology (fat-tree,
-    leaf-spine, torus), congestion control (none, DCQCN, HPCC, DCTCP), load balancing (ECMP,
-    spraying), task graph (dependencies, a delay task) and seed."""
+    leaf-spine, torus), congestion control (every algorithm, in turn), load balancing (every mode),
+    task graph (dependencies, a delay task) and seed."""
     from mvopt.cluster import build_topology
     from mvopt.config import load_config
     out = []
@@ -227,8 +228,8 @@ def mixed_experiments(n: int = 9) -> list[Experiment]:
         topo = [{"topology": "fat_tree", "k": 4},
                 {"topology": "leaf_spine", "leaves": 3, "hosts_per_leaf": 4, "oversubscription": 2.0},
                 {"topology": "torus", "torus_dims": [3, 3]}][i % 3]
-        cfg = load_config({"cluster": topo, "network": {"cc": ["none", "dcqcn", "hpcc", "dctcp"][i % 4],
-                                                        "lb": ["ecmp", "spray"][i % 2]}})
+        cfg = load_config({"cluster": topo, "network": {"cc": CC_NAMES[i % len(CC_NAMES)],
+                                                        "lb": LOAD_BALANCERS[i % len(LOAD_BALANCERS)]}})
         t = build_topology(cfg.cluster)
         g = TaskGraphBuilder()
         h = int(t.n_host)
@@ -247,8 +248,8 @@ def rail_allreduce(cc: str, lb: str, servers: int = 8, size: int = 256 << 10) ->
     NICs: its rail switches have 2 x `servers` ports, wider than the engine's thread-local switch
     caches (MV_TREE_PORTS), so their serial windows keep their caches from window to window."""
     from mvopt.bench import rail_allreduce_spec
+    from mvopt.build import build_experiment
     from mvopt.config import load_config
-    from mvopt.experiment import build_experiment
 
     return build_experiment(load_config(rail_allreduce_spec(size, servers, name=f"rail{servers}-{cc}-{lb}", cc=cc,
                                                             lb=lb)))

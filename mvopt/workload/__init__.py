@@ -1,6 +1,6 @@
-"""Training-system models that need no network: models, GPUs, parallel layout, memory, compute.
-
-Per-rank task graphs (``taskgraph``) come later and build on these.
+"""The training workload: models, parallel layout, memory, compute, and the per-rank task graphs
+of one iteration (:mod:`mvopt.workload.taskgraph`). GPU types are cluster hardware
+(:mod:`mvopt.cluster.gpus`), re-exported here.
 """
 
 from mvopt.workload.calibration import CALIBRATION_ROWS, calibrate_efficiency, single_stage_iteration_s
@@ -8,7 +8,7 @@ from mvopt.workload.compute import (DEFAULT_EFFICIENCY, ComputeModel, Efficiency
                                     PhaseTimes, embedding_ops, iteration_flops, layer_ops,
                                     megatron_flops, optimizer_ops, output_ops, overlap_slowdown,
                                     overlapped_time_s)
-from mvopt.workload.gpus import GpuSpec, builtin_gpus, get_gpu, gpu_from_dict
+from mvopt.cluster.gpus import GpuSpec, builtin_gpus, get_gpu, gpu_from_dict
 from mvopt.workload.memory import (DEFAULT_RESERVE_BYTES, PRECISIONS, MemoryBreakdown, PrecisionScheme,
                                    check_memory, inflight_layers, layer_activation_bytes,
                                    memory_per_stage, peak_memory, stage_param_count)

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
+from mvopt.cluster.gpus import GpuSpec, get_gpu
 from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.files import read_text
-from mvopt.workload.gpus import GpuSpec, get_gpu
 from mvopt.workload.models import ModelSpec
 
 __all__ = ["Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from mvopt.cluster.gpus import GpuSpec, get_gpu
 from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InfeasibleError
-from mvopt.workload.gpus import GpuSpec, get_gpu
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import num_microbatches
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mvopt.cluster.gpus import GpuSpec, get_gpu, load_published
 from mvopt.config import ParallelismConfig
-from mvopt.workload.gpus import GpuSpec, get_gpu, load_published
 from mvopt.workload.models import ModelSpec, decoder_model
 
 __all__ = ["PublishedRun", "published_runs", "published_run", "SC21_TABLE1", "TORCH_DDP_BUCKET_MB"]

@@ -50,7 +50,7 @@ from mvopt.config import CollectiveConfig, ParallelismConfig
 from mvopt.errors import ConfigError
 from mvopt.workload.compute import (ComputeModel, embedding_ops, iteration_flops, layer_ops, optimizer_ops,
                                     output_ops, overlap_slowdown, overlapped_time_s)
-from mvopt.workload.gpus import GpuSpec
+from mvopt.cluster.gpus import GpuSpec
 from mvopt.workload.memory import PRECISIONS, memory_per_stage
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import Layout, check_layout, num_microbatches
@@ -74,7 +74,7 @@ def _ps(seconds: float) -> int:
 
 @dataclass(frozen=True)
 class TrainingSetup:
-    """Everything the graph depends on (built by ``mvopt.experiment`` from a configuration)."""
+    """Everything the graph depends on (built by :mod:`mvopt.build` from a configuration)."""
 
     model: ModelSpec
     par: ParallelismConfig

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mvopt.build import build_experiment, run
 from mvopt.comm.collectives import add_collective, add_collective_workload, ring_steps, split_bytes
 from mvopt.config import load_config
 from mvopt.engine import DELAY, FLOW, TaskGraphBuilder
 from mvopt.engine.params import ser_ps
 from mvopt.errors import ConfigError
-from mvopt.experiment import build_experiment, run
 
 
 def _graph(op, hosts, size, **kw):

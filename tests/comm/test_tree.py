@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mvopt.build import build_experiment, run
 from mvopt.comm.hierarchical import add_group_collective
 from mvopt.comm.tree import add_tree_all_reduce, btree, choose_algorithm, dtree
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder
 from mvopt.engine.tasks import FLOW, topological_order
 from mvopt.errors import ConfigError
-from mvopt.experiment import build_experiment, run
 
 
 def test_btree_matches_nccls_figure():

@@ -9,9 +9,10 @@ import pytest
 from mvopt.cluster import build_topology
 from mvopt.config import load_config
 from mvopt.engine import TaskGraphBuilder, build_batch, get_backend
-from mvopt.engine.batch import INF_PS, RESULT_COLUMNS, extract_results, gpu_report_columns, ps_per_byte, scratch_nbytes
-from mvopt.engine.params import Experiment, ser_ps
 from mvopt.engine import schema
+from mvopt.engine.batch import INF_PS, RESULT_COLUMNS, extract_results, gpu_report_columns
+from mvopt.engine.params import Experiment, ser_ps
+from mvopt.engine.sizing import ps_per_byte, scratch_nbytes
 
 
 def _exp(cc: str, n: int = 6, size: int = 60_000, limit_ps: int = 10 * 10**12) -> Experiment:

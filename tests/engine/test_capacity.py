@@ -13,7 +13,9 @@ from mvopt.engine import TaskGraphBuilder, build_batch, get_backend, simulate
 from mvopt.engine.batch import extract_results
 from mvopt.engine.capacity import node_pool_slots, port_ring_capacities, ring_capacity
 from mvopt.engine.params import Experiment, ser_ps
-from mvopt.engine.plan import Worker, batch_bytes, experiment_counts, run_share, slot_counts
+from mvopt.engine.sizing import batch_bytes, experiment_counts, slot_counts
+from mvopt.engine.split import run_share
+from mvopt.engine.workers import Worker
 from mvopt.errors import MvoptError
 from mvopt.testing.scenarios import fat_tree_flows, fat_tree_incast, mixed_experiments
 
@@ -124,7 +126,7 @@ def test_running_out_of_compact_slots_stops_the_experiment_and_a_full_rerun_give
 
 def test_user_sized_switch_pools_are_a_model_parameter_and_never_compact() -> None:
     """network.switch_packet_slots: running out drops the packet (the model), not a retry."""
-    from mvopt.engine.batch import EI
+    from mvopt.engine.schema import EI
     exp = _deep_incast(switch_packet_slots=256)       # PFC on: the dropped flows never finish (stuck)
     topo, p = exp.topology, exp.params
     assert (node_pool_slots(topo, p) == node_pool_slots(topo, p, compact=True)).all()
@@ -140,7 +142,7 @@ def test_user_sized_switch_pools_are_a_model_parameter_and_never_compact() -> No
 def test_auto_uses_compact_slots_on_the_cpu_and_where_full_ones_need_more_than_one_batch() -> None:
     """`auto`: compact slots first on the CPU (faster there, docs/engine.md), and on a GPU only when
     full ones need more than one batch of its memory; `full` and `compact` as they say."""
-    from mvopt.engine.plan import compact_first
+    from mvopt.engine.split import compact_first
 
     assert compact_first("auto", Worker("cpu"), 1) and compact_first("auto", Worker("gpu"), 2)
     assert not compact_first("auto", Worker("gpu"), 1)

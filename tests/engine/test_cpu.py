@@ -7,7 +7,7 @@ import numpy as np
 from mvopt.engine import build_batch, simulate
 from mvopt.engine import _cpu
 from mvopt.engine.batch import extract_results
-from mvopt.engine.plan import experiment_cost
+from mvopt.engine.sizing import experiment_cost
 from mvopt.testing.scenarios import mixed_experiments
 
 

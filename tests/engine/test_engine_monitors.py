@@ -86,7 +86,7 @@ def test_monitors_off_cost_no_memory_and_change_nothing(backend) -> None:
     """Off (the default): each monitor table is one unused row and results are those of a
     monitored run without its samples. On: ports x cap rows per monitor, as the planner expects."""
     from mvopt.engine.batch import build_batch
-    from mvopt.engine.plan import batch_bytes, batch_route_counts, experiment_counts
+    from mvopt.engine.sizing import batch_bytes, batch_route_counts, experiment_counts
 
     off = [dataclasses.replace(e, queue_monitor_ps=0, link_monitor=False) for e in batch_mix()]
     on = [dataclasses.replace(e, queue_monitor_ps=D // 3, link_monitor=True, monitor_max_samples=50) for e in off]

@@ -56,7 +56,7 @@ def test_the_tor_first_order_puts_the_switches_with_hosts_first() -> None:
     switches before hosts, the widest first, and among switches of a width those with more
     hosts on their ports first (a k=4 fat-tree's edge switches before its aggregation and core)."""
     from mvopt.bench import allreduce_config
-    from mvopt.experiment import build_experiment
+    from mvopt.build import build_experiment
 
     exp = build_experiment(allreduce_config("none", 2**20))
     cols = build_batch([exp] * 7).cols

@@ -132,7 +132,7 @@ def test_experiments_with_many_flows_route_their_packets_themselves(monkeypatch)
     """A batch whose experiments all have more flows than FLOW_PATHS_MAX_FLOWS holds no paths
     (one row, has_paths 0: a paper-scale iteration's 145 M flows would take 4.6 GB), and the
     planner counts it so; the results are those of a batch with paths."""
-    from mvopt.engine.plan import batch_bytes, batch_route_counts, experiment_counts
+    from mvopt.engine.sizing import batch_bytes, batch_route_counts, experiment_counts
 
     exps = mixed_experiments(6)
     with_paths = simulate(exps, backend="cpu")

@@ -131,7 +131,7 @@ def test_switch_pool_slots_are_each_in_one_place(schedule: str) -> None:
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import CpuBackend
     from mvopt.engine.schema import PKT_DTYPE
-    from mvopt.experiment import build_experiment
+    from mvopt.build import build_experiment
 
     for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
         batch = build_batch([exp])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from mvopt.build import build_experiment, evaluate, run
 from mvopt.config import load_config
 from mvopt.errors import InputFileError
-from mvopt.experiment import build_experiment, evaluate, run
 from mvopt.io.astra import groups, parse_astra, read_astra
 
 GOOD = """HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 4 ep: 1 pp: 1 vpp: 8 ga: 2 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0

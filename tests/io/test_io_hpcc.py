@@ -8,13 +8,14 @@ import warnings
 import numpy as np
 import pytest
 
+from mvopt.build import run
 from mvopt.cluster import read_hpcc_topology
 from mvopt.config import load_config
+from mvopt.engine import TaskGraphBuilder
 from mvopt.engine.params import ser_ps
 from mvopt.errors import InputFileError
-from mvopt.experiment import run
 from mvopt.io import hpcc
-from mvopt.io.hpcc import (HpccConfigWarning, flow_graph, format_fct, node_ip, parse_data_rate, read_hpcc_config,
+from mvopt.io.hpcc import (HpccConfigWarning, add_hpcc_flows, format_fct, node_ip, parse_data_rate, read_hpcc_config,
                            read_hpcc_flows, sports, write_fct)
 
 # hosts 0, 1, 2 on switch 3 (100 Gb/s, 1 us)
@@ -86,14 +87,16 @@ def test_flow_node_ids_checked_against_topology(tmp_path, flow, match):
     topo = read_hpcc_topology(_write(tmp_path, "topo.txt", TOPO))
     path = _write(tmp_path, "flow.txt", f"2\n0 1 3 100 10 0\n{flow}\n")
     flows = read_hpcc_flows(path)
-    _raises_at(lambda: flow_graph(flows, topo, path), path, 3, match)
+    _raises_at(lambda: add_hpcc_flows(TaskGraphBuilder(), flows, topo, path), path, 3, match)
 
 
 def test_file_node_ids_are_mapped(tmp_path):
     # switch listed as node 0: mvopt numbers hosts first, flows keep the file's ids
     topo = read_hpcc_topology(_write(tmp_path, "topo.txt", "3 1 2\n0\n1 0 10Gbps 1us 0\n0 2 10Gbps 1us 0\n"))
     flows = read_hpcc_flows(_write(tmp_path, "flow.txt", "1\n2 1 3 100 10 0\n"))
-    g = flow_graph(flows, topo)
+    b = TaskGraphBuilder()
+    add_hpcc_flows(b, flows, topo)
+    g = b.build()
     assert (int(g.src[0]), int(g.dst[0])) == (1, 0)     # file node 2 is mvopt host 1, file 1 is host 0
     assert format_fct(flows, _FakeResult([5000], [7000])).split()[:2] == [f"{node_ip(2):08x}", f"{node_ip(1):08x}"]
 

@@ -3,7 +3,7 @@ import sys
 import pytest
 
 from analytic_evaluator import AnalyticEvaluator
-from mvopt.errors import BackendUnavailable, MvoptError
+from mvopt.errors import MvoptError
 from mvopt.optimize.evaluator import Evaluation, Evaluator, SimulatorEvaluator, make_evaluator, register_evaluator
 
 
@@ -16,30 +16,31 @@ def test_evaluation_contract():
         Evaluation(True, status="ok")  # no iteration time
 
 
-def test_simulator_evaluator_says_when_the_simulator_is_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mvopt.experiment", None)  # import of mvopt.experiment fails
-    ev = SimulatorEvaluator("cpu")
-    assert ev.evaluate([]) == []  # nothing to simulate: nothing imported
-    from mvopt.config import load_config
-    with pytest.raises(BackendUnavailable, match="mvopt.experiment"):
-        ev.evaluate([load_config()])
+def test_simulator_evaluator_loads_nothing_for_an_empty_batch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mvopt.build", None)  # importing the simulator's side would fail
+    assert SimulatorEvaluator("cpu").evaluate([]) == []
 
 
-def test_simulator_evaluator_calls_experiment_evaluate_once_per_batch(monkeypatch):
-    import types
+def test_simulator_evaluator_calls_build_evaluate_once_per_batch(monkeypatch):
+    import mvopt.build
     calls = []
-    fake = types.ModuleType("mvopt.experiment")
-    fake.evaluate = lambda configs, backend, report: calls.append((len(configs), backend)) or report.update(
-        {"cpu#0": {"sub_batches": 1}}) or [Evaluation(True, iteration_time_s=1.0) for _ in configs]
-    monkeypatch.setitem(sys.modules, "mvopt.experiment", fake)
+    monkeypatch.setattr(mvopt.build, "evaluate", lambda configs, backend, report: calls.append(
+        (len(configs), backend)) or report.update({"cpu#0": {"sub_batches": 1}}) or [
+        Evaluation(True, iteration_time_s=1.0) for _ in configs])
     from mvopt.config import load_config
     ev = SimulatorEvaluator("cpu:2")
     out = ev.evaluate([load_config(), load_config()])
     assert len(out) == 2 and calls == [(2, "cpu:2")]
     assert ev.last_report == {"cpu#0": {"sub_batches": 1}}     # the engine's figures of that batch
-    fake.evaluate = lambda configs, backend, report: []
+    monkeypatch.setattr(mvopt.build, "evaluate", lambda configs, backend, report: [])
     with pytest.raises(MvoptError, match="returned 0 results for 1"):
         SimulatorEvaluator("cpu").evaluate([load_config()])
+
+
+def test_the_contract_is_the_neutral_modules():
+    """The optimizer re-exports the contract of mvopt.evaluation; it does not define its own."""
+    import mvopt.evaluation
+    assert Evaluation is mvopt.evaluation.Evaluation and Evaluator is mvopt.evaluation.Evaluator
 
 
 def test_registry():

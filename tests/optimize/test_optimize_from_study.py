@@ -6,7 +6,6 @@ trial's stored configuration, simulated again through the command, gives the sam
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import optuna
@@ -27,8 +26,6 @@ SPACE = {
 
 @pytest.fixture(scope="module")
 def study_url(tmp_path_factory):
-    if importlib.util.find_spec("mvopt.experiment") is None:
-        pytest.skip("the simulator (mvopt.experiment) is not installed")
     url = f"sqlite:///{tmp_path_factory.mktemp('fs') / 'tiny.db'}"
     space = load_space(SPACE)
     study = create_or_resume(make_storage(url), space, sampler="grid", generation_size=3, seed=0)

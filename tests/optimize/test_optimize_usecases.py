@@ -17,7 +17,6 @@ runs the first form only.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import optuna
@@ -29,9 +28,6 @@ from mvopt import __main__ as cli
 from mvopt.config import config_key
 from mvopt.optimize import config_of_trial
 from mvopt.optimize.evaluator import STATUSES
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mvopt.experiment") is None,
-                                reason="the simulator (mvopt.experiment) is not installed")
 
 SPACES = ["topology", "collective", "parallelism", "congestion_control"]
 SLOW = {("shipped", "collective"), ("shipped", "congestion_control"), ("small", "collective")}  # 12-16 s each
@@ -112,7 +108,7 @@ def _spray_case(lb: str, pfc: bool):
 
 
 def test_spray_case_controls_finish():
-    from mvopt.experiment import run
+    from mvopt.build import run
     ecmp, spray_lossy = run([_spray_case("ecmp", True), _spray_case("spray", False)])
     assert ecmp.status == "done" and spray_lossy.status == "done"
 
@@ -120,6 +116,6 @@ def test_spray_case_controls_finish():
 def test_spraying_with_pfc_finishes():
     """Spraying reorders a flow's packets; with PFC on, the RTO recovers a gap whose NACK the rate
     limit suppressed (this case ended stuck before the RTO was armed with spraying)."""
-    from mvopt.experiment import run
+    from mvopt.build import run
     spray = run([_spray_case("spray", True)])[0]
     assert spray.status == "done", spray.diagnostic

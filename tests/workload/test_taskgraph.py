@@ -6,19 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mvopt.build import build, evaluate, training_report
 from mvopt.cluster import build_topology
 from mvopt.comm import default_model
 from mvopt.config import ParallelismConfig, load_config
 from mvopt.engine import Experiment, TaskGraph, simulate
 from mvopt.engine.tasks import topological_order
 from mvopt.errors import ConfigError, InfeasibleError
-from mvopt.experiment import build, evaluate, training_report
 from mvopt.workload import (ComputeModel, OperatorTrace, get_gpu, get_model, published_run,
                             single_stage_iteration_s)
 from mvopt.workload.taskgraph import (TrainingSetup, build_training, chunk_param_counts, stage_costs,
                                       stage_program, training_breakdown, training_counts)
-from mvopt.workload.memory import stage_param_count
 from mvopt._cfg.network import NetworkConfig
+from mvopt.workload.memory import stage_param_count
 
 # embedding, output layer and optimizer cost nothing: every pipeline stage does the same work
 UNIFORM = OperatorTrace({(n, ph): 0.0 for n in ("embedding", "final_norm", "logits", "cross_entropy", "adam")
@@ -241,7 +241,7 @@ def test_pipelines_are_replicated_not_rebuilt():
      {"topology": "leaf_spine", "leaves": 2, "hosts_per_leaf": 2, "gpus_per_server": 8, "nics_per_server": 1}, True),
 ])
 def test_counts_without_building_equal_the_built_graph(par, cluster, rail):
-    from mvopt.engine.plan import experiment_counts
+    from mvopt.engine.sizing import experiment_counts
     cfg = _cfg(par, cluster, rail_sample=rail)
     b = build(cfg)
     g = b.experiment.tasks

@@ -16,7 +16,8 @@ enum { FL_CE = 1, FL_ECHO = 2 };
 // ST_ERROR is the host's (batch.STATUS): ST_CAPACITY with full capacities, which cannot run out.
 enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5, ST_CANCELLED = 6 };
 enum { Q_CTL = 0, Q_DATA = 1 };
-enum { CC_NONE = 0, CC_DCQCN = 1, CC_HPCC = 2, CC_DCTCP = 3 };
+// CC_* (the congestion-control codes) is generated from mvopt/_cfg/algorithms.py (engine/schema.py)
+enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
 
 // exp_i[e * NEXP_I + k]
 enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,

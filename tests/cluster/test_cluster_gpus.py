@@ -2,9 +2,8 @@
 
 import pytest
 
+from mvopt.cluster.gpus import builtin_gpus, get_gpu, gpu_from_dict, load_published
 from mvopt.errors import ConfigError
-from mvopt.workload import builtin_gpus, get_gpu, gpu_from_dict
-from mvopt.workload.gpus import load_published
 
 
 def test_builtin_specs_come_from_published_yaml():

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import mvopt.engine
+from mvopt.build import build_experiment, evaluate, run
 from mvopt.config import load_config
 from mvopt.engine import DELAY, FLOW
 from mvopt.errors import ConfigError, MvoptError
-from mvopt.experiment import build_experiment, evaluate, run
 from mvopt.optimize.evaluator import Evaluation, SimulatorEvaluator
 
 FAT_TREE = {"topology": "fat_tree", "k": 4}
@@ -166,7 +166,7 @@ def test_evaluate_builds_in_worker_processes_with_the_same_outcomes(tmp_path, mo
 
 
 def test_build_workers_setting(monkeypatch):
-    from mvopt.experiment import PARALLEL_BUILD_MIN, build_workers
+    from mvopt.build import PARALLEL_BUILD_MIN, build_workers
 
     monkeypatch.delenv("MVOPT_BUILD_WORKERS", raising=False)
     assert build_workers(PARALLEL_BUILD_MIN - 1) == 1            # small generations: no processes

@@ -1,0 +1,47 @@
+"""The algorithms a configuration chooses among, each declared once.
+
+Congestion control (``network.cc``), load balancing (``network.lb``) and the inter-server
+collective algorithm (``collective.algorithm``). The configuration's allowed values, the CLI's
+choices, the HPCC simulator's ``CC_MODE`` codes and the kernels' ``CC_*`` enum
+(:func:`mvopt.engine.schema.c_enum_source`) all come from these tables; nothing else spells the
+lists out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CongestionControl", "CONGESTION_CONTROLS", "CC_NAMES", "congestion_control", "LOAD_BALANCERS",
+           "COLLECTIVE_ALGORITHMS"]
+
+
+@dataclass(frozen=True)
+class CongestionControl:
+    """One congestion-control algorithm of the engine."""
+
+    name: str                  # its value of network.cc (and its parameter section's name, if any)
+    code: int                  # CC_<NAME> in the kernels: the experiment's EI_CC slot
+    title: str                 # how papers and other simulators write it
+    hpcc_cc_mode: int | None   # CC_MODE of the HPCC simulator's config.txt (None: it has none)
+    windowed: bool             # flows are window-limited unless network.window says otherwise
+
+
+# Codes are positions: the kernels switch on them, so a new algorithm takes the next one.
+CONGESTION_CONTROLS: tuple[CongestionControl, ...] = (
+    CongestionControl("none", 0, "none", None, windowed=False),
+    CongestionControl("dcqcn", 1, "DCQCN", 1, windowed=False),
+    CongestionControl("hpcc", 2, "HPCC", 3, windowed=True),
+    CongestionControl("dctcp", 3, "DCTCP", 8, windowed=True),
+)
+CC_NAMES: tuple[str, ...] = tuple(c.name for c in CONGESTION_CONTROLS)
+
+# per-flow ECMP hashing, or per-packet spraying (the kernels' EI_SPRAY flag)
+LOAD_BALANCERS: tuple[str, ...] = ("ecmp", "spray")
+
+# NCCL_ALGO of inter-server collectives: "auto" picks ring or tree by their closed-form times
+COLLECTIVE_ALGORITHMS: tuple[str, ...] = ("ring", "tree", "auto")
+
+
+def congestion_control(name: str) -> CongestionControl:
+    """The algorithm named `name` (one of CC_NAMES; the configuration has checked it)."""
+    return CONGESTION_CONTROLS[CC_NAMES.index(name)]

@@ -1,0 +1,58 @@
+"""One worker's share: sub-batches that fit its memory, in order, with the results of one batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvopt.engine import simulate
+from mvopt.engine.sizing import batch_bytes, experiment_counts
+from mvopt.engine.split import run_share, split_by_memory
+from mvopt.engine.workers import Worker
+from mvopt.errors import MvoptError
+from mvopt.testing.scenarios import mixed_experiments
+
+EXPS = mixed_experiments(9)
+
+
+def test_split_by_memory_keeps_order_and_the_limit() -> None:
+    counts = [experiment_counts(e) for e in EXPS]
+    one = max(batch_bytes(c) for c in counts)
+    limit = int(1.2 * one)
+    groups = split_by_memory(counts, limit)
+    assert [i for g in groups for i in g] == list(range(len(EXPS)))
+    for g in groups:
+        assert batch_bytes({k: sum(counts[i][k] for i in g) for k in counts[0]}) <= limit
+    assert len(groups) > 1
+    assert split_by_memory(counts, None) == [list(range(len(EXPS)))]
+    first_too_big = next(i for i, c in enumerate(counts) if batch_bytes(c) > one // 2)
+    with pytest.raises(MvoptError, match=f"e{first_too_big} alone needs .* GiB, more than the"):
+        split_by_memory(counts, one // 2, [e.name for e in EXPS])
+
+
+def test_a_share_cut_into_sub_batches_reports_each_one_in_order() -> None:
+    cap = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
+    _, stats = run_share(Worker("cpu", 0, 1), EXPS, memory_bytes=cap, capacities="full")
+    line = stats["timeline"]
+    assert len(line) == stats["sub_batches"] > 1 and sum(b["experiments"] for b in line) == len(EXPS)
+    assert not any(b["compact"] for b in line)
+    assert all(a["start_s"] + a["build_s"] + a["run_s"] <= b["start_s"] + 1e-6 for a, b in zip(line, line[1:]))
+    assert abs(sum(b["build_s"] for b in line) - stats["build_s"]) < 1e-6
+
+
+def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -> None:
+    """With a report after every launch (interval 0, short CPU chunks), a run cut into
+    sub-batches reports counts that only grow, within the call's totals, and its results are
+    those of a run without reports."""
+    from mvopt.engine import backend_defaults, progress
+
+    monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=50))
+    memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
+    plain = simulate(EXPS, backend=backend, memory_bytes=memory, capacities="full")
+    seen: list = []
+    reported = simulate(EXPS, backend=backend, memory_bytes=memory, progress=seen.append, capacities="full")
+    assert all(a.same_as(b) for a, b in zip(plain, reported))
+    assert len({p.sub_batch for p in seen}) > 1 and all(p.sub_batches > 1 for p in seen)
+    assert all(p.total == len(EXPS) and 0 <= p.done <= p.total and p.windows >= 0 for p in seen)
+    keys = [(p.sub_batch, p.done, p.windows) for p in seen]
+    assert keys == sorted(keys) and [p.elapsed_s for p in seen] == sorted(p.elapsed_s for p in seen)
