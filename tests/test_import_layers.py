@@ -20,7 +20,8 @@ PACKAGE_LAYERS: list[tuple[str, ...]] = [
     ("__main__", "commands", "testing"),     # the CLI; helpers shared by tests
     ("optimize", "bench"),                   # the search over configurations; the engine's benchmark
     ("build",),                              # configuration -> experiment; the simulator as an evaluator
-    ("engine", "flow"),                      # simulators of a task graph on a topology
+    ("flow",),                               # the flow-level (fluid) simulator, over the engine's inputs
+    ("engine",),                             # the packet-level simulator of a task graph on a topology
     ("workload", "io"),                      # training task graphs; other simulators' files
     ("comm",),                               # collectives -> flows and intra-server times
     ("cluster",),                            # hardware: topologies, routing, GPU types
@@ -35,10 +36,10 @@ PACKAGE_LAYERS: list[tuple[str, ...]] = [
 ENGINE_LAYERS: list[tuple[str, ...]] = [
     ("__init__",),                            # simulate
     ("balance",), ("split",), ("race",),      # the scheduler: spread over workers, split by memory, race
-    ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("source",),    # the backends
+    ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("ctx", "source"),    # the backends
     ("batch", "reference"),                   # the batch (and the reference, which tests compare it with)
     ("threads", "sizing"), ("capacity", "routes"),                     # layout and capacity
-    ("params", "progress", "results", "schema"), ("tasks",),
+    ("params", "progress", "results", "schema", "backend_defaults"), ("tasks",),
 ]
 
 
