@@ -2,7 +2,7 @@
 
     python experiments/bench_search.py [--spaces topology,parallelism,collective,congestion_control]
         [--backend gpu|cpu] [--n N] [--seed S] [--set PATH=VALUE ...] [--budget-s S]
-        [--k4-batch 2048 --k4-mib 8 | --no-k4] [--out FILE.json]
+        [--topology KIND] [--k4-batch 2048 --k4-mib 8 | --no-k4] [--out FILE.json]
     python experiments/bench_search.py --markdown RUN.json [RUN.json ...]   # the docs' table
 
 For each space it samples one generation (the space's own `run.generation_size` candidates unless
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from mvopt.bench import bench_allreduce  # noqa: E402
 from mvopt.engine import build_batch, get_backend, simulate  # noqa: E402
 from mvopt.engine.batch import ST_RUN, extract_results  # noqa: E402
-from mvopt.experiment import build_all  # noqa: E402
+from mvopt.build import build_all  # noqa: E402
 from mvopt.optimize import load_space  # noqa: E402
 
 SPACES = ("topology", "parallelism", "collective", "congestion_control")
@@ -56,12 +56,18 @@ def parse_set(items: list[str]) -> dict[str, object]:
     return out
 
 
-def sample_generation(space_name: str, n: int | None, seed: int, overrides: dict) -> tuple[list, int, int]:
-    """The generation's feasible configurations, how many were sampled, the generation size."""
+def sample_generation(space_name: str, n: int | None, seed: int, overrides: dict,
+                      topology: str | None = None) -> tuple[list, int, int]:
+    """The generation's feasible configurations, how many were sampled, the generation size;
+    with `topology`, only candidates of that cluster kind (sampled until `n` are found)."""
     space = load_space(ROOT / "search_spaces" / f"{space_name}.yaml", base_overrides=overrides or None)
     size = n or space.run.generation_size or 128
-    cands = space.sample(size, seed=seed)
-    return [c.config for c in cands if c.feasible], len(cands), size
+    if topology is None:
+        cands = space.sample(size, seed=seed)
+        return [c.config for c in cands if c.feasible], len(cands), size
+    configs = [c.config for c in space.sample(size * 50, seed=seed)
+               if c.feasible and c.config.cluster.topology == topology]
+    return configs[:size], size * 50, size
 
 
 def run_budget(experiments: list, backend: str, budget_s: float) -> dict:
@@ -123,7 +129,7 @@ def by_topology(results: list, kinds: list[str]) -> dict:
 
 def bench_space(name: str, args, overrides: dict) -> dict:
     t0 = time.perf_counter()
-    configs, sampled, size = sample_generation(name, args.n, args.seed, overrides)
+    configs, sampled, size = sample_generation(name, args.n, args.seed, overrides, args.topology)
     t1 = time.perf_counter()
     built = build_all(configs)
     kinds = [c.cluster.topology for c, (b, _, _) in zip(configs, built) if b is not None]
@@ -186,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="gpu")
     ap.add_argument("--n", type=int, default=None, help="candidates per generation (default: the space's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--topology", default=None, help="only candidates of this cluster.topology (e.g. one trial alone)")
     ap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
     ap.add_argument("--budget-s", type=float, default=None, help="stop each generation after this long")
     ap.add_argument("--k4-batch", type=int, default=2048)
