@@ -88,15 +88,16 @@ def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
     delay = np.asarray(topo.port_delay_ps, np.int64)
     entry_flow = np.repeat(np.arange(flows.size), np.diff(paths.offset))
     size = g.size_bytes[flows].astype(np.int64)
-    last_wire = (size - 1) % p.payload + 1 + p.header             # the last packet's wire bytes
+    first_wire = np.minimum(size, p.payload) + p.header          # a full packet (or the only one)
     e_rate = rate[paths.port]
-    # latency: every hop's propagation, and one packet's serialisation on every hop but the
-    # bottleneck's, whose serialisation of every byte is the fluid transfer itself
-    e_ser = -(-(last_wire[entry_flow] * 8 * PS_PER_S) // e_rate)
+    # latency: every hop's propagation, and one full packet's serialisation on every hop but the
+    # bottleneck's, whose serialisation of every byte is the fluid transfer itself (exact for a
+    # lone flow at line rate: the last packet waits for the full one ahead of it at every hop)
+    e_ser = -(-(first_wire[entry_flow] * 8 * PS_PER_S) // e_rate)
     hop = np.bincount(entry_flow, weights=paths.weight * (delay[paths.port] + e_ser), minlength=flows.size)
     bottleneck = np.full(flows.size, np.iinfo(np.int64).max)
     np.minimum.at(bottleneck, entry_flow, e_rate)
-    ser_bottleneck = -(-(last_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1)) if flows.size else last_wire
+    ser_bottleneck = -(-(first_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1)) if flows.size else first_wire
     latency = np.round(hop / WEIGHT_ONE).astype(np.int64) - ser_bottleneck
     ack_ser = -(-(p.ack_bytes * 8 * PS_PER_S) // e_rate)
     ack = np.bincount(entry_flow, weights=paths.weight * (delay[paths.port] + ack_ser), minlength=flows.size)

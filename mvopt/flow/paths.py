@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mvopt.cluster.compiled import CompiledTopology
 from mvopt.engine import routes
 from mvopt.engine.params import TAG_ECMP, Experiment, hash64, hash_prefixes
 from mvopt.engine.tasks import FLOW
@@ -57,7 +58,7 @@ def _route_columns(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.
     """The columns :func:`routes.flow_paths` reads, for one experiment alone (ids are local, as
     they are relative to the experiment's first node and port in a packet batch)."""
     topo = exp.topology
-    tables = routes.dense_routes(topo)
+    tables = routes.dense_routes(topo) if isinstance(topo, CompiledTopology) else None
     if tables is None:
         return None
     from mvopt.engine.batch import HASH_TAGS
@@ -79,11 +80,13 @@ def _route_columns(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.
 
 
 def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """[n_flow, hops] port ids of each flow's path, -1 after its last hop."""
+    """[n_flow, links] port ids of each flow's path, -1 after its last link."""
     topo = exp.topology
     off = np.asarray(topo.node_port_offset, np.int64)
     peer = np.asarray(topo.port_peer_node, np.int64)
-    npath = 2 * max(int(topo.diameter_hops), 1) + 2          # switches a path may cross
+    n_switch = int(topo.n_node - topo.n_host)
+    diameter = int(getattr(topo, "diameter_hops", 0))        # 0: not known
+    npath = min(n_switch, 2 * diameter + 2) if diameter > 0 else n_switch   # switches a walk covers
     out = np.full((flows.size, npath + 1), -1, np.int64)
     if not flows.size:
         return out
@@ -96,13 +99,18 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
             go = (egress[:, h] >= 0) & (node != dst)
             out[go, h + 1] = off[node[go]] + egress[go, h]
             node[go] = peer[out[go, h + 1]]
-    for i in np.flatnonzero(node != dst).tolist():      # no dense table, or beyond the walk
-        out[i] = -1
-        out[i, :] = _walk(exp, int(flows[i]), int(src[i]), int(dst[i]), npath + 1)
+    rest = np.flatnonzero(node != dst)            # no dense table, or longer than the walk
+    if rest.size:
+        walks = [_walk(exp, int(flows[i]), int(src[i]), int(dst[i])) for i in rest.tolist()]
+        width = max(out.shape[1], max(len(w) for w in walks))
+        out = np.pad(out, ((0, 0), (0, width - out.shape[1])), constant_values=-1)
+        out[rest] = -1
+        for i, w in zip(rest.tolist(), walks):
+            out[i, :len(w)] = w
     return out
 
 
-def _walk(exp: Experiment, flow: int, src: int, dst: int, width: int) -> np.ndarray:
+def _walk(exp: Experiment, flow: int, src: int, dst: int) -> list[int]:
     """One flow's ports, hop by hop, by the reference simulator's rule (its `_route`)."""
     topo = exp.topology
     ports = [int(topo.node_port_offset[src])]
@@ -111,9 +119,7 @@ def _walk(exp: Experiment, flow: int, src: int, dst: int, width: int) -> np.ndar
         nh = topo.next_hop_ports(node, dst)
         ports.append(int(nh[hash64(exp.seed, TAG_ECMP, node, flow) % len(nh)]))
         node = int(topo.port_peer_node[ports[-1]])
-    if len(ports) > width:
-        raise AssertionError(f"flow {flow}: a path of {len(ports)} links, longer than {width}")
-    return np.asarray(ports + [-1] * (width - len(ports)), np.int64)
+    return ports
 
 
 def _sprayed(topo, src: np.ndarray, dst: np.ndarray) -> FlowPaths:
