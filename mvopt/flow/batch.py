@@ -87,20 +87,24 @@ def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
     rate = np.asarray(topo.port_rate_bps, np.int64)
     delay = np.asarray(topo.port_delay_ps, np.int64)
     entry_flow = np.repeat(np.arange(flows.size), np.diff(paths.offset))
+    d, a = paths.is_data, ~paths.is_data
+    d_flow, d_port = entry_flow[d], paths.port[d]
     size = g.size_bytes[flows].astype(np.int64)
     first_wire = np.minimum(size, p.payload) + p.header          # a full packet (or the only one)
-    e_rate = rate[paths.port]
+    d_rate = rate[d_port]
     # latency: every hop's propagation, and one full packet's serialisation on every hop but the
     # bottleneck's, whose serialisation of every byte is the fluid transfer itself (exact for a
     # lone flow at line rate: the last packet waits for the full one ahead of it at every hop)
-    e_ser = -(-(first_wire[entry_flow] * 8 * PS_PER_S) // e_rate)
-    hop = np.bincount(entry_flow, weights=paths.weight * (delay[paths.port] + e_ser), minlength=flows.size)
+    d_ser = -(-(first_wire[d_flow] * 8 * PS_PER_S) // d_rate)
+    hop = np.bincount(d_flow, weights=paths.weight[d] * (delay[d_port] + d_ser), minlength=flows.size)
     bottleneck = np.full(flows.size, np.iinfo(np.int64).max)
-    np.minimum.at(bottleneck, entry_flow, e_rate)
-    ser_bottleneck = -(-(first_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1)) if flows.size else first_wire
+    np.minimum.at(bottleneck, d_flow, d_rate)
+    ser_bottleneck = -(-(first_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1))
     latency = np.round(hop / WEIGHT_ONE).astype(np.int64) - ser_bottleneck
-    ack_ser = -(-(p.ack_bytes * 8 * PS_PER_S) // e_rate)
-    ack = np.bincount(entry_flow, weights=paths.weight * (delay[paths.port] + ack_ser), minlength=flows.size)
+    # the last ACK's way back: propagation and its serialisation on every hop
+    a_port = paths.port[a]
+    ack = np.bincount(entry_flow[a], weights=delay[a_port] - (-(p.ack_bytes * 8 * PS_PER_S) // rate[a_port]),
+                      minlength=flows.size).astype(np.int64)
     return {
         "task_is_flow": g.kind == FLOW, "task_duration_ps": g.duration_ps.astype(np.int64),
         "task_min_ps": g.start_ps.astype(np.int64), "task_npred": np.diff(g.pred_offset).astype(np.int64),
@@ -108,7 +112,7 @@ def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
         "succ_notify_ps": np.where(local[order], 0, p.window_ps).astype(np.int64),
         "flow_task": flows.astype(np.int64),
         "flow_bits": ((size + p.flow_npkt[flows] * p.header) * 8).astype(np.float64),
-        "flow_latency_ps": latency, "flow_ack_ps": np.round(ack / WEIGHT_ONE).astype(np.int64),
+        "flow_latency_ps": latency, "flow_ack_ps": ack,
         "path_offset": paths.offset, "path_port": paths.port, "path_weight": paths.weight,
         "port_cap": rate // RATE_UNIT_BPS * WEIGHT_ONE,
     }

@@ -7,6 +7,11 @@ that walk covers, takes the reference simulator's rule hop by hop (same next-hop
 hash). Sprayed flows split evenly at every switch over its equal-cost next hops, which is what
 per-packet spraying does on average.
 
+A flow's ACKs (one of ``ack_bytes`` per data packet) load the way back, which ECMP routes as the
+packet engine does whatever the data's load balancing: a flow at rate r puts
+``r x ack_bytes x packets / wire bytes`` on each link of it. So a link that carries data one
+way and another flow's ACKs the other (every link of a ring) is shared as at packet level.
+
 A share is an integer out of :data:`WEIGHT_ONE` (the whole rate), so that link loads are sums of
 integers: exact in any order, on the CPU and on a GPU alike.
 """
@@ -28,30 +33,64 @@ __all__ = ["WEIGHT_ONE", "FlowPaths", "flow_paths"]
 # so that spraying over such next-hop sets splits exactly (others leave a remainder of at most
 # one unit per next hop, given to the first ones)
 WEIGHT_ONE = 720720
+DATA, ACK = 0, 1        # the two ways of routes.flow_paths
 
 
 @dataclass(frozen=True)
 class FlowPaths:
-    """The links of every flow of one experiment, in task order of the flows (CSR)."""
+    """The links of every flow of one experiment, in task order of the flows (CSR): its data's
+    entries, then its ACKs'."""
 
     offset: np.ndarray      # int64[n_flow + 1]: entries of flow i are [offset[i], offset[i+1])
     port: np.ndarray        # int64: the experiment's port id (a link direction) of each entry
-    weight: np.ndarray      # int64: the flow's share of its rate on that port, of WEIGHT_ONE
+    weight: np.ndarray      # int64: the share of the flow's rate on that port, of WEIGHT_ONE
+    is_data: np.ndarray     # bool: a data entry (else an ACK entry)
 
 
 def flow_paths(exp: Experiment) -> FlowPaths:
     """The paths of every flow of `exp` (its flow tasks in task order)."""
-    g, topo = exp.tasks, exp.topology
+    g, topo, p = exp.tasks, exp.topology, exp.params
     flows = np.flatnonzero(g.kind == FLOW)
     src, dst = g.src[flows].astype(np.int64), g.dst[flows].astype(np.int64)
-    if exp.params.lb_spray:
-        return _sprayed(topo, src, dst)
-    ports = _ecmp_ports(exp, flows, src, dst)
-    counts = (ports >= 0).sum(axis=1)
-    offset = np.zeros(flows.size + 1, np.int64)
-    np.cumsum(counts, out=offset[1:])
-    port = ports[ports >= 0]
-    return FlowPaths(offset, port, np.full(port.size, WEIGHT_ONE, np.int64))
+    ways = _ecmp_ports(exp, flows, src, dst, (ACK,) if p.lb_spray else (DATA, ACK))
+    if p.lb_spray:
+        data = _sprayed(topo, src, dst)
+    else:
+        data = _csr(ways[DATA], np.full(ways[DATA].shape, WEIGHT_ONE, np.int64))
+    size = g.size_bytes[flows].astype(np.int64)
+    npkt = p.flow_npkt[flows]
+    ack_weight = np.round(WEIGHT_ONE * npkt * p.ack_bytes / (size + npkt * p.header)).astype(np.int64)
+    ack = _csr(ways[ACK], np.broadcast_to(ack_weight[:, None], ways[ACK].shape))
+    return _merge(data, ack)
+
+
+def _csr(ports: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offset, port, weight) of a [flows, links] matrix padded with -1."""
+    used = ports >= 0
+    offset = np.zeros(ports.shape[0] + 1, np.int64)
+    np.cumsum(used.sum(axis=1), out=offset[1:])
+    return offset, ports[used], np.asarray(weights)[used]
+
+
+def _merge(data: tuple, ack: tuple) -> FlowPaths:
+    """Each flow's data entries followed by its ACK entries."""
+    (d_off, d_port, d_w), (a_off, a_port, a_w) = data, ack
+    n_data, n_ack = np.diff(d_off), np.diff(a_off)
+    offset = d_off + a_off
+    is_data = np.zeros(int(offset[-1]), bool)
+    first = offset[:-1]
+    is_data[np.repeat(first, n_data) + _within(n_data)] = True
+    port = np.empty(is_data.size, np.int64)
+    weight = np.empty(is_data.size, np.int64)
+    port[is_data], weight[is_data] = d_port, d_w
+    port[~is_data], weight[~is_data] = a_port, a_w
+    return FlowPaths(offset, port, weight, is_data)
+
+
+def _within(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., counts[i] - 1 for every i, concatenated."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def _route_columns(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> dict | None:
@@ -79,59 +118,70 @@ def _route_columns(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.
     }
 
 
-def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """[n_flow, links] port ids of each flow's path, -1 after its last link."""
+def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                ways: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """Per way asked (DATA: src -> dst, ACK: dst -> src), [n_flow, links] port ids of each
+    flow's ECMP path, -1 after its last link."""
     topo = exp.topology
     off = np.asarray(topo.node_port_offset, np.int64)
     peer = np.asarray(topo.port_peer_node, np.int64)
     n_switch = int(topo.n_node - topo.n_host)
     diameter = int(getattr(topo, "diameter_hops", 0))        # 0: not known
     npath = min(n_switch, 2 * diameter + 2) if diameter > 0 else n_switch   # switches a walk covers
-    out = np.full((flows.size, npath + 1), -1, np.int64)
-    if not flows.size:
-        return out
-    out[:, 0] = off[src]
-    node = peer[out[:, 0]]
-    cols = _route_columns(exp, flows, src, dst)
-    if cols is not None:
-        egress = routes.flow_paths(cols, np.zeros(1, np.int8), npath)[:, 0, :].astype(np.int64)
-        for h in range(npath):
-            go = (egress[:, h] >= 0) & (node != dst)
-            out[go, h + 1] = off[node[go]] + egress[go, h]
-            node[go] = peer[out[go, h + 1]]
-    rest = np.flatnonzero(node != dst)            # no dense table, or longer than the walk
-    if rest.size:
-        walks = [_walk(exp, int(flows[i]), int(src[i]), int(dst[i])) for i in rest.tolist()]
-        width = max(out.shape[1], max(len(w) for w in walks))
-        out = np.pad(out, ((0, 0), (0, width - out.shape[1])), constant_values=-1)
-        out[rest] = -1
-        for i, w in zip(rest.tolist(), walks):
-            out[i, :len(w)] = w
+    cols = _route_columns(exp, flows, src, dst) if flows.size else None
+    egress = routes.flow_paths(cols, np.zeros(1, np.int8), npath).astype(np.int64) if cols is not None else None
+    out = {}
+    for way in ways:
+        start, end = (src, dst) if way == DATA else (dst, src)
+        ports = np.full((flows.size, npath + 1), -1, np.int64)
+        if not flows.size:
+            out[way] = ports
+            continue
+        ports[:, 0] = off[start]
+        node = peer[ports[:, 0]]
+        if egress is not None:
+            for h in range(npath):
+                go = (egress[:, way, h] >= 0) & (node != end)
+                ports[go, h + 1] = off[node[go]] + egress[go, way, h]
+                node[go] = peer[ports[go, h + 1]]
+        rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
+        if rest.size:
+            walks = [_walk(exp, int(flows[i]), int(start[i]), int(end[i])) for i in rest.tolist()]
+            width = max(ports.shape[1], max(len(w) for w in walks))
+            ports = np.pad(ports, ((0, 0), (0, width - ports.shape[1])), constant_values=-1)
+            ports[rest] = -1
+            for i, w in zip(rest.tolist(), walks):
+                ports[i, :len(w)] = w
+        out[way] = ports
     return out
 
 
-def _walk(exp: Experiment, flow: int, src: int, dst: int) -> list[int]:
-    """One flow's ports, hop by hop, by the reference simulator's rule (its `_route`)."""
+def _walk(exp: Experiment, flow: int, start: int, end: int) -> list[int]:
+    """One way of a flow, hop by hop, by the reference simulator's rule (its `_route`: data and
+    ACKs hash alike)."""
     topo = exp.topology
-    ports = [int(topo.node_port_offset[src])]
+    ports = [int(topo.node_port_offset[start])]
     node = int(topo.port_peer_node[ports[0]])
-    while node != dst:
-        nh = topo.next_hop_ports(node, dst)
+    while node != end:
+        nh = topo.next_hop_ports(node, end)
         ports.append(int(nh[hash64(exp.seed, TAG_ECMP, node, flow) % len(nh)]))
         node = int(topo.port_peer_node[ports[-1]])
     return ports
 
 
-def _sprayed(topo, src: np.ndarray, dst: np.ndarray) -> FlowPaths:
-    """Even splits over the equal-cost next hops, computed once per (source, destination)."""
+def _sprayed(topo, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offset, port, weight) of even splits over the equal-cost next hops, computed once per
+    (source, destination)."""
     pairs, inv = np.unique(src * topo.n_host + dst, return_inverse=True)
     per_pair = [_split(topo, *divmod(int(k), int(topo.n_host))) for k in pairs.tolist()]
     counts = np.asarray([p.size for p, _ in per_pair], np.int64)[inv]
     offset = np.zeros(src.size + 1, np.int64)
     np.cumsum(counts, out=offset[1:])
-    port = np.concatenate([per_pair[i][0] for i in inv.tolist()]) if src.size else np.zeros(0, np.int64)
-    weight = np.concatenate([per_pair[i][1] for i in inv.tolist()]) if src.size else np.zeros(0, np.int64)
-    return FlowPaths(offset, port, weight)
+    if not src.size:
+        return offset, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    port = np.concatenate([per_pair[i][0] for i in inv.tolist()])
+    weight = np.concatenate([per_pair[i][1] for i in inv.tolist()])
+    return offset, port, weight
 
 
 def _split(topo, src: int, dst: int) -> tuple[np.ndarray, np.ndarray]:
