@@ -53,6 +53,7 @@ class FlowBatch:
     path_offset: np.ndarray     # int64[F+1]: path entries of flow f
     path_port: np.ndarray       # int64: global port of each entry
     path_weight: np.ndarray     # int64: share of the flow's rate, of WEIGHT_ONE
+    path_is_data: np.ndarray    # bool: a data entry (else the flow's ACKs on its way back)
     port_cap: np.ndarray        # int64: capacity in RATE_UNIT_BPS x WEIGHT_ONE
 
     @property
@@ -114,6 +115,7 @@ def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
         "flow_bits": ((size + p.flow_npkt[flows] * p.header) * 8).astype(np.float64),
         "flow_latency_ps": latency, "flow_ack_ps": ack,
         "path_offset": paths.offset, "path_port": paths.port, "path_weight": paths.weight,
+        "path_is_data": paths.is_data,
         "port_cap": rate // RATE_UNIT_BPS * WEIGHT_ONE,
     }
 
@@ -151,5 +153,6 @@ def build_flow_batch(experiments: Sequence[Experiment]) -> FlowBatch:
         flow_exp=np.repeat(np.arange(E), n_flow), flow_bits=cat("flow_bits").astype(np.float64),
         flow_latency_ps=cat("flow_latency_ps"), flow_ack_ps=cat("flow_ack_ps"),
         path_offset=csr("path_offset"), path_port=cat("path_port", "port"), path_weight=cat("path_weight"),
+        path_is_data=cat("path_is_data").astype(bool),
         port_cap=cat("port_cap"),
     )

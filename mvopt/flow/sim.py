@@ -22,7 +22,8 @@ import numpy as np
 
 from mvopt.flow.batch import FlowBatch, RATE_UNIT_BPS
 from mvopt.flow.maxmin import max_min_rates
-from mvopt.flow.xp import ranges
+from mvopt.flow.paths import WEIGHT_ONE
+from mvopt.flow.xp import ranges, segment_sum
 
 __all__ = ["FlowState", "run_batch", "RUNNING", "DONE", "TIMEOUT", "STUCK"]
 
@@ -52,7 +53,7 @@ class _Run:
         a = {k: xp.asarray(getattr(b, k)) for k in (
             "exp_limit_ps", "task_exp", "task_is_flow", "task_duration_ps", "task_min_ps", "task_flow",
             "succ_offset", "succ", "succ_notify_ps", "flow_task", "flow_exp", "flow_bits", "flow_latency_ps",
-            "path_offset", "path_port", "path_weight", "port_cap")}
+            "path_offset", "path_port", "path_weight", "path_is_data", "port_cap")}
         self.a = a
         n_task, n_flow, E = b.task_exp.size, b.flow_task.size, b.n_exp
         self.left = xp.asarray(b.task_npred).copy()
@@ -96,13 +97,26 @@ class _Run:
 
     # ------------------------------------------------------------------ flows
     def _rates(self) -> None:
-        """Max-min rates of every active flow of the batch."""
+        """Max-min rates of every active flow of the batch. ACKs go first at every port (the
+        control queue's priority), so they are not shared fairly: they take their load off the
+        links of the way back, and the data is shared fairly in what is left. Their load is that
+        of the rates the data would get without them, slowed by the factor their own link's data
+        slows by, 1 / (1 + ACK share): exact where the flows whose ACKs share a link slow as much
+        as its data (a ring, the NICs of a collective)."""
         xp, a = self.xp, self.a
         act = self.active
         lo = a["path_offset"][act]
         flow, entry = ranges(xp, lo, a["path_offset"][act + 1] - lo)
-        self.rate[act] = max_min_rates(xp, int(act.size), flow, a["path_port"][entry], a["path_weight"][entry],
-                                       a["port_cap"])
+        port, weight = a["path_port"][entry], a["path_weight"][entry]
+        data = a["path_is_data"][entry]
+        flow_d, port_d, weight_d = flow[data], port[data], weight[data]
+        n = int(act.size)
+        first = max_min_rates(xp, n, flow_d, port_d, weight_d, a["port_cap"])
+        ack = ~data
+        w = weight[ack]
+        load = (w * first[flow[ack]]) // (WEIGHT_ONE + w) * WEIGHT_ONE
+        acks = segment_sum(xp, port[ack], load, int(a["port_cap"].size))
+        self.rate[act] = max_min_rates(xp, n, flow_d, port_d, weight_d, xp.maximum(a["port_cap"] - acks, 0))
 
     def step(self) -> bool:
         """Advance every running experiment to its next event; False when none is left running."""
