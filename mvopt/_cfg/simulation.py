@@ -1,8 +1,9 @@
-"""The ``simulation`` section: limits, seed and optional monitors."""
+"""The ``simulation`` section: fidelity, limits, seed and optional monitors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from mvopt._cfg.base import Section, field, non_negative, positive  # noqa: F401
 from mvopt.errors import ConfigError
@@ -18,6 +19,10 @@ def _monitor_period(v: float) -> str | None:
 class SimulationConfig(Section):
     """How the engine runs one experiment."""
 
+    fidelity: Literal["packet", "flow"] = field(
+        "packet", doc="packet: the packet-level engine (congestion control, ECN, buffers, PFC); flow: the "
+        "flow-level model (max-min fair rates over the same routes, recomputed at flow arrivals and ends; "
+        "blind to congestion control, ECN, buffers and PFC; much cheaper). Same workload and results")
     seed: int = field(1, doc="seed of every random choice (ECN marking, spraying, ECMP salt)", check=non_negative)
     time_limit_ms: float = field(10_000.0, unit="ms", doc="simulated-time limit; an experiment not done "
                                  "by then is reported as timed out with a diagnostic", check=positive)
@@ -34,6 +39,9 @@ class SimulationConfig(Section):
                                      "samples x 8 B per monitor", check=positive)
 
     def _check(self, path: str) -> None:
+        if self.fidelity == "flow" and self.queue_monitor_ns > 0:
+            raise ConfigError(f"{path}.queue_monitor_ns", "must be 0 with simulation.fidelity: flow (the flow "
+                              "level has no queues to sample)", self.queue_monitor_ns)
         if self.link_monitor and self.queue_monitor_ns == 0:
             raise ConfigError(f"{path}.link_monitor", "needs simulation.queue_monitor_ns > 0 (the link "
                               "monitor samples at that period)", self.link_monitor)

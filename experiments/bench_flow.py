@@ -1,0 +1,88 @@
+"""Flow-level speed: trials per second on one CPU core (NumPy) or one GPU (CuPy).
+
+    OMP_NUM_THREADS=1 python experiments/bench_flow.py                 # topology.yaml's base trial, CPU
+    python experiments/bench_flow.py --backend gpu --batch 1000        # a generation of 1,000 on a GPU
+    python experiments/bench_flow.py --trial small --batch 8           # a toy (a k=4 fat-tree all-reduce)
+
+The trial is topology.yaml's base experiment (GPT-3 13B on 512 GPUs, a k=8 fat-tree with ECMP:
+``--trial base``), or a 64 MB ring all-reduce on a k=4 fat-tree (``--trial small``). A batch
+holds ``--batch`` copies with seeds 1, 2, ... (different ECMP paths, so that the copies are not
+one experiment). Building the experiments is not timed; the flow level's own batch building
+(paths, latencies) is, as ``build_s``. Prints one line and writes experiments/results/bench_flow.json
+(``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+sys.path.insert(0, str(ROOT))
+
+from _report import provenance  # noqa: E402
+
+
+def trial_config(kind: str):
+    """The configuration of one trial."""
+    from mvopt.config import load_config
+    from mvopt.optimize.space_file import load_space
+
+    if kind == "small":
+        return load_config({"cluster": {"topology": "fat_tree", "k": 4}, "network": {"cc": "none"},
+                            "workload": {"kind": "collective"}, "collective": {"bytes": 64 << 20}})
+    space = load_space(ROOT / "search_spaces" / "topology.yaml")
+    cand = space.candidate({"cluster.topology": "fat_tree", "cluster.k": 8, "network.lb": "ecmp"})
+    if not cand.feasible:
+        raise SystemExit(f"topology.yaml's base trial is not feasible: {cand.reason}")
+    return cand.config
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trial", choices=("base", "small"), default="base")
+    ap.add_argument("--batch", type=int, default=1, help="trials simulated as one batch (default 1)")
+    ap.add_argument("--backend", default="cpu", help="cpu or gpu (default cpu)")
+    ap.add_argument("--json", type=Path, default=ROOT / "experiments" / "results" / "bench_flow.json")
+    args = ap.parse_args()
+    if args.batch < 1:
+        ap.error(f"--batch must be >= 1, not {args.batch}")
+    from mvopt.engine import FLOW
+    from mvopt.experiment import build_experiment
+    from mvopt.flow.batch import build_flow_batch
+    from mvopt.flow.results import extract_results
+    from mvopt.flow.sim import run_batch
+    from mvopt.flow.xp import array_module
+
+    cfg = trial_config(args.trial)
+    base = build_experiment(cfg)
+    exps = [dataclasses.replace(base, seed=s + 1, name=f"{base.name}-seed{s + 1}") for s in range(args.batch)]
+    xp = array_module(args.backend)
+    t0 = time.perf_counter()
+    batch = build_flow_batch(exps)
+    t1 = time.perf_counter()
+    state = run_batch(batch, xp)
+    results = extract_results(batch, state)
+    t2 = time.perf_counter()
+    done = sum(r.ok for r in results)
+    steps = max(r.windows for r in results)
+    times = sorted(r.makespan_s for r in results if r.ok)
+    command = "python experiments/bench_flow.py " + " ".join(sys.argv[1:])
+    record = {"command": command.strip(), "provenance": provenance(command.strip()), "trial": args.trial,
+              "backend": args.backend, "batch": args.batch, "done": done, "build_s": t1 - t0, "run_s": t2 - t1,
+              "s_per_trial": (t2 - t0) / args.batch, "trials_per_s": args.batch / (t2 - t0), "steps": steps,
+              "flows_per_trial": int((base.tasks.kind == FLOW).sum()), "makespan_s": times}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{args.trial} x {args.batch} on {args.backend}: build {t1 - t0:.2f} s, run {t2 - t1:.2f} s, "
+          f"{record['s_per_trial']:.3f} s per trial ({record['trials_per_s']:.3f} trials/s), {steps} steps, "
+          f"{done} done, makespan {times[0] if times else float('nan'):.6f} s")
+
+
+if __name__ == "__main__":
+    main()
