@@ -26,9 +26,9 @@
 """
 
 from mvopt.build.evaluations import evaluate
-from mvopt.build.experiment import Built, build, build_experiment, run, training_report
+from mvopt.build.experiment import Built, build, build_experiment, run, simulate_built, training_report
 from mvopt.build.graphs import build_tasks, training_setup
 from mvopt.build.parallel import PARALLEL_BUILD_MIN, build_all, build_workers
 
 __all__ = ["build_experiment", "build", "Built", "build_tasks", "run", "evaluate", "training_setup",
-           "training_report", "build_all", "build_workers", "PARALLEL_BUILD_MIN"]
+           "training_report", "simulate_built", "build_all", "build_workers", "PARALLEL_BUILD_MIN"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from mvopt.build.experiment import Built, training_report
+from mvopt.build.experiment import Built, simulate_built, training_report
 from mvopt.build.parallel import build_all
 from mvopt.config import ExperimentConfig
 from mvopt.errors import MvoptError
@@ -52,7 +52,6 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress
     :class:`~mvopt.engine.progress.BatchProgress` every few seconds of a long simulation;
     `report`, if given, the engine's figures of the batch (:func:`~mvopt.engine.simulate`).
     """
-    from mvopt.engine import simulate
 
     out: list = [None] * len(configs)
     todo: list[tuple[int, Built]] = []
@@ -65,7 +64,7 @@ def evaluate(configs: Sequence[ExperimentConfig], backend: str = "cpu", progress
     build_wall_s = time.perf_counter() - t_build
     if todo:
         t0 = time.perf_counter()
-        results = simulate([b.experiment for _, b in todo], backend=backend, progress=progress, report=report)
+        results = simulate_built([b for _, b in todo], backend=backend, progress=progress, report=report)
         wall = time.perf_counter() - t0
         for (i, b), r in zip(todo, results):
             if r.status not in _STATUS:

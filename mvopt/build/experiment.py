@@ -9,7 +9,7 @@ from typing import Sequence
 from mvopt.build.graphs import build_tasks
 from mvopt.config import ExperimentConfig
 
-__all__ = ["Built", "build", "build_experiment", "training_report", "run"]
+__all__ = ["Built", "build", "build_experiment", "training_report", "run", "simulate_built"]
 
 
 @dataclass
@@ -57,9 +57,30 @@ def training_report(plan, result) -> dict:
     return training_breakdown(plan, result.task_start_ps, result.task_finish_ps, result.makespan_ps)
 
 
-def run(cfgs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
-    """Build every configuration and simulate them as one batch; ExperimentResults in order."""
+def simulate_built(built: Sequence[Built], backend: str = "cpu", progress=None, report: dict | None = None) -> list:
+    """Simulate built experiments, each at its configuration's ``simulation.fidelity``: the
+    packet-level ones as one engine batch (:func:`mvopt.engine.simulate`, with `progress` and
+    `report`), the flow-level ones as one flow-level batch (:func:`mvopt.flow.simulate`, on the
+    GPU when the backend spec names one, else the CPU). ExperimentResults in input order."""
     from mvopt.engine import simulate
+    from mvopt.flow import simulate as simulate_flows
 
-    experiments = [build_experiment(c) for c in cfgs]
-    return simulate(experiments, backend=backend)
+    flow = [i for i, b in enumerate(built) if b.config is not None and b.config.simulation.fidelity == "flow"]
+    packet = sorted(set(range(len(built))) - set(flow))
+    out: list = [None] * len(built)
+    if packet:
+        results = simulate([built[i].experiment for i in packet], backend=backend, progress=progress, report=report)
+        for i, r in zip(packet, results):
+            out[i] = r
+    if flow:
+        # the flow level runs on one device: the spec's first GPU, or the CPU (a race has no use)
+        flow_backend = backend.split("+")[0].split(",")[0]
+        for i, r in zip(flow, simulate_flows([built[i].experiment for i in flow], backend=flow_backend)):
+            out[i] = r
+    return out
+
+
+def run(cfgs: Sequence[ExperimentConfig], backend: str = "cpu") -> list:
+    """Build every configuration and simulate each at its fidelity, the packet-level ones as one
+    batch; ExperimentResults in order."""
+    return simulate_built([build(c) for c in cfgs], backend=backend)

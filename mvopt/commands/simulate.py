@@ -240,9 +240,8 @@ def _trial_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mvopt simulate``; returns the exit code (MvoptError propagates: the CLI prints it)."""
-    from mvopt.build import build, training_report
+    from mvopt.build import build, simulate_built, training_report
     from mvopt.config import load_config
-    from mvopt.engine import simulate
 
     hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
     from_study = getattr(args, "from_study", None) is not None or getattr(args, "trial", None) is not None
@@ -269,8 +268,8 @@ def run(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     t0 = time.perf_counter()
     # a long run says how far it is, every few seconds, on stderr (stdout stays the results)
-    results = simulate(experiments, backend=spec,
-                       progress=lambda p: print(f"mvopt simulate: {p.describe()}", file=sys.stderr, flush=True))
+    results = simulate_built(built, backend=spec,
+                             progress=lambda p: print(f"mvopt simulate: {p.describe()}", file=sys.stderr, flush=True))
     wall = time.perf_counter() - t0
 
     if hpcc:
