@@ -53,7 +53,7 @@ def main() -> None:
     if args.batch < 1:
         ap.error(f"--batch must be >= 1, not {args.batch}")
     from mvopt.engine import FLOW
-    from mvopt.experiment import build_experiment
+    from mvopt.build import build_experiment
     from mvopt.flow.batch import build_flow_batch
     from mvopt.flow.results import extract_results
     from mvopt.flow.sim import run_batch

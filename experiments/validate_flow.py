@@ -39,7 +39,7 @@ RESULTS = ROOT / "experiments" / "results"
 
 def objective(built, result) -> float | None:
     """Iteration time (training) or makespan (other workloads) in seconds; None unless done."""
-    from mvopt.experiment import training_report
+    from mvopt.build import training_report
 
     if result.status != "done":
         return None
@@ -64,7 +64,7 @@ def top_overlap(flow: np.ndarray, packet: np.ndarray, best: int = 10, among: int
 def validate_space(name: str, trials: int, seed: int, backend: str, flow_backend: str) -> dict:
     """Sample, build and simulate one space at both levels; the per-trial records and summary."""
     from mvopt.engine import simulate as packet_simulate
-    from mvopt.experiment import build_all
+    from mvopt.build import build_all
     from mvopt.flow import simulate as flow_simulate
     from mvopt.optimize.space_file import load_space
 
