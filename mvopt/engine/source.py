@@ -15,7 +15,7 @@ __all__ = ["kernel_source", "source_hash"]
 
 # Order matters: types, then the generated struct Ctx, then systems in dependency order.
 _PARTS = ("mv_types.cuh", "@ctx", "mv_common.cuh", "mv_sched.cuh", "mv_cc.cuh", "mv_switch.cuh",
-          "mv_host.cuh", "mv_step.cuh")
+          "mv_host.cuh", "mv_window.cuh", "mv_lanes.cuh", "mv_step.cuh")
 
 
 def _read(name: str) -> str:
