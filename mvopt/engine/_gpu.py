@@ -231,7 +231,7 @@ class GpuBackend:
             cp.cuda.runtime.memsetAsync(done.data.ptr, 0, done.nbytes, stream)
             kernel((blocks,), (threads,), (np.int64(cap), group_exp, np.int64(n_groups), np.int64(slice_windows),
                                            np.int64(slices), queue, done, np.int64(d.launch_budget_ns),
-                                           np.int64(acc_words), np.int32(1)),
+                                           np.int64(acc_words)),
                    shared_mem=smem)
         return launch, blocks
 

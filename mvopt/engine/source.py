@@ -19,7 +19,7 @@ __all__ = ["kernel_source", "source_hash"]
 # Order matters: types, then the generated struct Ctx and enums, the common definitions and the
 # checks of their enums, then systems in dependency order.
 _PARTS = ("mv_types.cuh", "@ctx", "@enums", "mv_common.cuh", "@checks", "mv_sched.cuh", "mv_cc.cuh",
-          "mv_switch.cuh", "mv_host.cuh", "mv_step.cuh")
+          "mv_switch.cuh", "mv_host.cuh", "mv_window.cuh", "mv_lanes.cuh", "mv_step.cuh")
 _GENERATED = {"@ctx": c_struct_source, "@enums": c_enum_source, "@checks": c_check_source}
 
 

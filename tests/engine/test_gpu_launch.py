@@ -113,10 +113,14 @@ def test_groups_take_turns_on_a_small_grid(resident, budget_ns: int) -> None:
     cpu = simulate(exps, backend="cpu")
     be = gpu(launch="groups", defaults=replace(GPU, group_slice_windows=3, launch_budget_ns=budget_ns,
                                                group_block_threads=32))
+    from mvopt.engine._gpu import experiment_groups
+
     blocks = be.sms if resident == "sms" else resident
     be._groups_resident = lambda kernel, threads, smem: blocks
-    res = run_gpu(be, exps, chunk_iters=7)
-    assert be.last_timing["launch"] == "groups" and be.last_timing["blocks"] == min(blocks, len(exps))
+    batch = build_batch(exps)
+    offsets, _ = experiment_groups(batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"], 32, GPU.group_threads_max)
+    res = extract_results(batch, be.run(batch, chunk_iters=7))
+    assert be.last_timing["launch"] == "groups" and be.last_timing["blocks"] == min(blocks, len(offsets) - 1)
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 

@@ -122,7 +122,7 @@ MV_DEV void copy_int(Ctx* c, int64_t dst_slot, int64_t src_slot, int n) {
 // A slot comes from the free list of returned slots, else from the never-used rest of the
 // pool (a bump pointer), so the slots need no initialisation before a run. A switch's windows
 // run port by port (the switch lanes, mv_step.cuh) keep the slots their ports free on lists of the ports'
-// own (port_pool: head, count; port_pool_push), so that ports on different threads share no
+// own (port_pool: head, count), so that ports on different threads share no
 // list: a port's arrivals take from its own list first (switch_port_lane). The node's other
 // windows take from those lists last, when the node's list and the never-used rest are empty.
 #define PORT_POOL_HEAD(c, p) ((c)->port_pool[(p) * 2])
@@ -141,7 +141,6 @@ MV_DEV int32_t list_pop(Ctx* c, int32_t& head, int32_t& n) {
   n -= 1;
   return s;
 }
-MV_DEV void port_pool_push(Ctx* c, int64_t p, int32_t s) { list_push(c, PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p), s); }
 MV_DEV int32_t port_pool_pop(Ctx* c, int64_t p) { return list_pop(c, PORT_POOL_HEAD(c, p), PORT_POOL_N(c, p)); }
 MV_DEV int32_t pool_alloc(Ctx* c, int64_t v) {
   int32_t s = c->node_pool_free[v];

@@ -143,10 +143,10 @@ struct LaneBlock {
   int row_end[MV_LANE_PORTS];   // per port k: the warp-rows of ports 0..k (ports' entries of those threads)
   int warp_end[(MV_GROUP_THREADS + 31) / 32];   // per warp of threads g: the rows of warps 0..g
 };
-// The node of thread t of the block's group (the group's rows start at row0).
-MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
-  int64_t v = row0 + t;
-  return ordered ? c->node_order[v] : v;
+// The node of thread t of the block's group (the group's rows start at row0): node_order, a
+// permutation within the group (the host puts the group's switches first, the widest first).
+MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t) {
+  return c->node_order[row0 + t];
 }
 // The warp-rows of a phase's table: per port k, the entries of threads [0, ends[k]) (the group's
 // switches come first, the widest first, so a row is the same port of 32 neighbouring switches
@@ -154,7 +154,7 @@ MV_DEV int64_t group_node(const Ctx* c, int64_t row0, int64_t t, int ordered) {
 // for each entry of a node of the group (`rows_used` nodes). The block is whole warps (the
 // launcher rounds it up: mv_run_groups traps otherwise).
 template <class Task>
-MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordered, const LaneBlock& lanes,
+MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, const LaneBlock& lanes,
                        int* counter, const Task& task) {
   int rows = lanes.ports ? lanes.row_end[lanes.ports - 1] : 0, lane = threadIdx.x & 31;
   for (;;) {
@@ -166,7 +166,7 @@ MV_DEV void lanes_rows(const Ctx* c, int64_t row0, int64_t rows_used, int ordere
     int g = 0;
     while (row >= lanes.warp_end[g]) ++g;
     int k = row - (g ? lanes.warp_end[g - 1] : 0), t = g * 32 + lane;
-    if (t < lanes.ends[k] && t < rows_used) task(group_node(c, row0, t, ordered), (int64_t)k);
+    if (t < lanes.ends[k] && t < rows_used) task(group_node(c, row0, t), (int64_t)k);
   }
 }
 // The tables' rows of a slice's group, once every thread with a switch of n ports has raised
@@ -245,12 +245,11 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   c->node_iter[v] += 1;
 }
 
-// `acc_words`: the reports' words (the dynamic shared memory); `ordered`: thread t of a group
-// runs node node_order[first node + t] (a permutation within the group), else the node itself.
+// `acc_words`: the reports' words (the dynamic shared memory).
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
                                                                     unsigned long long* queue, int64_t* done,
-                                                                    int64_t budget_ns, int64_t acc_words, int ordered) {
+                                                                    int64_t budget_ns, int64_t acc_words) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
   extern __shared__ int64_t acc[];
   __shared__ int64_t group;
@@ -284,7 +283,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
        // per width the furthest thread with a switch of it
       int64_t row0 = c->exp_node_lo[group_exp[group]];
       if (threadIdx.x < c->exp_node_hi[group_exp[group + 1] - 1] - row0) {
-        int64_t u = group_node(c, row0, threadIdx.x, ordered);
+        int64_t u = group_node(c, row0, threadIdx.x);
         if (switch_lanes_fit(c, u)) {
           int n = (int)(c->node_port_hi[u] - c->node_port_lo[u]);
           atomicMax(&lanes.ports, n);
@@ -301,11 +300,11 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       int64_t v = c->exp_node_lo[e_lo] + threadIdx.x;
       int64_t row0 = c->exp_node_lo[e_lo], rows_used = c->exp_node_hi[group_exp[group + 1] - 1] - row0;
       bool has_node = threadIdx.x < rows_used;
-      if (has_node) v = group_node(c, row0, threadIdx.x, ordered);
+      if (has_node) v = group_node(c, row0, threadIdx.x);
       bool mine_here = has_node && lanes_here(c, v, cap);   // (a switch of ours that may run in lanes)
       bool in_lanes = lanes.busy[w & 1];   // (else every switch was calm: each node on its thread)
       if (in_lanes) {
-        lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.scan_row,
+        lanes_rows(c, row0, rows_used, lanes, &lanes.scan_row,
                    [&](int64_t u, int64_t k) { lanes_scan_task(c, u, k, cap); });
         __syncthreads();   // (phase A's records and decisions visible to the block)
         if (threadIdx.x == 0) lanes.scan_row = 0;   // (read again after the window's barriers)
@@ -316,7 +315,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
         else lanes_serial_window(c, v, a);
       }
       if (in_lanes) {
-        lanes_rows(c, row0, rows_used, ordered, lanes, &lanes.port_row,
+        lanes_rows(c, row0, rows_used, lanes, &lanes.port_row,
                    [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
         __syncthreads();   // (phase B's port events visible to the switches' ends)
         if (mine_here && c->node_lane[v] == LANES_RUN) lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));

@@ -120,6 +120,11 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
   return route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk->seq, pk->sendno);
 }
 
+// A counter of switch v: a lane-safe add where ports of the switch may run at once (LANE).
+template <bool LANE> MV_DEV void switch_ctr_add(Ctx* c, int64_t v, int k, int64_t x) {
+  if (LANE) ctr_add_lane(c, v, k, x); else ctr_add(c, v, k, x);
+}
+
 // A data packet leaving port p at t, taken from its queue: MMU
 // release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
 // records). Returns the ingress port whose PFC state changed (-1: none).
@@ -146,7 +151,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     }
     if (mark) {
       pk->flags |= FL_CE;
-      if (LANE) ctr_add_lane(c, v, C_ECN, 1); else ctr_add(c, v, C_ECN, 1);
+      switch_ctr_add<LANE>(c, v, C_ECN, 1);
     }
   }
   PORT_T(c, p, PT_DEQ) += 1;
@@ -161,17 +166,20 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
   return touched;
 }
 
-// Returns the egress port whose next transmission the packet may have changed: the one whose
-// queue it became the head of (-1: none, also when it joined a queue behind others; a PFC frame
-// changes only port i; SW_OUT_OF_SLOTS: the compact pool or a ring ran out, the experiment must
-// run again with full capacities). *i_changed: whether what port i itself sends next may have
-// changed (a PFC frame received, or its PFC state changed). The switch recomputes those ports'
-// next transmissions: what a port sends next depends on its queues' heads, its PFC state and its
-// free time alone. Every packet that goes on joins its egress port's queue (a pool slot), and
-// leaves it at a transmission event, also one due at once.
+// What a switch does to a packet that arrives on its port i (ring slot `slot`, at t): a PFC frame
+// sets port i's pause state; any other packet is routed, admitted by the MMU, and joins its
+// egress port's queue in a pool slot (or is dropped: no route, no admission, no slot). Returns
+// the egress port whose next transmission the packet may have changed: the one whose queue it
+// became the head of (-1: none, also when it joined a queue behind others; a PFC frame changes
+// only port i; SW_OUT_OF_SLOTS: the compact pool ran out, the experiment must run again with
+// full capacities). *i_changed: whether what port i itself sends next may have changed (a PFC
+// frame received, or its PFC state changed). The caller recomputes those ports' next
+// transmissions: what a port sends next depends on its queues' heads, its PFC state and its free
+// time alone. The packet leaves its queue at a transmission event (switch_transmit).
 //
-// LANE (a window run port by port, the switch lanes): switch_lane_scan routed the packet
-// already (`routed`: its egress port, -1 none) and its port task took its pool slot (`given`); admission
+// How the switch's window is scheduled decides only how the shared state is kept (LANE: a
+// window run port by port, the switch lanes): switch_lane_scan routed the packet already
+// (`routed`: its egress port, -1 none) and its port task took its pool slot (`given`); admission
 // passes and no PFC state changes (switch_lanes_decide), and the shared state changes by
 // lane-safe adds.
 #define SW_OUT_OF_SLOTS (-2)
@@ -196,20 +204,10 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   }
   int64_t b = pk.bytes;
   if (out < 0) {
-    if (LANE) ctr_add_lane(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1); else ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
+    switch_ctr_add<LANE>(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
     return -1;
   }
-  if (LANE) {
-    pk.t = t;
-    pk.next = -1;
-    pk.in_port = (int16_t)(i - c->node_port_lo[v]);
-    c->pkt[given] = pk;
-    copy_int(c, given, slot, pk.nint);
-    int q = data ? Q_DATA : Q_CTL;
-    if (data) mmu_lane_add(c, i, b);
-    return q_push(c, out, q, given, b) ? out : -1;
-  }
-  if (data && !mmu_admit(c, e, v, i, b)) {
+  if (!LANE && data && !mmu_admit(c, e, v, i, b)) {
     ctr_add(c, v, C_DATA_DROP, 1);
     ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
     return -1;
@@ -217,20 +215,23 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   pk.t = t;
   pk.next = -1;
   pk.in_port = (int16_t)(i - c->node_port_lo[v]);
-  int32_t s = pool_alloc(c, v);
-  if (s < 0) {
-    if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
-    if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
-    else ctr_add(c, v, C_CTL_DROP, 1);
-    return -1;
+  int32_t s = given;
+  if (!LANE) {
+    s = pool_alloc(c, v);
+    if (s < 0) {
+      if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
+      if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
+      else ctr_add(c, v, C_CTL_DROP, 1);
+      return -1;
+    }
   }
   c->pkt[s] = pk;
   copy_int(c, s, slot, pk.nint);
   bool head;
-  if (data) {
-    mmu_enqueue(c, e, v, i, b);   // (independent of the pool and the queue: order free)
+  if (data) {   // (the MMU's accounting is independent of the pool and the queue: order free)
+    if (LANE) mmu_lane_add(c, i, b); else mmu_enqueue(c, e, v, i, b);
     head = q_push(c, out, Q_DATA, s, b);
-    *i_changed = pfc_check(c, e, v, i, t, true);
+    if (!LANE) *i_changed = pfc_check(c, e, v, i, t, true);
   } else {
     head = q_push(c, out, Q_CTL, s, b);
   }
@@ -309,8 +310,7 @@ MV_DEV bool switch_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int what, i
   PORT_T(c, p, PT_TX_BYTES) += pk->bytes;
   // the slot back to a list before the packet goes on the wire (wire_append copies it, all but
   // its `next`), so that the list's loads come before the ring store (wire_append's comment)
-  if (!LANE) pool_free(c, v, s);
-  else if (lane) list_push(c, *lane->list_head, *lane->list_n, s);   // (a port's own list on a lane)
-  else port_pool_push(c, p, s);
+  if (LANE) list_push(c, *lane->list_head, *lane->list_n, s);   // (a port's own list on a lane)
+  else pool_free(c, v, s);
   return wire_send(c, v, p, par, t, pk, s) >= 0;
 }
