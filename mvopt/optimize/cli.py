@@ -19,7 +19,7 @@ from mvopt.optimize.progress import ConsoleProgress, SilentProgress
 from mvopt.optimize.samplers import sampler_names
 from mvopt.optimize.space import SearchSpace
 from mvopt.optimize.storage import describe_storage
-from mvopt.optimize.summary import best_table, format_table
+from mvopt.optimize.summary import best_table, format_table, no_feasible_note
 
 __all__ = ["add_run_arguments", "add_storage_arguments", "budget_from_args", "run_study", "quiet_optuna",
            "parse_duration", "positive_int", "non_negative_int", "seed_int"]
@@ -145,8 +145,9 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     finally:
         signal.signal(signal.SIGTERM, previous)
     gens = f"{summary.generations} generation{'' if summary.generations == 1 else 's'}"
-    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, "
-          f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
+    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, {summary.cached} from identical "
+          f"configurations, {summary.rejected} rejected before simulation; {summary.infeasible} infeasible) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")
-    print(format_table(best_table(study, space.objective_names, args.top)))
+    rows = best_table(study, space.objective_names, args.top)
+    print(format_table(rows) if rows else no_feasible_note(study))
     return summary
