@@ -59,12 +59,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{space.source}: study {space.name!r}, {len(space.parameters)} parameters "
               f"({', '.join(p.name for p in space.parameters)}), objectives {', '.join(space.objective_names)}: ok")
         return 0
-    gen = args.generation_size or space.run.generation_size
+    gen = args.generation_size if args.generation_size is not None else space.run.generation_size
     seed = args.seed if args.seed is not None else space.run.seed
-    evaluator = make_evaluator(args.backend)       # before the storage: nothing written if it fails
+    # everything that can be refused is checked before the storage: nothing is written then
+    budget = budget_from_args(args, space, default_trials=None if sampler == "grid" else DEFAULT_TRIALS)
+    evaluator = make_evaluator(args.backend)
     storage = make_storage(args.storage, heartbeat_s=args.heartbeat)
     study = create_or_resume(storage, space, study_name=args.study, sampler=sampler, generation_size=gen,
                              seed=seed, resume=args.resume)
-    budget = budget_from_args(args, space, default_trials=None if sampler == "grid" else DEFAULT_TRIALS)
     run_study(study, space, args, generation_size=gen, budget=budget, evaluator=evaluator)
     return 0

@@ -7,7 +7,7 @@ import argparse
 import optuna
 
 from mvopt.errors import MvoptError
-from mvopt.optimize.cli import quiet_optuna
+from mvopt.optimize.cli import positive_int, quiet_optuna
 from mvopt.optimize.report import write_report
 from mvopt.optimize.storage import make_storage
 
@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", default=None, help="storage URL or journal file (default sqlite:///mvopt.db)")
     p.add_argument("--study", default=None, help="study name (default: the only study of the storage)")
     p.add_argument("--out", required=True, help="output directory (index.html, *.svg, *.png)")
-    p.add_argument("--top", type=int, default=5, help="best configurations listed")
+    p.add_argument("--top", type=positive_int, default=5, help="best configurations listed")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 
 from mvopt.optimize.evaluator import make_evaluator
-from mvopt.optimize.cli import add_run_arguments, add_storage_arguments, budget_from_args, quiet_optuna, run_study
+from mvopt.optimize.cli import (add_run_arguments, add_storage_arguments, budget_from_args, positive_int, quiet_optuna,
+                                run_study)
 from mvopt.optimize.storage import make_storage
 from mvopt.optimize.study import join_study
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study", required=True, help="name of the study to join")
-    p.add_argument("--study-trials", type=int, default=None, metavar="N",
+    p.add_argument("--study-trials", type=positive_int, default=None, metavar="N",
                    help="stop when the study holds N complete trials (all workers together)")
     add_storage_arguments(p, required=True)
     add_run_arguments(p)

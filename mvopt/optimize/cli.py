@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 import warnings
@@ -18,19 +19,50 @@ from mvopt.optimize.progress import ConsoleProgress, SilentProgress
 from mvopt.optimize.samplers import sampler_names
 from mvopt.optimize.space import SearchSpace
 from mvopt.optimize.storage import describe_storage
-from mvopt.optimize.summary import best_table, format_table
+from mvopt.optimize.summary import best_table, format_table, no_feasible_note
 
-__all__ = ["add_run_arguments", "add_storage_arguments", "budget_from_args", "run_study", "quiet_optuna", "parse_duration"]
+__all__ = ["add_run_arguments", "add_storage_arguments", "budget_from_args", "run_study", "quiet_optuna",
+           "parse_duration", "positive_int", "non_negative_int", "seed_int"]
+
+SEED_MAX = 2 ** 32 - 1   # NumPy's RandomState, which Optuna's samplers seed, takes 0 .. 2**32 - 1
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``15m``, ``2h``."""
+    """Seconds (> 0, finite) from ``90``, ``90s``, ``15m``, ``2h``."""
     units = {"s": 1, "m": 60, "h": 3600}
     t = text.strip().lower()
     try:
-        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+        seconds = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90, 15m, 2h)") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"a duration must be positive and finite, got {text!r} (e.g. 90, 15m, 2h)")
+    return seconds
+
+
+def _int_within(text: str, low: int, high: int | None = None) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < low or (high is not None and v > high):
+        raise argparse.ArgumentTypeError(f"must be {f'>= {low}' if high is None else f'from {low} to {high}'}, got {v}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (an argparse type: a bad value is refused before anything is opened)."""
+    return _int_within(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (an argparse type)."""
+    return _int_within(text, 0)
+
+
+def seed_int(text: str) -> int:
+    """A sampler seed, 0 .. 2**32 - 1 (an argparse type)."""
+    return _int_within(text, 0, SEED_MAX)
 
 
 def add_storage_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -38,7 +70,7 @@ def add_storage_arguments(p: argparse.ArgumentParser, *, required: bool = False)
     p.add_argument("--storage", required=required, default=None,
                    help="Optuna storage URL (sqlite:///FILE, postgresql://USER:PW@HOST/DB) or a journal file path "
                         "(default sqlite:///mvopt.db in the working directory)")
-    p.add_argument("--heartbeat", type=int, default=10, metavar="S",
+    p.add_argument("--heartbeat", type=non_negative_int, default=10, metavar="S",
                    help="heartbeat period of running trials in RDB storages; a trial silent for 3x this is "
                         "failed and retried (0 = off; default 10)")
 
@@ -46,20 +78,20 @@ def add_storage_arguments(p: argparse.ArgumentParser, *, required: bool = False)
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Options of the generation loop (sampler, budget, backend, output)."""
     p.add_argument("--sampler", choices=sampler_names(), default=None, help="sampler (default: the space's run.sampler, else tpe)")
-    p.add_argument("-g", "--generation-size", type=int, default=None, metavar="N",
+    p.add_argument("-g", "--generation-size", type=positive_int, default=None, metavar="N",
                    help="trials per generation, simulated as one batch (default: the space's, else 32)")
-    p.add_argument("-n", "--n-trials", type=int, default=None, metavar="N", help="trials to run in this process")
+    p.add_argument("-n", "--n-trials", type=positive_int, default=None, metavar="N", help="trials to run in this process")
     p.add_argument("--timeout", type=parse_duration, default=None, metavar="T",
                    help="time budget of this process (90, 15m, 2h); the running generation is finished")
     p.add_argument("--stop-file", default=None, metavar="FILE", help="stop after the generation in which FILE appears")
-    p.add_argument("--seed", type=int, default=None, help="sampler seed")
+    p.add_argument("--seed", type=seed_int, default=None, help=f"sampler seed (0 .. {SEED_MAX})")
     p.add_argument("--backend", default="cpu", metavar="NAME",
                    help=f"simulation backend: {', '.join(evaluator_names())}, an engine spec (gpu:0,1, cpu:N, auto, "
                         "gpu:0+cpu: the CPU races the GPU on its slowest experiments, as auto does on a one-GPU machine) "
                         "or module:factory (default cpu)")
     p.add_argument("--artifacts", default=None, metavar="DIR",
                    help="directory for per-trial plots (Optuna artifacts; default mvopt-artifacts beside the database)")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="rows of the final table of best configurations")
+    p.add_argument("--top", type=positive_int, default=5, metavar="K", help="rows of the final table of best configurations")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -113,8 +145,9 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     finally:
         signal.signal(signal.SIGTERM, previous)
     gens = f"{summary.generations} generation{'' if summary.generations == 1 else 's'}"
-    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, "
-          f"{summary.infeasible} infeasible, {summary.cached} from identical configurations) in "
+    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, {summary.cached} from identical "
+          f"configurations, {summary.rejected} rejected before simulation; {summary.infeasible} infeasible) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")
-    print(format_table(best_table(study, space.objective_names, args.top)))
+    rows = best_table(study, space.objective_names, args.top)
+    print(format_table(rows) if rows else no_feasible_note(study))
     return summary

@@ -4,7 +4,8 @@ One generation:
 
 1. recover trials left RUNNING by dead processes (failed, then queued again as WAITING);
 2. ask up to N trials, map each to an experiment (:meth:`SearchSpace.candidate`);
-3. infeasible candidates (invalid, or violating a constraint of the space) are told at once;
+3. infeasible candidates (invalid, or violating a constraint of the space) are told at once
+   (*rejected*; the simulation may find others infeasible too: out of GPU memory, a timeout);
    a configuration already simulated (cache, filled from the study's finished trials, so it
    survives restarts and is shared with other workers) is told from the cache;
 4. the remaining configurations are *claimed* (:mod:`mvopt.optimize.claims`): one trial per
@@ -63,7 +64,8 @@ class RunSummary:
     generations: int = 0
     told: int = 0
     simulated: int = 0
-    infeasible: int = 0
+    rejected: int = 0      # infeasible before any simulation (the space said no)
+    infeasible: int = 0    # every trial told infeasible: rejected, or by the simulation
     cached: int = 0
     recovered: int = 0
     elapsed_s: float = 0.0
@@ -135,12 +137,14 @@ class GenerationLoop:
         self.artifact_dir = artifact_dir
         self.writer = writer or trial_writer(study._storage)
         self._outbox: list[tuple[_Asked, Outcome, Finish]] = []
+        self._told = self._told_infeasible = 0  # trials told in the current generation, and of them infeasible
         self._times: dict[str, float] = defaultdict(float)  # seconds per part of the current generation
         self.cache: dict[str, tuple[int, Outcome]] = {}
         self.pending: list[_Asked] = []
         self.running: set[int] = set()
         self._lock = threading.Lock()
         self._generation = 0
+        self._study_limit: int | None = None  # Budget.study_trials of the run: trials are created only up to it
         self._best: list[float] | None = None
         self._load_cache()
 
@@ -208,7 +212,7 @@ class GenerationLoop:
                 new.append(NewTrial(p.params, p.distributions, {**p.system_attrs, OWNER_ATTR: owner}, attrs))
                 cands.append(cand)
             t2 = time.perf_counter()
-            created = self.writer.create_running(self.study._study_id, new,
+            created = self.writer.create_running(self.study._study_id, new, limit=self._study_limit,
                                                  heartbeat=heartbeat_enabled(self.study._storage))
             self._times["propose"] += t1 - t0
             self._times["map"] += t2 - t1
@@ -236,6 +240,8 @@ class GenerationLoop:
         self.study.sampler.after_trial(self.study, frozen, TrialState.COMPLETE, fin.values)
         self._outbox.append((a, outcome, fin))
         self._update_best(outcome)
+        self._told += 1
+        self._told_infeasible += not outcome.feasible
 
     def _flush(self) -> None:
         """Store every queued outcome in one batch (trials failed meanwhile by another worker are skipped)."""
@@ -253,6 +259,7 @@ class GenerationLoop:
         """Run one generation of up to ``n`` new trials (plus trials waiting from earlier ones)."""
         rep = GenerationReport(index=self._generation, objective_names=self.space.objective_names)
         self._times = defaultdict(float)
+        self._told = self._told_infeasible = 0
         t0 = time.perf_counter()
         rep.recovered = recover_dead_trials(self.study)
         asked = self._ask(n)
@@ -265,7 +272,7 @@ class GenerationLoop:
             key = a.cand.key
             if not a.cand.feasible:
                 self._tell(a, outcome_of(self.space, a.cand, None, self.backend, a.written or None))
-                rep.infeasible += 1
+                rep.rejected += 1
             elif key in self.cache:
                 number, out = self.cache[key]
                 self._tell(a, out, {"duplicate_of": number})
@@ -314,7 +321,7 @@ class GenerationLoop:
         rep.tell_s = tell_s + time.perf_counter() - t3
         t = self._times
         rep.propose_s, rep.map_s, rep.create_s, rep.finish_s = t["propose"], t["map"], t["create"], t["finish"]
-        rep.told = rep.infeasible + rep.cached + rep.simulated
+        rep.told, rep.infeasible = self._told, self._told_infeasible
         rep.best = self._best
         self._generation += 1
         return rep
@@ -333,6 +340,18 @@ class GenerationLoop:
                 taken.add(t.system_attrs["grid_id"])
         return max(0, self.space.grid_size() - len(taken)) + waiting
 
+    def _study_free(self) -> int | None:
+        """Trials the study may still start under ``--study-trials`` (None: no such limit): the
+        limit less its complete, running and waiting trials, whoever runs them."""
+        if self._study_limit is None:
+            return None
+        trials = self.study._storage.get_all_trials(self.study._study_id, deepcopy=False)
+        busy = sum(1 for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING))
+        return max(0, self._study_limit - busy) + sum(1 for t in trials if t.state == TrialState.WAITING)
+
+    def _study_complete(self) -> int:
+        return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
     def _others_running(self) -> bool:
         with self._lock:
             mine = set(self.running)
@@ -347,7 +366,7 @@ class GenerationLoop:
         if budget.stop_file and os.path.exists(budget.stop_file):
             return f"stop file {budget.stop_file} exists"
         if budget.study_trials is not None:
-            done = len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            done = self._study_complete()
             if done >= budget.study_trials:
                 return f"study has {done} complete trials"
         return None
@@ -356,6 +375,7 @@ class GenerationLoop:
         """Run generations until ``budget`` is spent (or a grid is done); never leaves trials RUNNING."""
         summary = RunSummary()
         start = time.monotonic()
+        self._study_limit = budget.study_trials
         with _Heartbeat(self.study, self.running, self._lock, self.writer):
             try:
                 while True:
@@ -363,13 +383,14 @@ class GenerationLoop:
                     n = 0 if reason else self.generation_size
                     if budget.n_trials is not None:
                         n = min(n, budget.n_trials - summary.told - len(self.pending))
-                    free = self._grid_free()
-                    if free is not None:
-                        n = min(n, free)
+                    frees = {why: f for why, f in (("grid exhausted", self._grid_free()),
+                                                   ("study trials reached", self._study_free())) if f is not None}
+                    if frees:
+                        n = min(n, *frees.values())
                         if n == 0 and not self.pending and not reason:
                             if not self._others_running():
-                                reason = "grid exhausted"
-                            else:  # other workers still run points: wait, take over the dead ones
+                                reason = min(frees, key=frees.__getitem__)
+                            else:  # other workers still run the last trials: wait, take over the dead ones
                                 time.sleep(self.poll_s)
                                 summary.recovered += recover_dead_trials(self.study)
                                 continue
@@ -382,10 +403,13 @@ class GenerationLoop:
                     summary.generations += 1
                     summary.told += rep.told
                     summary.simulated += rep.simulated
+                    summary.rejected += rep.rejected
                     summary.infeasible += rep.infeasible
                     summary.cached += rep.cached
                     summary.recovered += rep.recovered
                     rep.total_told = summary.told
+                    if budget.study_trials is not None:
+                        rep.study_complete, rep.study_target = self._study_complete(), budget.study_trials
                     self.progress.generation(rep, budget.n_trials)
             except BaseException:
                 self.release()

@@ -22,7 +22,8 @@ class GenerationReport:
     asked: int = 0
     told: int = 0
     simulated: int = 0       # distinct configurations simulated in this generation's batch
-    infeasible: int = 0      # told infeasible without simulation
+    rejected: int = 0        # told infeasible without simulation (the space said no)
+    infeasible: int = 0      # told infeasible: rejected, or by the simulation (out of memory, timeout...)
     cached: int = 0          # told from an earlier identical configuration
     deferred: int = 0        # waiting for another worker simulating the same configuration
     recovered: int = 0       # trials of dead processes failed and queued again
@@ -36,6 +37,8 @@ class GenerationReport:
     build_s: float = 0.0     # of simulate_s: building the experiments, as the evaluator reports it (sim_stats build_s)
     best: list[float] | None = None
     total_told: int = 0      # by this run so far
+    study_complete: int = 0  # complete trials of the study, all workers together (with a study_target)
+    study_target: int | None = None  # the run's --study-trials
     objective_names: list[str] = field(default_factory=list)
 
     @property
@@ -69,10 +72,11 @@ class ConsoleProgress:
 
     def line(self, r: GenerationReport, budget_trials: int | None) -> str:
         """The progress line of report ``r``."""
-        if budget_trials:
-            done = min(r.total_told, budget_trials)
-            fill = round(self.width * done / budget_trials)
-            head = f"[{'#' * fill}{'.' * (self.width - fill)}] {r.total_told}/{budget_trials} trials"
+        if r.study_target:  # several workers share the count: the bar is the study's
+            head = f"{self._bar(r.study_complete, r.study_target)} {r.study_complete}/{r.study_target} study trials " \
+                   f"({r.total_told} by this worker)"
+        elif budget_trials:
+            head = f"{self._bar(r.total_told, budget_trials)} {r.total_told}/{budget_trials} trials"
         else:
             head = f"{r.total_told} trials"
         best = "-" if not r.best else " / ".join(format_value(n, v) for n, v in zip(r.objective_names, r.best))
@@ -89,6 +93,10 @@ class ConsoleProgress:
         share = f"sampler {100 * r.sampler_s / total:.0f}%" if total > 0 else ""
         return (f"gen {r.index:3d} {head} | best {best} | {', '.join(extra)} | "
                 f"{r.experiments_per_s:.1f} exp/s | {share}").rstrip(" |")
+
+    def _bar(self, done: int, total: int) -> str:
+        fill = round(self.width * min(done, total) / total)
+        return f"[{'#' * fill}{'.' * (self.width - fill)}]"
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
         print(self.line(report, budget_trials), file=self.stream, flush=True)

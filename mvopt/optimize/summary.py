@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 from typing import Any, Sequence
 
@@ -10,7 +11,7 @@ from optuna.trial import FrozenTrial
 
 from mvopt.optimize.records import is_feasible_trial
 
-__all__ = ["best_trials", "format_value", "best_table", "format_table"]
+__all__ = ["best_trials", "format_value", "best_table", "format_table", "no_feasible_note"]
 
 
 def best_trials(study: optuna.Study, k: int = 5) -> list[FrozenTrial]:
@@ -81,3 +82,17 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = ["  ".join(c.ljust(widths[c]) for c in cols), "  ".join("-" * widths[c] for c in cols)]
     lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in cols) for r in rows]
     return "\n".join(lines)
+
+
+def no_feasible_note(study: optuna.Study) -> str:
+    """What to say in place of the best configurations when no trial is feasible: how many
+    trials are infeasible, and the most common reason."""
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not done:
+        return "no trial has finished yet"
+    reasons = collections.Counter(str(t.user_attrs.get("reason") or t.user_attrs.get("status") or "no reason recorded")
+                                  for t in done)
+    reason, count = reasons.most_common(1)[0]
+    every = "the only complete trial is" if len(done) == 1 else f"all {len(done)} complete trials are"
+    share = "" if count == len(done) else f" ({count} of them)"
+    return f"no feasible trial: {every} infeasible; the most common reason{share}: {reason}"

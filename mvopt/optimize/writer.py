@@ -79,10 +79,17 @@ class TrialWriter:
     def __init__(self, storage: BaseStorage) -> None:
         self.storage = storage
 
-    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False) -> list[Created]:
-        """Create ``trials`` as RUNNING trials (with a first heartbeat when ``heartbeat``), in order."""
+    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False,
+                       limit: int | None = None) -> list[Created]:
+        """Create ``trials`` as RUNNING trials (with a first heartbeat when ``heartbeat``), in order.
+
+        ``limit``: the study may hold at most this many trials that are running, waiting or
+        complete; only the first trials that fit are created (exact for RDB storages, where the
+        count is taken in the creating transaction; a count read just before for the others)."""
         out = []
         now = datetime.datetime.now()
+        if limit is not None:
+            trials = trials[:_room(limit, self.storage.get_all_trials(study_id, deepcopy=False))]
         for t in trials:
             template = FrozenTrial(number=-1, trial_id=-1, state=TrialState.RUNNING, value=None, values=None,
                                    datetime_start=now, datetime_complete=None, params=dict(t.params),
@@ -118,6 +125,12 @@ class TrialWriter:
 
 
 ApiTrialWriter = TrialWriter
+
+_COUNTED = (TrialState.RUNNING, TrialState.WAITING, TrialState.COMPLETE)  # what a study-size limit counts
+
+
+def _room(limit: int, trials: Any) -> int:
+    return max(0, limit - sum(1 for t in trials if t.state in _COUNTED))
 
 
 def _unwrap(storage: BaseStorage) -> BaseStorage:
@@ -189,7 +202,8 @@ class RdbTrialWriter(TrialWriter):
 
     # -------------------------------------------------------------------------------- API
 
-    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False) -> list[Created]:
+    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False,
+                       limit: int | None = None) -> list[Created]:
         import sqlalchemy as sa
 
         if not trials:
@@ -205,6 +219,16 @@ class RdbTrialWriter(TrialWriter):
             ids = self._insert_returning_ids(
                 conn, tt, [{"study_id": study_id, "number": None, "state": TrialState.RUNNING,
                             "datetime_start": start, "datetime_complete": None} for _ in trials], tt.c.trial_id)
+            if limit is not None:  # counted under the same lock as the numbers: two workers cannot both take the room
+                counted = conn.execute(sa.select(sa.func.count(tt.c.trial_id)).where(
+                    tt.c.study_id == study_id, tt.c.state.in_(_COUNTED))).scalar_one()
+                keep = max(0, limit - (counted - len(ids)))
+                if keep < len(ids):
+                    for chunk in _chunks(ids[keep:]):
+                        conn.execute(sa.delete(tt).where(tt.c.trial_id.in_(chunk)))
+                    ids, trials = ids[:keep], trials[:keep]
+                if not ids:
+                    return []
             first = min(ids)
             base = conn.execute(sa.select(sa.func.count(tt.c.trial_id))
                                 .where(tt.c.study_id == study_id, tt.c.trial_id < first)).scalar_one()
@@ -294,9 +318,12 @@ class JournalTrialWriter(TrialWriter):
         self.js._backend.append_logs([{"op_code": op, "worker_id": worker, **f} for op, f in ops])
         self.js._sync_with_backend()
 
-    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False) -> list[Created]:
+    def create_running(self, study_id: int, trials: Sequence[NewTrial], *, heartbeat: bool = False,
+                       limit: int | None = None) -> list[Created]:
         from optuna.storages.journal._storage import JournalOperation
 
+        if limit is not None:
+            trials = trials[:_room(limit, self.storage.get_all_trials(study_id, deepcopy=False))]
         if not trials:
             return []
         start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")

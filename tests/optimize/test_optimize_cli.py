@@ -131,3 +131,31 @@ def test_the_sampler_used_must_suit_the_objectives(tmp_path, capsys):
     assert optimize_cli_runner.main(["optimize", str(space), "--check", "--sampler", "cmaes"]) == 1
     assert "--sampler: sampler 'cmaes' handles one objective only" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+@pytest.mark.parametrize("command, args, option", [
+    ("optimize", ["-n", "0"], "-n/--n-trials: must be >= 1, got 0"),
+    ("optimize", ["-n", "-5"], "-n/--n-trials: must be >= 1, got -5"),
+    ("optimize", ["-g", "-3"], "-g/--generation-size: must be >= 1, got -3"),
+    ("optimize", ["-g", "0"], "-g/--generation-size: must be >= 1, got 0"),
+    ("optimize", ["--timeout", "0"], "--timeout: a duration must be positive"),
+    ("optimize", ["--timeout=-1h"], "--timeout: a duration must be positive"),
+    ("optimize", ["--seed", "-1"], "--seed: must be from 0 to 4294967295, got -1"),
+    ("optimize", ["--top", "0"], "--top: must be >= 1, got 0"),
+    ("optimize", ["--heartbeat", "-1"], "--heartbeat: must be >= 0, got -1"),
+    ("worker", ["--study", "small", "--study-trials", "0"], "--study-trials: must be >= 1, got 0"),
+    ("worker", ["--study", "small", "-n", "x"], "-n/--n-trials: not an integer: 'x'"),
+    ("report", ["--out", "rep", "--top", "-2"], "--top: must be >= 1, got -2"),
+])
+def test_every_argument_is_checked_before_the_storage_is_touched(tmp_path, capsys, monkeypatch, command, args, option):
+    import optimize_cli_runner
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump(small_space_data()))
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    head = [command, str(space)] if command == "optimize" else [command]
+    with pytest.raises(SystemExit) as e:
+        optimize_cli_runner.main(head + ["--storage", db] + args)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and option in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]   # no database, no report folder

@@ -11,6 +11,7 @@ from optimize_helpers import grid_space_data, small_space_data
 from mvopt.errors import MvoptError
 from mvopt.optimize import Budget, GenerationLoop, create_or_resume, load_space, make_storage
 from mvopt.optimize.evaluator import Evaluation
+from mvopt.optimize.progress import ConsoleProgress
 from mvopt.optimize.records import CONSTRAINT, USER_ATTRS
 from mvopt.optimize.summary import best_table, best_trials
 
@@ -223,3 +224,52 @@ def test_plain_db_path_is_sqlite(tmp_path):
     from optuna.storages import JournalStorage, RDBStorage
     assert isinstance(make_storage(str(tmp_path / "a.db")), RDBStorage)
     assert isinstance(make_storage(str(tmp_path / "a.journal")), JournalStorage)
+
+
+def test_counts_are_honest_when_the_simulation_finds_every_trial_infeasible(sqlite_url):
+    """The space passes its checks, but the simulator says no to every configuration: the run
+    counts them as simulated AND infeasible, and says that there is no feasible trial, and why."""
+    from mvopt.optimize.summary import no_feasible_note
+    data = small_space_data(parameters={"network.ecn.kmin_kb": [350.0, 400.0, 450.0]})  # all > 300
+    space, study = _setup(sqlite_url, data, sampler="grid", gen=3)
+    seen = []
+    progress = _collecting_progress(seen)
+    summary = GenerationLoop(study, space, AnalyticEvaluator(), generation_size=3, progress=progress).run(Budget())
+    assert (summary.told, summary.simulated, summary.rejected, summary.infeasible) == (3, 3, 0, 3)
+    assert "3 simulated, 3 infeasible" in seen[0]
+    assert no_feasible_note(study) == ("no feasible trial: all 3 complete trials are infeasible; the most common "
+                                       "reason: does not fit (test rule: kmin_kb > 300)")
+
+
+def test_study_trials_bounds_the_study_not_only_this_worker(sqlite_url):
+    """Two loops (workers) on one study with study_trials 10: the study ends with exactly 10
+    complete trials, and each progress line counts the study's trials."""
+    space, study = _setup(sqlite_url, gen=4)
+    other = GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4)
+    other.run(Budget(n_trials=4))                      # another worker's trials, already there
+    lines = []
+    progress = _collecting_progress(lines)
+    GenerationLoop(study, space, AnalyticEvaluator(), generation_size=4, progress=progress).run(Budget(study_trials=10))
+    assert len(study.get_trials()) == 10 and all(t.state == TrialState.COMPLETE for t in study.get_trials())
+    assert lines[0].startswith("gen   0 [################....] 8/10 study trials (4 by this worker)"), lines
+    assert "10/10 study trials (6 by this worker)" in lines[-1]
+
+
+def test_the_study_limit_is_taken_in_the_creating_transaction(sqlite_url):
+    """Two workers that both read room for 4 trials: the second one's creation finds it taken."""
+    from mvopt.optimize.writer import NewTrial, trial_writer
+    space, study = _setup(sqlite_url, gen=4)
+    writer = trial_writer(study._storage)
+    assert writer.kind == "rdb"
+    new = [NewTrial({}, {}) for _ in range(4)]
+    assert len(writer.create_running(study._study_id, new, limit=6)) == 4
+    assert len(writer.create_running(study._study_id, new, limit=6)) == 2
+    assert writer.create_running(study._study_id, new, limit=6) == []
+    assert [t.number for t in study.get_trials()] == list(range(6))
+
+
+def _collecting_progress(lines):
+    """A ConsoleProgress whose lines go to ``lines``."""
+    progress = ConsoleProgress()
+    progress.generation = lambda rep, budget: lines.append(progress.line(rep, budget))
+    return progress

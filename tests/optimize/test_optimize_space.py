@@ -179,3 +179,8 @@ def test_base_from_a_file(tmp_path):
     (tmp_path / "space.yaml").write_text("base: exp.yaml\nparameters: {network.lb: [ecmp, spray]}\n")
     space = load_space(tmp_path / "space.yaml")
     assert space.name == "space" and space.base.cluster.k == 4
+
+
+def test_a_derived_value_that_would_never_return_is_refused_at_load():
+    with pytest.raises(ConfigError, match=r"'9\*\*9\*\*9': beyond what an expression may compute.*256"):
+        load_space(small_space_data(derived={"collective.bytes": "9**9**9"}))
