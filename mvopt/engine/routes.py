@@ -2,8 +2,7 @@
 
 A topology's routes are ranges of destination hosts per switch (``CompiledTopology``: a switch
 finds a destination's range by binary search, then its next-hop set). On a GPU each step of that
-search is a dependent load: about 8 % of the window kernel's stall samples went to routing
-(Nsight Compute, workload (a), eleventh session). A dense table answers with one load, and two
+search is a dependent load, and a window's events wait on them. A dense table answers with one load, and two
 for an ECMP set: entry ``(a << 8) | n`` of switch s and destination d holds the size n of the
 next-hop set and, for one next hop, its port's index among the switch's ports, for several, the
 first of them in the topology's part of ``rtab_nh`` (which holds such indices). Neither holds
