@@ -116,7 +116,8 @@ class _Run:
         w = weight[ack]
         load = (w * first[flow[ack]]) // (WEIGHT_ONE + w) * WEIGHT_ONE
         acks = segment_sum(xp, port[ack], load, int(a["port_cap"].size))
-        self.rate[act] = max_min_rates(xp, n, flow_d, port_d, weight_d, xp.maximum(a["port_cap"] - acks, 0))
+        rate = max_min_rates(xp, n, flow_d, port_d, weight_d, xp.maximum(a["port_cap"] - acks, 0))
+        self.rate[act] = xp.maximum(rate, 1)      # (a link's ACKs leave its data at least a unit)
 
     def step(self) -> bool:
         """Advance every running experiment to its next event; False when none is left running."""
@@ -125,7 +126,8 @@ class _Run:
         act, pend = self.active, self.pending
         nxt = xp.full(E, INF, xp.int64)
         act_exp = a["flow_exp"][act]
-        ends = self.T[act_exp] + xp.ceil(self.remaining[act] * PS_PER_BIT_UNIT / self.rate[act]).astype(xp.int64)
+        left_ps = xp.ceil(self.remaining[act] * PS_PER_BIT_UNIT / self.rate[act])
+        ends = self.T[act_exp] + xp.maximum(left_ps, 0).astype(xp.int64)
         xp.minimum.at(nxt, act_exp, ends)
         pend_exp = a["flow_exp"][pend]
         xp.minimum.at(nxt, pend_exp, self.ready[a["flow_task"][pend]])
