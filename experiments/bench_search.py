@@ -79,8 +79,8 @@ def run_budget(experiments: list, backend: str, budget_s: float) -> dict:
     tail: list[tuple[float, int, int]] = []
     t_run = time.perf_counter()
 
-    def progress(done: int, windows: int) -> None:
-        tail.append((round(time.perf_counter() - t_run, 3), int(done), int(windows)))
+    def progress(done: int, windows: int, slowest_ps: int = 0, ended_ps: int | None = None) -> None:
+        tail.append((round(time.perf_counter() - t_run, 3), int(done), int(windows), int(slowest_ps)))
 
     if backend.startswith("gpu"):
         be.run(batch, deadline_s=budget_s, progress=progress, resumable=False)
@@ -153,7 +153,7 @@ def bench_space(name: str, args, overrides: dict) -> dict:
         report: dict = {}
         t2 = time.perf_counter()
         results = simulate(experiments, backend=args.backend, report=report,
-                           progress=lambda p: tail.append((round(p.elapsed_s, 1), p.done, p.windows)))
+                           progress=lambda p: tail.append((round(p.elapsed_s, 1), p.done, p.windows, p.simulated_ps)))
         row.update(run_s=time.perf_counter() - t2, tail=tail)
     row.update(summarise(results, experiments, row["run_s"]))
     row["by_topology"] = by_topology(results, kinds)

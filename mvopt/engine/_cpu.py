@@ -20,6 +20,7 @@ import numpy as np
 from mvopt.engine import backend_defaults, schema
 from mvopt.engine.backend_defaults import CpuDefaults, check_defines
 from mvopt.engine.batch import ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_words
+from mvopt.engine.progress import backend_counts
 from mvopt.engine.ctx import Ctx, build_ctx
 from mvopt.engine.source import kernel_source, source_hash
 from mvopt.errors import BackendUnavailable
@@ -158,9 +159,10 @@ class CpuBackend:
             progress: Callable[[int, int], None] | None = None, steer: Steer | None = None,
             resumable: bool = True) -> int:
         """Simulate the batch in place until every experiment ended (or `max_iters` iterations,
-        for benchmarks of partial runs); returns iterations run. `progress(done, windows)` is
-        called between chunks of `defaults.progress_windows` windows: experiments ended, furthest
-        window; `steer(statuses)` between chunks of `defaults.steer_windows`, and the experiments (batch indices) it
+        for benchmarks of partial runs); returns iterations run. `progress(done, windows, slowest_ps,
+        ended_ps)` is called between chunks of `defaults.progress_windows` windows
+        (progress.backend_counts: experiments ended, furthest window, the least simulated time of
+        a running experiment, the median end of the ended ones); `steer(statuses)` between chunks of `defaults.steer_windows`, and the experiments (batch indices) it
         returns that still run are cancelled (engine/race.py). A run stopped early leaves its
         packets in flight on the batch (`Batch.scratch`: this thread's slots, handed over), so that
         running it again continues it; `resumable=False` keeps the slots for the thread's next run
@@ -223,4 +225,4 @@ class CpuBackend:
                     steer(status.copy())    # the final statuses (what ended here), as the GPU reports them
                 return total
             if progress is not None:
-                progress(int((status != 0).sum()), int(batch.cols["exp_iter"].max()))
+                progress(*backend_counts(status, batch.cols["exp_iter"], batch.cols["exp_T_ps"]))

@@ -24,6 +24,7 @@ from mvopt.engine.backend_defaults import LAUNCH_MODES, GpuDefaults, check_defin
 from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, scratch_arrays, scratch_words)
 from mvopt.engine.ctx import build_ctx
+from mvopt.engine.progress import backend_counts
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
@@ -138,8 +139,8 @@ class GpuBackend:
             self.window_resident_blocks = max(1, self.sms * int(per_sm))
 
     @staticmethod
-    def _poll(status, iters, cap: int, progress: Callable[[int, int], None] | None,
-              steer: Steer | None = None) -> bool:
+    def _poll(status, iters, cap: int, progress: Callable[..., None] | None,
+              steer: Steer | None, clock) -> bool:
         """Whether an experiment still runs and has windows left below `cap`, after telling
         `progress` (experiments ended, furthest window) and letting `steer` cancel experiments
         (engine/race.py). On the host (here and in _run_launches): CuPy's element-wise
@@ -157,7 +158,7 @@ class GpuBackend:
                 import cupy
                 cupy.cuda.runtime.deviceSynchronize()
         if progress is not None:
-            progress(int((st != 0).sum()), int(it.max()))
+            progress(*backend_counts(st, it, clock.get()))
         return bool(((st == 0) & (it < cap)).any())
 
     def _wait(self) -> None:
@@ -169,7 +170,7 @@ class GpuBackend:
 
     def _run_launches(self, launch_to: Callable[[int], None], status, iters, start: int, cap_total: int,
                       chunk_iters: int, deadline_s: float | None, t_start: float,
-                      progress: Callable[[int, int], None] | None, steer: Steer | None = None) -> None:
+                      progress: Callable[..., None] | None, steer: Steer | None = None, clock=None) -> None:
         """The groups kernel, launch after launch until no experiment runs any more or the budget
         is spent. `launch_to(cap)` runs experiments up to window `cap`, raised by `chunk` per
         launch, adapted so that a launch takes a fraction of a second (the host regains control,
@@ -178,7 +179,7 @@ class GpuBackend:
         kernels: an error, never a hang."""
         cap, chunk = start, max(1, chunk_iters)
         windows = iters.get()
-        while self._poll(status, iters, cap_total, progress, steer):
+        while self._poll(status, iters, cap_total, progress, steer, clock):
             cap = min(cap_total, cap + chunk)
             t = time.perf_counter()
             launch_to(cap)
@@ -242,8 +243,8 @@ class GpuBackend:
         return n_node > self.window_resident_blocks * self.threads
 
     def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
-                   deadline_s: float | None, t_start: float, progress: Callable[[int, int], None] | None,
-                   steer: Steer | None = None) -> int:
+                   deadline_s: float | None, t_start: float, progress: Callable[..., None] | None,
+                   steer: Steer | None = None, clock=None) -> int:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
         until every experiment ended (iterations past an experiment's end do nothing to it).
         Returns the window kernel's blocks."""
@@ -282,7 +283,7 @@ class GpuBackend:
         # graph_replays_max graphs, a short run wastes few empty windows after its end, and the
         # host regains control within about a second however long the windows are
         replays = 1
-        while self._poll(status, iters, cap_total, progress, steer):
+        while self._poll(status, iters, cap_total, progress, steer, clock):
             t = time.perf_counter()
             with stream:
                 for _ in range(replays):
@@ -328,8 +329,8 @@ class GpuBackend:
         (profiling, benchmarks with a time budget); `last_timing` holds the upload / kernel /
         download seconds. The first launch runs at most `chunk_iters` windows per experiment
         (default: the table's chunk_windows), the next ones as many as take a fraction of a
-        second. `progress(done, windows)` is called between launches: experiments ended,
-        furthest window; `steer(statuses)` too, and the experiments (batch indices) it returns
+        second. `progress(done, windows, slowest_ps, ended_ps)` is called between launches
+        (progress.backend_counts); `steer(statuses)` too, and the experiments (batch indices) it returns
         that still run are cancelled (engine/race.py). A run stopped early with experiments still
         running copies back its whole state and its packets in flight (`Batch.scratch`), so that
         running the batch again, on either backend, continues it; `resumable=False` skips that
@@ -371,12 +372,12 @@ class GpuBackend:
             t1 = time.perf_counter()
             if mode == "graph":
                 blocks, block_threads = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s,
-                                                        t1, progress, steer), self.threads
+                                                        t1, progress, steer, dev["exp_T_ps"]), self.threads
             else:
                 offsets, block_threads = groups
                 launch, blocks = self._groups_launcher(offsets, block_threads, status, iters)
                 self._run_launches(launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress,
-                                   steer)
+                                   steer, dev["exp_T_ps"])
             total = int(iters.get().max()) - start
             t2 = time.perf_counter()
             # on the host: a CuPy comparison would compile an element-wise kernel at its first use

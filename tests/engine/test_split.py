@@ -56,3 +56,10 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
     assert all(p.total == len(EXPS) and 0 <= p.done <= p.total and p.windows >= 0 for p in seen)
     keys = [(p.sub_batch, p.done, p.windows) for p in seen]
     assert keys == sorted(keys) and [p.elapsed_s for p in seen] == sorted(p.elapsed_s for p in seen)
+    # the slowest running experiment's clock only moves forward within a sub-batch, and never past
+    # the last end of the call
+    last_end = max(r.end_ps for r in plain)
+    for sub in {p.sub_batch for p in seen}:
+        clocks = [p.simulated_ps for p in seen if p.sub_batch == sub and p.simulated_ps > 0]
+        assert clocks == sorted(clocks) and all(0 < c <= last_end for c in clocks)
+    assert any(p.simulated_ps > 0 for p in seen)
