@@ -28,7 +28,7 @@ PACKAGE_LAYERS: list[tuple[str, ...]] = [
     ("evaluation",),                         # the evaluator contract
     ("config",),                             # the strict configuration ...
     ("_cfg",),                               # ... its sections and the algorithm registries
-    ("procpool", "shmtransfer", "files"),    # process pools, shared-memory transfer, file I/O
+    ("procpool", "shmtransfer", "files", "sizes"),   # process pools, shared-memory transfer, file I/O, size limits
     ("errors", "mvopt"),
 ]
 

@@ -15,6 +15,15 @@ def _monitor_period(v: float) -> str | None:
     return None if v > 0 and round(v * 1000) >= 1 else "must be 0 (off) or at least 0.001 (1 ps)"
 
 
+# The engine's clocks are int64 picoseconds with room above the limit for "never": at most
+# 10⁹ ms (about 11.6 days of simulated time).
+TIME_LIMIT_MS_MAX = 1e9
+
+
+def _time_limit(v: float) -> str | None:
+    return None if 0 < v <= TIME_LIMIT_MS_MAX else f"must be > 0 and at most {TIME_LIMIT_MS_MAX:g} ms"
+
+
 @dataclass(frozen=True)
 class SimulationConfig(Section):
     """How the engine runs one experiment."""
@@ -25,7 +34,7 @@ class SimulationConfig(Section):
         "blind to congestion control, ECN, buffers and PFC; much cheaper). Same workload and results")
     seed: int = field(1, doc="seed of every random choice (ECN marking, spraying, ECMP salt)", check=non_negative)
     time_limit_ms: float = field(10_000.0, unit="ms", doc="simulated-time limit; an experiment not done "
-                                 "by then is reported as timed out with a diagnostic", check=positive)
+                                 "by then is reported as timed out with a diagnostic", check=_time_limit)
     queue_monitor_ns: float = field(0.0, unit="ns", doc="queue monitor: record the data bytes queued at every "
                                     "port at every multiple of this period (rounded to whole ps; 0 = off, "
                                     "no cost): ExperimentResult.queue_samples, docs/engine.md 'Monitors'",

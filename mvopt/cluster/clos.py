@@ -52,7 +52,7 @@ def build_fat_tree(cluster: Any) -> NetworkSpec:
     k = cluster.k
     h = k // 2
     n_host = k**3 // 4
-    b = SpecBuilder(n_host, tier_link_params(cluster))
+    b = SpecBuilder(n_host, tier_link_params(cluster), where=f"cluster.k = {k} (fat_tree)")
     edge = b.add_switches(k * h, 1)
     agg = b.add_switches(k * h, 2)
     core = b.add_switches(h * h, 3)

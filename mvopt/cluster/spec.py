@@ -18,6 +18,12 @@ import numpy as np
 from mvopt._cfg.cluster import TOPOLOGY_FIELDS
 from mvopt.cluster.units import gbps_to_bps, ns_to_ps
 from mvopt.errors import ConfigError
+from mvopt.sizes import check_size
+
+# Lower bounds of what a node and a link cost once built and compiled (ids, tiers, ports with
+# their peer, rate and delay): enough to refuse a topology far too large before building it.
+NODE_BYTES = 64
+LINK_BYTES = 128
 
 __all__ = ["NetworkSpec", "SpecBuilder", "tier_link_params", "config_parameters"]
 
@@ -87,9 +93,15 @@ class SpecBuilder:
     _tiers: list[np.ndarray] = field(default_factory=list)
     _n_switch: int = 0
     _links: list[tuple[np.ndarray, np.ndarray, int]] = field(default_factory=list)
+    _n_link: int = 0
+    where: str = "cluster"     # the configuration that sized it, for the error message
+
+    def __post_init__(self) -> None:
+        check_size("its hosts", self.n_host, NODE_BYTES, self.where)
 
     def add_switches(self, count: int, tier: int) -> np.ndarray:
         """``count`` new switches of ``tier``; returns their node ids (int64)."""
+        check_size("its nodes", self.n_host + self._n_switch + count, NODE_BYTES, self.where)
         ids = self.n_host + self._n_switch + np.arange(count, dtype=np.int64)
         self._tiers.append(np.full(count, tier, np.int8))
         self._n_switch += count
@@ -98,6 +110,8 @@ class SpecBuilder:
     def connect(self, a: np.ndarray, b: np.ndarray, tier: int) -> None:
         """One link between ``a[i]`` and ``b[i]`` for every i (arrays broadcast)."""
         a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+        self._n_link += a.size
+        check_size("its links", self._n_link, LINK_BYTES, self.where)
         if a.size:
             self._links.append((a.ravel(), b.ravel(), tier))
 

@@ -13,6 +13,11 @@ from typing import Iterable
 import numpy as np
 
 from mvopt.errors import ConfigError
+from mvopt.sizes import check_size
+
+# A lower bound of a task's bytes while building (its columns as int64 chunks) and once built:
+# enough to refuse a graph far too large before its columns are allocated.
+TASK_BYTES = 48
 
 __all__ = ["TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY"]
 
@@ -185,6 +190,7 @@ class TaskGraphBuilder:
         n = len(self._lists["kind"])
         if not n:
             return
+        check_size("its task graph's tasks", self._chunked + n, TASK_BYTES, "workload")
         for k, t in self._TYPES.items():
             self._chunks[k].append(np.asarray(self._lists[k], t))
             self._lists[k] = []
@@ -197,6 +203,7 @@ class TaskGraphBuilder:
         others follow)."""
         self._to_chunks()
         first, n = len(self), len(src)
+        check_size("its task graph's tasks", first + n, TASK_BYTES, "workload")
         columns = {"kind": np.full(n, FLOW), "src": src, "dst": dst, "size": size_bytes, "dur": np.zeros(n),
                    "start": np.zeros(n), "npred": pred_count, "pred": pred,
                    "cat": np.full(n, self._category(category))}
