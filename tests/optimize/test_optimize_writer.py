@@ -2,7 +2,7 @@
 
 Every writer is compared with Optuna's storage API on the same trials (parameters of every
 distribution kind, nested user attributes, the constraint, finite and infinite values), on
-SQLite, a journal file and — when the server of ``.ci/services`` and psycopg2 are there —
+SQLite, a journal file and — when the server of ``.ci/services`` and its driver are there —
 PostgreSQL; trial numbers stay unique when batches and Optuna's own ``ask`` interleave across
 processes; a trial failed meanwhile is not told.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import uuid
 
 import optuna
@@ -19,23 +18,13 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+import postgres_server
 from mvopt.optimize import make_storage
 from mvopt.optimize.writer import (Finish, JournalTrialWriter, NewTrial, RdbTrialWriter, TrialWriter,
                                    trial_writer)
 
-PG_URL = os.environ.get("MVOPT_TEST_POSTGRES_URL", "postgresql://mvopt@127.0.0.1:54329/mvopt_test")
-
-
-def _pg_reason() -> str | None:
-    try:
-        import psycopg2
-    except ImportError:
-        return "psycopg2 is not installed (pip install 'mvopt[postgres]')"
-    try:
-        psycopg2.connect(PG_URL, connect_timeout=3).close()
-    except Exception as e:
-        return f"no PostgreSQL server at {PG_URL} (run .ci/services): {str(e).strip().splitlines()[0]}"
-    return None
+PG_URL = postgres_server.URL
+_pg_reason = postgres_server.skip_reason
 
 
 DISTS = {
