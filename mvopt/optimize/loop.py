@@ -144,8 +144,8 @@ class GenerationLoop:
         self.running: set[int] = set()
         self._lock = threading.Lock()
         self._generation = 0
-        self._study_limit: int | None = None
-        self._simulated_before = False  # the first batch of a process may compile the simulator first  # Budget.study_trials of the run: trials are created only up to it
+        self._study_limit: int | None = None  # Budget.study_trials of the run: trials are created only up to it
+        self._simulated_before = False  # the first batch of a process may compile the simulator first
         self._best: list[float] | None = None
         self._load_cache()
 
