@@ -12,8 +12,10 @@ A log holds one or more result tables::
     #        (B)  (elements)                        (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
          1048576   262144  float    sum      -1    37.41   28.03   49.05      0    36.39   28.81   50.42      0
 
-The collective comes from the ``Collective test starting`` line (or the caller), the rank count
-from the ``Rank`` lines, the GPU from the device name on them. MPI output prefixes such as
+The collective comes from the ``Collective test starting`` line, else from the binary's name
+(``all_reduce_perf``) where the log or the file's name gives it; the rank count from the ``Rank``
+lines, else from the ``nThread N nGpus M`` header (N x M: one process's GPUs); the GPU from the
+device name on the ``Rank`` lines. MPI output prefixes such as
 ``[1,0]<stdout>:`` and interleaved ``NCCL INFO`` lines are ignored. Older nccl-tests (no ``root``
 column, an ``error`` column instead of ``#wrong``) parse too. Anything else raises
 :class:`InputFileError` naming the file and line.
@@ -36,7 +38,9 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadc
 
 _MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 _COLLECTIVE = re.compile(r"#\s*Collective test starting:\s*(\w+)")
-_RANK = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
+_RANK = re.compile(r"#\s*Rank\s+(\d+)\b.*?\bdevice\s+\d+\s+\[[^\]]*\]\s*(.*)$")  # (older ones print no Group)
+_THREADS_GPUS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_BINARY = re.compile(r"(?<![A-Za-z0-9])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 _INT = re.compile(r"^\d+$")
 
 
@@ -67,8 +71,8 @@ class NcclSweep:
 
     file: str
     line: int                  # line of the column header
-    collective: str | None     # e.g. "all_reduce"; None when the log does not say
-    nranks: int | None         # from the "Rank" lines; None when absent
+    collective: str | None     # e.g. "all_reduce"; None when neither the log nor its file name says
+    nranks: int | None         # from the "Rank" lines, else the nThread x nGpus header; None when absent
     gpu_name: str | None       # device name printed on the Rank lines
     dtype: str
     redop: str
@@ -88,11 +92,23 @@ def _number(tok: str, file: str, lineno: int, what: str) -> float:
         raise InputFileError(file, lineno, f"expected a number for {what}, got {tok!r}") from None
 
 
+def _binary_collective(text: str, file: str) -> str | None:
+    """The collective of the one nccl-tests binary the log's lines name (a command line), else
+    its file's name (``all_reduce_perf.log``); None when neither names exactly one."""
+    for where in (text, Path(file).name):
+        names = {m.group(1) for m in _BINARY.finditer(where)} & set(COLLECTIVES)
+        if len(names) == 1:
+            return names.pop()
+    return None
+
+
 def parse_nccl_tests(text: str, file: str = "<string>") -> list[NcclSweep]:
     """Every result table of an nccl-tests log (see the module docstring)."""
     sweeps: list[NcclSweep] = []
+    binary = _binary_collective(text, file)
     collective: str | None = None
     ranks: dict[int, str] = {}
+    header_gpus: int | None = None          # nThread x nGpus of the latest header
     header: tuple[int, int] | None = None     # (line number, prefix columns before 'time')
     rows: list[NcclPoint] = []
     meta: tuple[str, str] = ("", "")
@@ -103,8 +119,8 @@ def parse_nccl_tests(text: str, file: str = "<string>") -> list[NcclSweep]:
             if not rows:
                 raise InputFileError(file, header[0], "results table has no data rows")
             names = set(ranks.values())
-            sweeps.append(NcclSweep(file=file, line=header[0], collective=collective,
-                                    nranks=len(ranks) or None,
+            sweeps.append(NcclSweep(file=file, line=header[0], collective=collective or binary,
+                                    nranks=len(ranks) or header_gpus,
                                     gpu_name=names.pop() if len(names) == 1 else None,
                                     dtype=meta[0], redop=meta[1], points=tuple(rows)))
         header, rows, ranks = None, [], {}
@@ -118,6 +134,10 @@ def parse_nccl_tests(text: str, file: str = "<string>") -> list[NcclSweep]:
             if m:
                 close()
                 collective = re.sub(r"_perf(_mpi)?$", "", m.group(1))
+                continue
+            m = _THREADS_GPUS.match(line)
+            if m:
+                header_gpus = int(m.group(1)) * int(m.group(2))
                 continue
             m = _RANK.match(line)
             if m:

@@ -13,8 +13,9 @@ import argparse
 import numpy as np
 
 from mvopt.comm.intra import ALGORITHMS, Measured, dump_params, group_nccl_sweeps, published_sweeps
-from mvopt.comm.nccl_tests import read_nccl_tests
-from mvopt.errors import ConfigError
+from mvopt.comm.nccl_tests import NcclSweep, read_nccl_tests
+from mvopt.errors import ConfigError, InputFileError
+from mvopt.optimize.cli import positive_int
 
 __all__ = ["add_arguments", "run"]
 
@@ -25,9 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--published", action="store_true",
                         help="fit the intra-server sweeps of published.yaml (the shipped defaults)")
     parser.add_argument("--gpu", help="GPU type of the logs (default: the device name they print)")
-    parser.add_argument("--gpus", type=int, help="GPU count (default: the Rank lines of the log)")
+    parser.add_argument("--gpus", type=positive_int, help="GPU count (default: the log's Rank lines, else its nGpus header)")
     parser.add_argument("--collective", help="collective of the logs (default: the log's "
-                        "'Collective test starting' line), e.g. all_reduce")
+                        "'Collective test starting' line, else the *_perf binary it or its file name names), "
+                        "e.g. all_reduce")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
                         help="label of the fitted curves: what NCCL_ALGO forced (default: auto)")
     parser.add_argument("--placement", choices=("in-place", "out-of-place"), default="in-place",
@@ -40,10 +42,29 @@ def _measured(args: argparse.Namespace) -> list[Measured]:
         out += [Measured(sw.gpu, sw.collective, sw.gpus, "auto", sw.sizes_bytes, sw.times_s,
                          (f"published.yaml: {sw.name}",)) for sw in published_sweeps()]
     sweeps = [sw for path in args.logs for sw in read_nccl_tests(path)]
+    _check_complete(sweeps, args)
     if sweeps:
         out += group_nccl_sweeps(sweeps, gpu=args.gpu, collective=args.collective, gpus=args.gpus,
                                  algorithm=args.algorithm, placement=args.placement)
     return out
+
+
+def _check_complete(sweeps: list[NcclSweep], args: argparse.Namespace) -> None:
+    """One message naming everything the logs leave open and the options that give it."""
+    missing: dict[str, list[str]] = {}
+    for sw in sweeps:
+        where = f"{sw.file}:{sw.line}"
+        if args.collective is None and sw.collective is None:
+            missing.setdefault("--collective NAME (e.g. all_reduce; the log has no 'Collective test starting' "
+                               "line and names no *_perf binary, nor does its file name)", []).append(where)
+        if args.gpus is None and sw.nranks is None:
+            missing.setdefault("--gpus N (the log has no 'nGpus' header and no '#  Rank' lines)", []).append(where)
+        if args.gpu is None and sw.gpu_name is None:
+            missing.setdefault("--gpu TYPE (the log's '#  Rank' lines name no single device)", []).append(where)
+    if missing:
+        items = [f"{option}: {', '.join(dict.fromkeys(places))}" for option, places in missing.items()]
+        raise InputFileError(sweeps[0].file, None, "the logs do not say everything the fit needs; pass "
+                             + "; ".join(items))
 
 
 def _size(n: float) -> str:

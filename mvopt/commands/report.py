@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import optuna
 
@@ -32,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise MvoptError(f"no study named {name!r} in this storage") from None
-    path = write_report(study, args.out, top=args.top)
+    print(f"mvopt report: study {name!r}, {len(study.get_trials(deepcopy=False))} trials", file=sys.stderr, flush=True)
+    path = write_report(study, args.out, top=args.top,
+                        say=lambda line: print(f"mvopt report: {line}", file=sys.stderr, flush=True))
     print(path)
     return 0

@@ -36,7 +36,7 @@ def breakdown_chart(labels: Sequence[str], breakdowns: Sequence[Mapping[str, flo
     for b in breakdowns:
         keys += [k for k in b if k not in keys]
     series = [Series(k, [1e3 * float(b.get(k, 0.0)) for b in breakdowns]) for k in keys]
-    return Chart(title, "bars", series, xlabel="ms", categories=list(labels))
+    return Chart(title, series, xlabel="ms", categories=list(labels))
 
 
 def attach_breakdown_plot(study: optuna.Study, trial_id: int, breakdown: Mapping[str, float],

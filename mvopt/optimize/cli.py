@@ -145,8 +145,12 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     finally:
         signal.signal(signal.SIGTERM, previous)
     gens = f"{summary.generations} generation{'' if summary.generations == 1 else 's'}"
-    print(f"{summary.told} trials in {gens} ({summary.simulated} simulated, {summary.cached} from identical "
-          f"configurations, {summary.rejected} rejected before simulation; {summary.infeasible} infeasible) in "
+    counts = [f"{summary.simulated} simulated"]
+    if summary.cached:
+        counts.append(f"{summary.cached} from identical configurations")
+    if summary.rejected:
+        counts.append(f"{summary.rejected} rejected before simulation")
+    print(f"{summary.told} trials in {gens} ({', '.join(counts)}; {summary.infeasible} infeasible) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")
     rows = best_table(study, space.objective_names, args.top)
     print(format_table(rows) if rows else no_feasible_note(study))

@@ -145,6 +145,7 @@ class GenerationLoop:
         self._lock = threading.Lock()
         self._generation = 0
         self._study_limit: int | None = None  # Budget.study_trials of the run: trials are created only up to it
+        self._simulated_before = False  # the first batch of a process may compile the simulator first
         self._best: list[float] | None = None
         self._load_cache()
 
@@ -301,6 +302,9 @@ class GenerationLoop:
 
         t2 = time.perf_counter()
         configs = [groups[k][0].cand.config for k in to_simulate]
+        if configs and not self._simulated_before:
+            self._simulated_before = True
+            getattr(self.progress, "first_batch", lambda n: None)(len(configs))
         results = check_results(configs, self.evaluator.evaluate(configs), self.evaluator.name) if configs else []
         rep.simulate_s = time.perf_counter() - t2
         rep.simulated = len(configs)

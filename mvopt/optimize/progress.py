@@ -48,7 +48,8 @@ class GenerationReport:
 
 class Progress(Protocol):
     """Receives a report after every generation (and, optionally, through a method
-    ``simulating(p: BatchProgress)``, how a long batch advances)."""
+    ``simulating(p: BatchProgress)``, how a long batch advances, and through ``first_batch(n)``,
+    that the run's first batch of ``n`` configurations starts)."""
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None: ...
 
@@ -69,6 +70,7 @@ class ConsoleProgress:
     def __init__(self, stream: TextIO | None = None, width: int = 20) -> None:
         self.stream = stream or sys.stderr
         self.width = width
+        self._sub_batch_shown = 0   # the sub-batch of the batch's last line (reports come every few seconds)
 
     def line(self, r: GenerationReport, budget_trials: int | None) -> str:
         """The progress line of report ``r``."""
@@ -94,12 +96,18 @@ class ConsoleProgress:
         return (f"gen {r.index:3d} {head} | best {best} | {', '.join(extra)} | "
                 f"{r.experiments_per_s:.1f} exp/s | {share}").rstrip(" |")
 
+    def first_batch(self, n: int) -> None:
+        """Before the run's first batch, which may start by compiling the simulator (cached after)."""
+        print(f"        simulating {n} configuration{'s' if n != 1 else ''} (a first batch on this machine "
+              "also compiles the simulator, which is then cached)", file=self.stream, flush=True)
+
     def _bar(self, done: int, total: int) -> str:
         fill = round(self.width * min(done, total) / total)
         return f"[{'#' * fill}{'.' * (self.width - fill)}]"
 
     def generation(self, report: GenerationReport, budget_trials: int | None) -> None:
         print(self.line(report, budget_trials), file=self.stream, flush=True)
+        self._sub_batch_shown = 0
 
     @staticmethod
     def simulating_line(p: BatchProgress) -> str:
@@ -107,4 +115,10 @@ class ConsoleProgress:
         return f"        simulating: {p.describe()}"
 
     def simulating(self, p: BatchProgress) -> None:
+        # A sub-batch can end between two reports: say so, rather than show "2/2" with no "1/2".
+        if p.sub_batch > self._sub_batch_shown:
+            ended = f"1-{p.sub_batch}" if p.sub_batch > 1 else "1"
+            print(f"        simulating: sub-batch{'es' if p.sub_batch > 1 else ''} {ended}/{p.sub_batches} ended",
+                  file=self.stream, flush=True)
+        self._sub_batch_shown = p.sub_batch
         print(self.simulating_line(p), file=self.stream, flush=True)

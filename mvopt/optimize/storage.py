@@ -110,16 +110,18 @@ def _sqlite_wal(engine: Any) -> None:
 
 
 def postgres_url(url: str) -> str:
-    """A PostgreSQL URL with an installed driver: ``postgresql://`` means psycopg (v3) to SQLAlchemy
-    2.1, so it becomes ``postgresql+psycopg2://`` when only psycopg2 (the ``postgres`` extra) is there."""
+    """A PostgreSQL URL with an installed driver. ``postgresql://`` means psycopg 3 to SQLAlchemy
+    2.1, the ``postgres`` extra's driver, so the URL is used as written (``postgres://``, which
+    SQLAlchemy does not know, is read as ``postgresql://``); with only psycopg2 installed it becomes
+    ``postgresql+psycopg2://``. A URL naming its driver (``postgresql+DRIVER://``) is kept."""
     import importlib.util
     scheme, sep, rest = url.partition("://")
     if scheme in ("postgresql", "postgres"):
         if importlib.util.find_spec("psycopg") is not None:
-            return f"postgresql+psycopg://{rest}"
+            return f"postgresql://{rest}"
         if importlib.util.find_spec("psycopg2") is not None:
             return f"postgresql+psycopg2://{rest}"
-        raise MvoptError("PostgreSQL storage needs a driver: pip install 'mvopt[postgres]' (psycopg2-binary)")
+        raise MvoptError("PostgreSQL storage needs a driver: pip install 'mvopt[postgres]' (psycopg 3)")
     return url
 
 

@@ -63,3 +63,46 @@ def test_bad_rows_name_the_line():
 def test_missing_file():
     with pytest.raises(InputFileError, match="cannot be read"):
         read_nccl_tests("/nonexistent/all_reduce.log")
+
+
+def _bare(text: str) -> str:
+    """The log without its 'Collective test starting' and Rank lines (what some launchers keep)."""
+    return "\n".join(line for line in text.splitlines() if "Collective test starting" not in line and "Rank " not in line)
+
+
+def test_the_gpu_count_comes_from_the_nGpus_header_without_rank_lines():
+    [sw] = parse_nccl_tests(_bare(NEW_FORMAT), "x.log")
+    assert sw.nranks == 1 and sw.gpu_name is None           # nThread 1 nGpus 1
+    eight = _bare(NEW_FORMAT).replace("nThread 1 nGpus 1", "nThread 1 nGpus 8")
+    assert parse_nccl_tests(eight, "x.log")[0].nranks == 8
+
+
+def test_the_collective_comes_from_the_binary_named_in_the_log_or_the_file_name():
+    bare = _bare(NEW_FORMAT)
+    assert parse_nccl_tests(bare, "run1.log")[0].collective is None
+    assert parse_nccl_tests("$ ./build/all_gather_perf -b 1M -e 1G -f 2 -g 8\n" + bare, "run1.log")[0].collective == "all_gather"
+    assert parse_nccl_tests(bare, "logs/reduce_scatter_perf.txt")[0].collective == "reduce_scatter"
+
+
+def test_rank_lines_without_group_are_read():
+    old = NEW_FORMAT.replace(" Group  0 Pid", " Pid")
+    [sw] = parse_nccl_tests(old, "x.log")
+    assert sw.nranks == 8 and sw.gpu_name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_calibrate_names_everything_missing_in_one_message(tmp_path, capsys):
+    from mvopt.__main__ import main
+    log = tmp_path / "run1.log"
+    log.write_text("\n".join(line for line in _bare(NEW_FORMAT).splitlines() if "nGpus" not in line))
+    assert main(["calibrate", str(log)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "--collective NAME" in err and "--gpus N" in err and "--gpu TYPE" in err and "run1.log:" in err
+    # what the log says is read: with nGpus and the binary in its name, only the GPU type is asked for
+    named = tmp_path / "all_reduce_perf.log"
+    named.write_text(_bare(NEW_FORMAT).replace("nGpus 1", "nGpus 8"))
+    assert main(["calibrate", str(named)]) == 1
+    err = capsys.readouterr().err
+    assert "--gpu TYPE" in err and "--collective" not in err and "--gpus" not in err
+    assert main(["calibrate", str(named), "--gpu", "A100"]) == 0
+    assert "A100" in capsys.readouterr().out

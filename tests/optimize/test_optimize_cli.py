@@ -55,6 +55,7 @@ def test_optimize_then_report(tmp_path, subprocess_env):
     assert res.returncode == 0, res.stderr
     assert "study 'cli' (new) in" in res.stderr
     assert "gen   2 [####################] 12/12 trials | best" in res.stderr  # progress line per generation
+    assert res.stderr.count("also compiles the simulator") == 1    # said before the first batch only
     assert "12 trials in 3 generations" in res.stdout and "network.cc=" in res.stdout  # final table
     again = run(["optimize", str(space), "--storage", db, "--backend", "analytic_evaluator:make"], subprocess_env)
     assert again.returncode == 1 and "--resume" in again.stderr

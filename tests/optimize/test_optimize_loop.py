@@ -273,3 +273,15 @@ def _collecting_progress(lines):
     progress = ConsoleProgress()
     progress.generation = lambda rep, budget: lines.append(progress.line(rep, budget))
     return progress
+
+
+def test_a_sub_batch_that_ended_between_two_reports_is_said_to_have_ended():
+    import io
+    from mvopt.engine.progress import BatchProgress
+    out = io.StringIO()
+    progress = ConsoleProgress(out)
+    progress.simulating(BatchProgress(done=412, total=812, windows=5230, sub_batch=1, sub_batches=2, elapsed_s=12.0))
+    progress.simulating(BatchProgress(done=600, total=812, windows=6000, sub_batch=1, sub_batches=2, elapsed_s=22.0))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "        simulating: sub-batch 1/2 ended"
+    assert "sub-batch 2/2" in lines[1] and "sub-batch 2/2" in lines[2] and len(lines) == 3

@@ -1,12 +1,10 @@
 """Several ``mvopt worker`` processes on one study through a real PostgreSQL server.
 
-The server is started by ``.ci/services`` (postgresql://mvopt@127.0.0.1:54329/mvopt_test, or
-``MVOPT_TEST_POSTGRES_URL``); without it, or without the psycopg2 driver, these tests are skipped
-with the reason.
+The server is started by ``.ci/services`` (tests/optimize/postgres_server.py); without it, or
+without the driver, these tests are skipped with the reason.
 """
 
 import collections
-import os
 import signal
 import uuid
 
@@ -14,27 +12,16 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+import postgres_server
 from optimize_helpers import BASE
 from optimize_procs import lines, start, wait_for
 from mvopt.optimize import create_or_resume, load_space, make_storage
 from mvopt.optimize.storage import OWNER_ATTR
 
-URL = os.environ.get("MVOPT_TEST_POSTGRES_URL", "postgresql://mvopt@127.0.0.1:54329/mvopt_test")
+URL = postgres_server.URL
 
-
-def _server_reason() -> str | None:
-    try:
-        import psycopg2
-    except ImportError:
-        return "psycopg2 is not installed (pip install 'mvopt[postgres]')"
-    try:
-        psycopg2.connect(URL.replace("postgresql+psycopg2", "postgresql"), connect_timeout=3).close()
-    except Exception as e:
-        return f"no PostgreSQL server at {URL} (run .ci/services): {str(e).strip().splitlines()[0]}"
-    return None
-
-
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(_server_reason() is not None, reason=str(_server_reason()))]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(postgres_server.skip_reason() is not None,
+                                                  reason=str(postgres_server.skip_reason()))]
 
 
 def _grid(kmins: list) -> dict:

@@ -2,7 +2,7 @@
 
 Every writer is compared with Optuna's storage API on the same trials (parameters of every
 distribution kind, nested user attributes, the constraint, finite and infinite values), on
-SQLite, a journal file and — when the server of ``.ci/services`` and psycopg2 are there —
+SQLite, a journal file and — when the server of ``.ci/services`` and its driver are there —
 PostgreSQL; trial numbers stay unique when batches and Optuna's own ``ask`` interleave across
 processes; a trial failed meanwhile is not told.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import uuid
 
 import optuna
@@ -19,23 +18,13 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+import postgres_server
 from mvopt.optimize import make_storage
 from mvopt.optimize.writer import (Finish, JournalTrialWriter, NewTrial, RdbTrialWriter, TrialWriter,
                                    trial_writer)
 
-PG_URL = os.environ.get("MVOPT_TEST_POSTGRES_URL", "postgresql://mvopt@127.0.0.1:54329/mvopt_test")
-
-
-def _pg_reason() -> str | None:
-    try:
-        import psycopg2
-    except ImportError:
-        return "psycopg2 is not installed (pip install 'mvopt[postgres]')"
-    try:
-        psycopg2.connect(PG_URL, connect_timeout=3).close()
-    except Exception as e:
-        return f"no PostgreSQL server at {PG_URL} (run .ci/services): {str(e).strip().splitlines()[0]}"
-    return None
+PG_URL = postgres_server.URL
+_pg_reason = postgres_server.skip_reason
 
 
 DISTS = {
@@ -176,3 +165,34 @@ def test_concurrent_batches_keep_numbers_unique_sqlite(tmp_path):
 @pytest.mark.skipif(_pg_reason() is not None, reason=str(_pg_reason()))
 def test_concurrent_batches_keep_numbers_unique_postgres():
     _check_concurrent_numbers(PG_URL)
+
+
+def _create_limited(url: str, name: str, limit: int) -> None:
+    study = optuna.load_study(study_name=name, storage=make_storage(url, heartbeat_s=None))
+    writer = trial_writer(study._storage)
+    for _ in range(6):
+        writer.create_running(study._study_id, [_new(i) for i in range(7)], limit=limit)
+
+
+def _check_concurrent_limit(url: str) -> None:
+    """Three processes creating batches of 7 under a limit of 50 trials: exactly 50, numbered 0-49."""
+    name = f"l-{uuid.uuid4().hex[:6]}"
+    optuna.create_study(study_name=name, storage=make_storage(url, heartbeat_s=None), directions=["minimize"] * 2)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_create_limited, args=(url, name, 50)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    trials = optuna.load_study(study_name=name, storage=make_storage(url, heartbeat_s=None)).get_trials()
+    assert sorted(t.number for t in trials) == list(range(50))
+
+
+def test_concurrent_creations_keep_the_study_limit_sqlite(tmp_path):
+    _check_concurrent_limit(f"sqlite:///{tmp_path / 'l.db'}")
+
+
+@pytest.mark.skipif(_pg_reason() is not None, reason=str(_pg_reason()))
+def test_concurrent_creations_keep_the_study_limit_postgres():
+    _check_concurrent_limit(PG_URL)
