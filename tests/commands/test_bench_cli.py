@@ -25,3 +25,28 @@ def test_bench_refuses_bad_arguments(capsys, argv: list[str], message: str) -> N
     with pytest.raises(SystemExit) as exit_:
         cli_main.main(["bench", *argv])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bench_runs_a_generation_of_a_shipped_space_beside_the_ceiling(capsys) -> None:
+    """`mvopt bench --space NAME`: one generation of the space as the optimizer builds it (here
+    one trial, for a second), reported with how far it got, then the k=4 rows."""
+    import json
+
+    from mvopt.__main__ import main
+
+    assert main(["bench", "--backend", "cpu", "--space", "collective", "--n", "1", "--budget-s", "0.5",
+                 "--batch", "1", "--cc", "none", "--mib", "0.0625", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["spaces"]
+    assert row["space"] == "collective" and row["mode"] == "budget" and row["simulated"] == 1
+    assert row["packet_hops"] > 0 and row["windows"] > 0 and row["simulated_ms_reached"]["max"] > 0
+    assert out["k4"][0]["batch"] == 1 and out["k4"][0]["status"] == "done"
+
+
+def test_bench_space_arguments_are_checked_before_anything_runs(capsys) -> None:
+    from mvopt.__main__ import main
+
+    assert main(["bench", "--space", "no-such-space"]) == 1
+    assert "no such search space" in capsys.readouterr().err
+    assert main(["bench", "--budget-s", "5"]) == 1
+    assert "go with --space" in capsys.readouterr().err
