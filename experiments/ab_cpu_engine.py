@@ -9,7 +9,9 @@ the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch (`--
       OMP_NUM_THREADS=1 PYTHONPATH=. python experiments/ab_cpu_engine.py none
     done
 
-Alternate the two (this machine is shared and noisy) and compare medians.
+Alternate the two (this machine is shared and noisy) and compare medians. Within one checkout,
+`--switch-schedule serial` times a switch's window as events in time order against port by port
+(the default), and `--define` takes the kernel defines a backend accepts.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
-from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend  # noqa: E402
+from mvopt.engine.backend_defaults import check_defines  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
 
@@ -39,9 +42,15 @@ def main() -> None:
     ap.add_argument("--rail", action="store_true",
                     help="workload (b) instead: bench_gpu's 128-GPU rail-optimised cluster, DCQCN (cc ignored), "
                          "ring all-reduce of MIB MiB per GPU (rail switches of 32 ports)")
+    ap.add_argument("--switch-schedule", choices=SWITCH_SCHEDULES, default="lanes",
+                    help="how a switch's window is scheduled: lanes (port by port where exact) or serial")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                    help="a kernel tuning macro (e.g. MV_TREE_PORTS=2), for variants of one checkout")
+                    help="a kernel define (backend_defaults.KERNEL_DEFINES, e.g. MV_PUSH_LOCK=1)")
     args = ap.parse_args()
+    try:
+        defines = check_defines({k: int(v) for k, v in (d.split("=", 1) for d in args.define)})
+    except ValueError as e:
+        ap.error(f"--define: {e}")
     if args.rail:
         exp = build_experiment(load_config(cluster128_config(args.mib)))
     elif args.incast:
@@ -49,7 +58,7 @@ def main() -> None:
     else:
         exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
     batch = build_batch([exp] * args.n)
-    be = CpuBackend(threads=1, defines={k: int(v) for k, v in (d.split("=", 1) for d in args.define)})
+    be = CpuBackend(threads=1, defines=defines, switch_schedule=args.switch_schedule)
     t = time.perf_counter()
     be.run(batch)
     print(f"{time.perf_counter() - t:.3f}")

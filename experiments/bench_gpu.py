@@ -122,8 +122,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"rows": [], "identity": None, "idle": {}, "cores": os.cpu_count(),
-                    "env": {k: os.environ.get(k, "") for k in ("MVOPT_COMMIT", "MVOPT_GPU_LAUNCH", "MVOPT_GROUP_BLOCK",
-                                                              "MVOPT_SWITCH_LANES")}}
+                    "env": {k: os.environ.get(k, "") for k in ("MVOPT_COMMIT", "MVOPT_GPU_LAUNCH")}}
     start = time.time()
 
     args.sections = set(args.sections.split(","))

@@ -17,10 +17,9 @@
 #   bench_a        workload (a) at 64 MiB and the idle window (the headline figures)
 #   bench          workloads (a), (b), (c), the idle window and the CPU/GPU identity batch
 #   multi          workloads (a) and (b) on one GPU and on two (bench_multi_gpu.py)
-#   profile        profile_gpu.py: PROFILE_VARIANTS side by side, the idle window per launch mode
+#   profile        profile_gpu.py: the launch modes PROFILE_MODES side by side, the idle window per mode
 #   ab             an older tree (./alt_old, carried along) beside this one, alternating AB_ROUNDS times
 #   ncu_groups     Nsight Compute on one launch of the groups kernel, per source line and structure
-#   launch         idle windows per launch mode in one process (diag_launch.py)
 #   wide           time per window and per event of a 128-port spine's thread (diag_wide_switch.py)
 #   concurrency    paper Fig. 13 --run: that many 128-GPU training iterations in one batch
 #   train54k       build the 53,760-GPU training experiment and simulate it for TRAIN54K_BUDGET_S
@@ -56,15 +55,15 @@ run bench 330 python3 experiments/bench_gpu.py --out "$OUT/bench" --sections ide
   --batches ${BENCH_BATCHES:-2048,4096} --cpu-batches 256 --cc none --mib 64 --b-mib 0.25 --b-max 1200 --budget-s 250
 run multi 200 python3 experiments/bench_multi_gpu.py --out "$OUT/multi" --a-batch 2048 --a-mib 16 --b-mib 0.25 --b-count 2800
 run profile ${PROFILE_LIMIT:-300} python3 experiments/profile_gpu.py --out "$OUT/profile" --workload ${PROFILE_WORKLOAD:-a} \
-  --mib ${PROFILE_MIB:-8} --batch ${PROFILE_BATCH:-4096} --variants ${PROFILE_VARIANTS:-groups} \
-  --idle-variants ${PROFILE_IDLE:-groups}
+  --mib ${PROFILE_MIB:-8} --batch ${PROFILE_BATCH:-4096} --modes ${PROFILE_MODES:-groups,graph}
 # make the older tree here with `git worktree add -f alt_old REV` and carry alt_old to the device
 run ab ${AB_LIMIT:-400} bash -c "for i in \$(seq ${AB_ROUNDS:-2}); do for tree in old new; do
   (cd \$([ \$tree = old ] && echo alt_old || echo .) && PYTHONPATH=\$PWD python3 experiments/profile_gpu.py \
-     --out $OUT/ab/\${tree}_\$i --mib 8 --batch 4096 --variants ${AB_VARIANTS:-groups} --idle-variants none); done; done"
-# ncu's per-line tables need the kernel's source, which CuPy keeps only in a fresh cache
+     --out $OUT/ab/\${tree}_\$i --mib 8 --batch 4096 --modes ${AB_MODES:-groups} --no-idle); done; done"
+# ncu's per-line tables need the kernel's source, which CuPy keeps only in a fresh cache, and its
+# line table (profile_gpu.py --ncu-once compiles with -lineinfo)
 run ncu_groups 200 bash -c "rm -rf .ncu_cache; CUPY_CACHE_DIR=$PWD/.ncu_cache CUPY_CACHE_SAVE_CUDA_SOURCE=1 \
-  MVOPT_LINEINFO=1 MVOPT_GPU_LAUNCH=groups ncu --clock-control none --section SpeedOfLight \
+  MVOPT_GPU_LAUNCH=groups ncu --clock-control none --section SpeedOfLight \
   --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
   --section SourceCounters --section InstructionStats --import-source yes --source-folders $PWD/.ncu_cache \
   -k mv_run_groups --launch-skip ${NCU_GROUPS_SKIP:-2} -c 1 -f \
@@ -73,7 +72,6 @@ run ncu_groups 200 bash -c "rm -rf .ncu_cache; CUPY_CACHE_DIR=$PWD/.ncu_cache CU
   && python3 experiments/ncu_source_lines.py $OUT/ncu_groups/prof.ncu-rep $OUT/ncu_groups/lines.json \
   && python3 experiments/ncu_source_lines.py --by-structure $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_structure.txt \
   && python3 experiments/ncu_source_lines.py --by-function $OUT/ncu_groups/lines.json > $OUT/ncu_groups/by_function.txt"
-run launch 150 python3 experiments/diag_launch.py
 run wide 240 python3 experiments/diag_wide_switch.py --backend gpu --batches ${WIDE_BATCHES:-1,16,200} --mib ${WIDE_MIB:-2}
 run concurrency 300 bash -c "python3 experiments/paper_concurrency.py --run --run-slots ${CONC_SLOTS:-compact} --gpus ${CONC_GPUS:-128} \
   --workloads ${CONC_WORKLOADS:-rail-training} --cc dcqcn --mib 64 --memory-gib 141 --reserve-gib 4 \

@@ -1,4 +1,4 @@
-"""What the flows' ECMP paths (routes.flow_paths, docs/engine.md "Flow paths") add to building a
+"""What the flows' ECMP paths (routes.flow_paths, docs/engine.md, "Routing") add to building a
 batch: build_batch's seconds for N experiments of workload (a), and flow_paths' own on that batch.
 
     PYTHONPATH=. python experiments/diag_flow_paths.py --n 2048

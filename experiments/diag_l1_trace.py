@@ -1,7 +1,8 @@
 """Every load and store one window of workload (a) makes, by column, on the CPU: the kernels built
 with ThreadSanitizer's instrumentation, whose entry points (experiments/l1_trace/trace_stub.c)
-record the addresses instead of checking races, with the GPU's switch windows (no lanes, no
-direct path, event pairs). For the GPU's groups kernel, bound by the L1 its experiments share
+record the addresses instead of checking races; a switch's window in the serial schedule by
+default (events in time order, as the GPU's graph kernel runs it; --switch-schedule lanes: port
+by port, as the groups kernel runs it where it can). For the GPU's groups kernel, bound by the L1 its experiments share
 (docs/decisions/0002-gpu-occupancy-and-block-shape.md), what matters is the 128-byte lines one experiment's
 window touches and how often: the lines touched again and again are the per-event working set;
 the lines touched once pass through. An LRU model of an L1 of --l1-kib gives a hit rate: the
@@ -36,13 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
-from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend  # noqa: E402
+from mvopt.engine.backend_defaults import check_defines  # noqa: E402
 from mvopt.engine.source import kernel_source  # noqa: E402
 
 from diag_window_footprint import ring_slots  # noqa: E402  (this script's folder is on the path)
 
 LINE = 128
-GPU_PATHS = {"MV_SWITCH_LANES": 0, "MV_DIRECT": 0, "MV_EVENT_PAIRS": 1}
 
 
 def traced_library(defines: dict[str, int], out_dir: Path) -> ctypes.CDLL:
@@ -141,7 +142,10 @@ def main() -> None:
     ap.add_argument("--skip", type=int, default=300, help="windows run first (the start-up)")
     ap.add_argument("--experiments", type=int, default=12, help="experiments sharing the modelled L1 (0: no model)")
     ap.add_argument("--l1-kib", type=int, default=248, help="the modelled L1 (KiB)")
-    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE", help="a kernel macro")
+    ap.add_argument("--switch-schedule", choices=SWITCH_SCHEDULES, default="serial",
+                    help="how a switch's window is scheduled (serial: events in time order; lanes: port by port)")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="a kernel define (backend_defaults.KERNEL_DEFINES, e.g. MV_PUSH_LOCK=1)")
     ap.add_argument("--evict-first-rings", action="store_true",
                     help="ring lines evicted before any other (strictly: every ring access then misses at 12 "
                          "experiments, more than the GPU's evict-first hint does; by default they are LRU lines)")
@@ -161,9 +165,12 @@ def main() -> None:
                     help="what-if: the wire rings' packet slots as records of this many bytes (16: half the "
                          "lines), each access at its proportional place in the smaller record")
     args = ap.parse_args()
-    defines = {**GPU_PATHS, **{k: int(x) for k, x in (d.split("=", 1) for d in args.define)}}
+    try:
+        defines = check_defines({k: int(x) for k, x in (d.split("=", 1) for d in args.define)})
+    except ValueError as e:
+        ap.error(f"--define: {e}")
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
-    backend = CpuBackend(threads=1, defines=defines)
+    backend = CpuBackend(threads=1, defines=defines, switch_schedule=args.switch_schedule)
     backend.run(batch, max_iters=args.skip)
     batch.cols = {k: aligned(v) for k, v in batch.cols.items()}
     batch.scratch = {k: aligned(v) for k, v in (batch.scratch or {}).items()}
@@ -218,7 +225,8 @@ def main() -> None:
         print(f"port columns as one record of {args.port_record} bytes: {', '.join(f'{k} {widths[k]}' for k in names)} "
               f"({total} bytes)")
     lines = (addresses // np.uint64(LINE)).astype(np.int64)
-    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, one window after {args.skip}, {defines}: "
+    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, one window after {args.skip}, switch schedule "
+          f"{args.switch_schedule}{f', {defines}' if defines else ''}: "
           f"{n:,} accesses ({int(stores.sum()):,} stores), {np.unique(lines).size} distinct {LINE}-byte lines")
     print(f"{'column':<22} {'accesses':>9} {'lines':>6} {'lines 1x':>8} {'2-9x':>6} {'10x+':>6}")
     rows = []

@@ -6,7 +6,7 @@ which records to shrink first (docs/performance.md, "Where the time goes").
 
     PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200
     PYTHONPATH=. python experiments/diag_window_footprint.py --mib 8 --skip 300 --windows 200 \
-        --define MV_SWITCH_LANES=0 --define MV_DIRECT=0 --define MV_RING_QUEUE=1
+        --switch-schedule serial
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
-from mvopt.engine._cpu import CpuBackend  # noqa: E402
+from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend  # noqa: E402
 from mvopt.engine.batch import ST_RUN  # noqa: E402
 
 LINE = 128
@@ -61,12 +61,12 @@ def main() -> None:
     ap.add_argument("--cc", default="none")
     ap.add_argument("--skip", type=int, default=100, help="windows run first (the start-up)")
     ap.add_argument("--windows", type=int, default=200, help="windows measured")
-    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                    help="a kernel macro (e.g. MV_SWITCH_LANES=0 MV_DIRECT=0: the GPU's switch windows)")
+    ap.add_argument("--switch-schedule", choices=SWITCH_SCHEDULES, default="lanes",
+                    help="how a switch's window is scheduled: lanes (port by port, the groups kernel's) or "
+                         "serial (events in time order, the graph kernel's)")
     args = ap.parse_args()
-    defines = {k: int(x) for k, x in (d.split("=", 1) for d in args.define)}
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
-    backend = CpuBackend(defines=defines)
+    backend = CpuBackend(switch_schedule=args.switch_schedule)
     backend.run(batch, max_iters=args.skip)
     totals: dict[str, int] = {}
     measured = 0
@@ -92,7 +92,7 @@ def main() -> None:
         sys.exit("the experiment ended before the measured windows: lower --skip or raise --mib")
     rows = sorted(((n / measured, k) for k, n in totals.items() if n), reverse=True)
     total = sum(n for n, _ in rows)
-    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, {defines or 'default build'}: {measured} windows "
+    print(f"workload (a), {args.mib:g} MiB, cc {args.cc}, switch schedule {args.switch_schedule}: {measured} windows "
           f"after {args.skip}")
     print(f"{'column':<28} {'lines/window':>12} {'KiB/window':>10} {'share':>6}")
     for n, k in rows:

@@ -8,7 +8,7 @@ one window at a time), a node-window costing `--fixed` events plus its events. C
   lanes:   barrier, but a switch's window as long as its busiest port's events (arrivals on the
            port's in-ring and transmissions on it), as if each port ran on a lane of its own with
            nothing to share (an upper bound of switch lanes, docs/engine.md "Switch lanes").
-Then models of switch lanes (MV_SWITCH_LANES=2) with their costs: a routing step (an arrival
+Then models of switch lanes (the groups kernel's switch windows) with their costs: a routing step (an arrival
 routed, --alpha events) and a barrier (--beta events); an egress port's task handles the arrivals
 routed to it (about the packets it sends) and its transmissions:
   lanes as built: hosts' windows beside the switches routing every arrival on their own thread,

@@ -6,7 +6,7 @@ Runs workload (a) (k=4 fat-tree ring all-reduce, 1500-byte packets; `--workload 
 graph: one launch per phase, replayed as a CUDA graph), checks that both give identical
 results, and reports kernel time, packet-hops/s and the upload / download times; then the
 marginal cost of an idle window under each. With ``--ncu-once`` it runs one short launch only,
-for Nsight Compute:
+for Nsight Compute, with the kernels compiled with a line table (-lineinfo) for its source view:
 
     ncu --clock-control none --set full -k mv_run_groups --launch-skip 1 -c 1 \\
         -o prof python experiments/profile_gpu.py --ncu-once --batch 256 --iters 300
@@ -29,7 +29,7 @@ from bench_gpu import cluster128_config, idle_experiments  # noqa: E402
 from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
-from mvopt.engine import build_batch  # noqa: E402
+from mvopt.engine import _gpu, build_batch  # noqa: E402
 from mvopt.engine._gpu import GpuBackend  # noqa: E402
 from mvopt.engine.batch import extract_results  # noqa: E402
 
@@ -68,6 +68,9 @@ def main() -> None:
         exps = [build_experiment(allreduce_config(args.cc, nbytes, seed=i + 1)) for i in range(args.batch)]
     modes = args.modes.split(",")
     if args.ncu_once:
+        # a line table maps Nsight Compute's samples to source lines; it leaves the machine code as it is
+        options = _gpu.nvrtc_options
+        _gpu.nvrtc_options = lambda *a, **k: options(*a, **k) + ("-lineinfo",)
         be = GpuBackend(launch=modes[0])
         run_once(be, exps[:1], max_iters=10)           # warm-up launch (skip it: --launch-skip 1)
         run_once(be, exps, max_iters=args.iters)

@@ -78,15 +78,18 @@ def idle_by_mode() -> list[str]:
     name, commit = SOURCES["idle_by_mode"]
     default = SOURCES["idle_default_variant"]
     idle = load(name)["idle"]
+    # the launch modes there are (that file measured two more, removed since: decisions/0020)
     labels = {"auto interleave=False": "auto (runs groups)", f"{default} interleave=False": "groups (the default)",
-              "graph interleave=False": "graph", "coop interleave=False": "coop",
-              "async interleave=False": "async", "graph, 1 experiment": "graph, one experiment alone"}
+              "graph interleave=False": "graph", "graph, 1 experiment": "graph, one experiment alone"}
     marginal = idle[f"{default}, marginal"]
     out = ["### The idle window by launch mode\n",
-           f"Commit `{commit}`, {H200}; `{name}.json`. Command: `python experiments/profile_gpu.py --out OUT "
-           "--mib 8 --batch 4096 --variants groups --idle-variants groups` (device step `profile`). 1,000 "
-           "experiments of 2,000 delay tasks each, no packet: what a window costs when nothing is sent "
-           "(docs/engine.md, \"GPU launch modes\").\n",
+           f"Commit `{commit}`, {H200}; `{name}.json`. Command at that commit: `python experiments/profile_gpu.py "
+           "--out OUT --mib 8 --batch 4096 --variants groups --idle-variants groups`; today `python "
+           "experiments/profile_gpu.py --out OUT --mib 8 --batch 4096` (device step `profile`) measures each "
+           "launch mode's marginal idle window. 1,000 experiments of 2,000 delay tasks each, no packet: what a "
+           "window costs when nothing is sent (docs/engine.md, \"How the kernels run a window\"). The modes `coop` "
+           "and `async` of that run no longer exist ([decisions/0020](decisions/0020-gpu-launch-modes-coop-and-"
+           "async-removed.md)).\n",
            "| launch mode | kernel time per window (µs) |", "|---|---:|"]
     for key, label in labels.items():
         out.append(f"| {label} | {idle[key]['us_per_window']:.1f} |")
@@ -128,7 +131,8 @@ def workload_b() -> list[str]:
     big = max((r for r in b["rows"] if r["backend"] == "gpu"), key=lambda r: r["batch"])
     now_name, now_commit = SOURCES["b_now"]
     now_rows = load(now_name)["rows"]
-    now = max(r["ghops_per_s"] for r in now_rows if r["variant"] == "groups")
+    # profile_gpu.py names a row by its launch mode ("mode"; files measured before: "variant")
+    now = max(r["ghops_per_s"] for r in now_rows if r.get("mode", r.get("variant")) == "groups")
     full, compact = current_bytes_128(), current_bytes_128(compact=True)
     free = b["fit"] * b["bytes_per_experiment"]     # the planner's share of the GPU's free memory
     out.append(f"\n**{big['batch']:,} concurrent 128-GPU experiments run to the end in one batch** on one H200, "
@@ -137,7 +141,7 @@ def workload_b() -> list[str]:
                "of a mixed batch (four topology kinds, every congestion control, ECMP and spraying, PFC on and off) were identical on the CPU and the GPU. "
                f"At `{now_commit}` (the groups launch mode and switch lanes; `{now_name}.json`, `python "
                f"experiments/profile_gpu.py --out OUT --workload b --mib 0.25 --batch {load(now_name)['batch']} "
-               f"--variants groups --idle-variants none`) the same batch runs at **{now:.3f} G packet-hops/s** of "
+               f"--modes groups --no-idle`) the same batch runs at **{now:.3f} G packet-hops/s** of "
                f"kernel time. At the checked-out commit the planner counts {full / 2**20:.1f} MiB per experiment, "
                f"so about {int(free / full):,} fit in the same memory; with compact packet slots (docs/engine.md, "
                f"\"Packet slots\") {compact / 2**20:.1f} MiB, about {int(free / compact):,}.\n")

@@ -315,7 +315,7 @@ class GpuBackend:
         widths = batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"]
         groups = experiment_groups(widths, d.group_block_threads, d.group_threads_max)
         # graph: an experiment too large for a block; auto also keeps graph for experiments
-        # wider than `threads`: groups is measured faster only up to that
+        # wider than `threads`: groups is measured faster only up to that (docs/decisions/0001)
         if groups is None or (self.launch == "auto" and int(widths.max(initial=0)) > self.threads):
             return "graph", None
         return "groups", groups

@@ -481,14 +481,12 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
     """The order in which GPU threads take nodes in the network phase (results do not depend on
     it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
     `interleave`, nodes of the same role (local id) in different experiments sit side by side
-    (similar event sequences in a warp when experiments are alike). Measured on an H200
-    (experiments/profile_gpu.py, docs/performance.md): interleaving wins at 1,024 experiments
-    (0.64 vs 0.55 G packet-hops/s) but loses at 4,096 (0.40 vs 0.67: 32 experiments' rows per
-    warp access instead of consecutive rows) and on idle windows (26 vs 18.6 us per window for
-    1,000 experiments: the few busy nodes share a few warps instead of spreading over all SMs);
-    so it is off. With `widest_first`, switches come first, the widest first, then hosts: the
-    GPU starts the blocks of the busiest threads (wide spines) before the rest (to be measured:
-    experiments/diag_wide_switch.py --orders). `tile` (with `interleave`): role-major within
+    (similar event sequences in a warp when experiments are alike); no backend uses it: a warp's
+    access then spans many experiments' rows instead of consecutive ones, and on idle windows the
+    few busy nodes share a few warps instead of spreading over the SMs
+    (docs/decisions/0007-gpu-node-order.md). With `widest_first`, switches come first, the widest
+    first, then hosts: the GPU starts the blocks of the busiest threads (wide spines) before the
+    rest (experiments/diag_wide_switch.py --orders compares). `tile` (with `interleave`): role-major within
     tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments).
     `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
     group of experiments, whose nodes stay in the group's rows (a block's threads); `tor_first`

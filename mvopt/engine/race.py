@@ -2,9 +2,9 @@
 
 On a GPU one thread runs one node, so an experiment lasts at least as long as its busiest node's
 events take one after another. A wide switch that forwards hundreds of packets per window (the
-128-port spines of a rail-optimised cluster) makes such an experiment 20-40x slower on the GPU
-than on one CPU core (docs/performance.md, "Where a GPU generation's time goes"), and a GPU batch
-ends with its slowest experiment. Meanwhile the CPU's cores are idle.
+128-port spines of a rail-optimised cluster) makes such an experiment many times slower on the
+GPU than on one CPU core (docs/decisions/0009-cpu-racing-the-gpu.md), and a GPU batch ends with
+its slowest experiment. Meanwhile the CPU's cores are idle.
 
 So, while the GPU runs its share as usual, a :class:`CpuRacer` runs the same experiments on the
 CPU, heaviest serial load first (:func:`serial_cost`), one per core at a time. Whichever backend
@@ -77,12 +77,12 @@ class CpuRacer:
     """Runs experiments of a share on the CPU while the share's own backend runs them too: racer
     threads (`threads` cores in all, default all but one), each taking the next experiment,
     heaviest serial load first, as soon as it is free. A share of fewer experiments than cores
-    gets fewer threads with several cores each (one experiment alone: all of them; measured on a
-    17,920-GPU training experiment, 16 CPU cores ran 4.9x faster than an H200). `results` holds
-    the ones the CPU finished first.
+    gets fewer threads with several cores each (one experiment alone: all of them, since one
+    large experiment with few busy nodes can run faster on a machine's cores than on its GPU).
+    `results` holds the ones the CPU finished first.
 
-    Each experiment runs with compact packet slots (host memory: (cores - 1) rail-optimised
-    experiments would be ~5 GB at full slots); one that runs out is taken again later with full
+    Each experiment runs with compact packet slots (host memory: a rail-optimised experiment per
+    core at full slots would take several times as much); one that runs out is taken again later with full
     ones. An experiment whose batch would need more than `memory_bytes` (default: half the host
     memory available when the racer's first thread looks, after the worker built its own batch,
     shared by the threads) is left to the share's own backend: the CPU must not run the host out

@@ -43,8 +43,8 @@ def split_race(spec: str) -> tuple[str, bool]:
 
 def races(spec: str) -> bool:
     """Whether the CPU's cores race the spec's worker: asked for (``+cpu``), or ``auto`` on a
-    machine with one GPU, a spare core and a C++ compiler (faster on an optimizer's generation:
-    docs/performance.md), unless $MVOPT_AUTO_RACE=0. ``gpu`` alone never races."""
+    machine with one GPU, a spare core and a C++ compiler (an optimizer's generation ends sooner:
+    docs/decisions/0009-cpu-racing-the-gpu.md), unless $MVOPT_AUTO_RACE=0. ``gpu`` alone never races."""
     import os
     base, explicit = split_race(spec)
     if explicit:
