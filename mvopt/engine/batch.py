@@ -476,19 +476,13 @@ def exp_int(cols: dict[str, np.ndarray], name: str) -> np.ndarray:
     return cols["exp_i"].reshape(-1, schema.NEXP_I)[:, schema.EI.index(name)]
 
 
-def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_first: bool = False,
-               tile: int = 0, groups: np.ndarray | None = None, tor_first: bool = False) -> np.ndarray:
+def node_order(cols: dict[str, np.ndarray], widest_first: bool = False,
+               groups: np.ndarray | None = None, tor_first: bool = False) -> np.ndarray:
     """The order in which GPU threads take nodes in the network phase (results do not depend on
-    it). Hosts first, then switches by port count, so that a warp runs one kind of code. With
-    `interleave`, nodes of the same role (local id) in different experiments sit side by side
-    (similar event sequences in a warp when experiments are alike); no backend uses it: a warp's
-    access then spans many experiments' rows instead of consecutive ones, and on idle windows the
-    few busy nodes share a few warps instead of spreading over the SMs
+    it). Hosts first, then switches by port count, so that a warp runs one kind of code
     (docs/decisions/0007-gpu-node-order.md). With `widest_first`, switches come first, the widest
     first, then hosts: the GPU starts the blocks of the busiest threads (wide spines) before the
-    rest (experiments/diag_wide_switch.py --orders compares). `tile` (with `interleave`): role-major within
-    tiles of that many consecutive experiments only (a warp's lanes in fewer, adjacent experiments).
-    `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
+    rest (experiments/diag_wide_switch.py --orders compares). `groups` (the GPU's groups launch mode: experiment_groups' offsets): the order within each
     group of experiments, whose nodes stay in the group's rows (a block's threads); `tor_first`
     (with `groups`): among switches of a width, those with more hosts on their ports first (the
     top-of-rack switches, which carry every packet of their hosts)."""
@@ -506,11 +500,7 @@ def node_order(cols: dict[str, np.ndarray], interleave: bool = False, widest_fir
         host_ports = np.bincount(cols["port_node"], weights=cols["node_is_host"][cols["port_node"][cols["port_peer"]]],
                                  minlength=ports.size)
         return np.lexsort((-host_ports, kind_key, group_of))
-    if not interleave:
-        return np.argsort(kind_key, kind="stable")
-    if tile > 0:
-        return np.lexsort((cols["node_exp"], cols["node_local"], cols["node_exp"] // tile, kind_key))
-    return np.lexsort((cols["node_exp"], cols["node_local"], kind_key))
+    return np.argsort(kind_key, kind="stable")
 
 
 def scratch_arrays(batch: Batch, xp=np) -> dict:

@@ -162,29 +162,6 @@ def test_node_orders_are_permutations_grouped_by_kind() -> None:
     assert not host[first] and ports[first] == ports[~host].max()
 
 
-def test_interleaved_node_orders_put_roles_side_by_side() -> None:
-    """The role-major orders measured in profile_gpu.py: over the whole batch, or within tiles of
-    consecutive experiments; each a permutation that keeps the kinds grouped, and inside a tile
-    the same role of successive experiments side by side."""
-    from mvopt.engine.batch import node_order
-    from mvopt.testing.scenarios import mixed_experiments
-
-    cols = build_batch(mixed_experiments(7)).cols
-    host = cols["node_is_host"] == 1
-    for tile in (0, 1, 3):
-        order = node_order(cols, interleave=True, tile=tile)
-        assert np.array_equal(np.sort(order), np.arange(order.size))
-        assert not (np.diff(host[order].astype(int)) > 0).any()             # hosts, then switches
-        exp, local = cols["node_exp"][order], cols["node_local"][order]
-        ports = (cols["node_port_hi"] - cols["node_port_lo"])[order]
-        kind = np.where(host[order], 0, 1 + ports)
-        assert (np.diff(kind) >= 0).all()
-        group = exp // tile if tile else np.zeros_like(exp)
-        same = (group[1:] == group[:-1]) & (kind[1:] == kind[:-1])
-        # within a tile and kind: by role, then experiment
-        assert ((local[1:] > local[:-1]) | ((local[1:] == local[:-1]) & (exp[1:] > exp[:-1])))[same].all()
-        assert same.sum() > order.size // 2
-
 
 def test_an_empty_batch_is_refused_with_a_clear_message() -> None:
     with pytest.raises(ValueError, match="no experiments"):
