@@ -23,16 +23,21 @@ __all__ = ["simulate"]
 
 def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[ExperimentResult]:
     """Simulate `experiments` at flow level as one batch; results in input order. `backend`:
-    'cpu' (NumPy), 'gpu' or 'gpu:N' (CuPy on device N), 'auto' (the GPU when there is one).
-    An experiment's result does not depend on its batch, and is the same on either backend.
+    'cpu' (the compiled event loop, OpenMP over the experiments on $OMP_NUM_THREADS or every
+    usable core), 'gpu' or 'gpu:N' (the array path on CuPy, device N), 'auto' (the GPU when there
+    is one). An experiment's result does not depend on its batch, and is the same on either
+    backend.
     Raises ConfigError for an experiment the flow level cannot run (a queue monitor)."""
+    from mvopt.engine import resolve_backend
     from mvopt.flow.batch import build_flow_batch
+    from mvopt.flow.compiled import run_batch_compiled
     from mvopt.flow.results import extract_results
     from mvopt.flow.sim import run_batch
     from mvopt.flow.xp import array_module
 
     if not experiments:
         return []
-    xp = array_module(backend)
+    on_host = resolve_backend(backend) == "cpu"
+    xp = None if on_host else array_module(backend)     # (no CuPy: said before the batch is built)
     batch = build_flow_batch(experiments)
-    return extract_results(batch, run_batch(batch, xp))
+    return extract_results(batch, run_batch_compiled(batch) if on_host else run_batch(batch, xp))
