@@ -13,12 +13,16 @@ cannot see congestion control, ECN, buffers or PFC: docs/decisions/0070-flow-lev
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 
-__all__ = ["simulate"]
+if TYPE_CHECKING:
+    from mvopt.flow.batch import FlowBatch
+    from mvopt.flow.sim import FlowState
+
+__all__ = ["simulate", "flow_runner"]
 
 
 def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[ExperimentResult]:
@@ -28,16 +32,27 @@ def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[Ex
     is one). An experiment's result does not depend on its batch, and is the same on either
     backend.
     Raises ConfigError for an experiment the flow level cannot run (a queue monitor)."""
-    from mvopt.engine import resolve_backend
     from mvopt.flow.batch import build_flow_batch
-    from mvopt.flow.compiled import run_batch_compiled
     from mvopt.flow.results import extract_results
-    from mvopt.flow.sim import run_batch
-    from mvopt.flow.xp import array_module
 
     if not experiments:
         return []
-    on_host = resolve_backend(backend) == "cpu"
-    xp = None if on_host else array_module(backend)     # (no CuPy: said before the batch is built)
+    run = flow_runner(backend)
     batch = build_flow_batch(experiments)
-    return extract_results(batch, run_batch_compiled(batch) if on_host else run_batch(batch, xp))
+    return extract_results(batch, run(batch))
+
+
+def flow_runner(backend: str) -> Callable[[FlowBatch], FlowState]:
+    """What runs a built batch on `backend` (see :func:`simulate`): the compiled event loop on
+    the CPU, the array path on a GPU (BackendUnavailable at once when the compiler, CuPy or the GPU
+    is missing)."""
+    from mvopt.engine import resolve_backend
+    from mvopt.flow.compiled import library, run_batch_compiled
+    from mvopt.flow.sim import run_batch
+    from mvopt.flow.xp import array_module
+
+    if resolve_backend(backend) == "cpu":
+        library()             # (built or loaded now, not in the first run)
+        return run_batch_compiled
+    xp = array_module(backend)
+    return lambda batch: run_batch(batch, xp)

@@ -54,8 +54,8 @@ class _FlowCtx(ctypes.Structure):
 
 
 @lru_cache(maxsize=1)
-def _library() -> tuple[ctypes.CDLL, bool]:
-    """The compiled loop (built on first use) and whether it runs threads."""
+def library() -> tuple[ctypes.CDLL, bool]:
+    """The compiled loop (built on first use, then cached on disk) and whether it runs threads."""
     cxx = _compiler()
     openmp = _openmp_works(cxx)
     flags = _FLAGS + (["-fopenmp"] if openmp else [])
@@ -90,7 +90,7 @@ def run_batch_compiled(batch: FlowBatch, threads: int | None = None) -> FlowStat
     """Simulate every experiment of `batch` to its end on the host's cores (`threads` at most:
     default $OMP_NUM_THREADS, else every usable core). The same FlowState as
     :func:`mvopt.flow.sim.run_batch`, bit for bit, as NumPy arrays."""
-    dll, openmp = _library()
+    dll, openmp = library()
     rows = {"task": batch.task_exp.size, "flow": batch.flow_task.size, "exp": batch.n_exp}
     keep = {name: np.ascontiguousarray(getattr(batch, name), dtype=dt) for name, dt in _PARAMS}
     state = {name: np.empty(rows[kind], dt) for name, dt, kind in _STATE}
