@@ -26,7 +26,7 @@ from mvopt.flow.paths import WEIGHT_ONE
 from mvopt.flow.sim import FlowState
 from mvopt.procpool import usable_cores
 
-__all__ = ["run_batch_compiled"]
+__all__ = ["library", "run_batch_compiled"]
 
 SOURCE = Path(__file__).with_name("loop.cpp")
 
