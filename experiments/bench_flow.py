@@ -8,7 +8,8 @@ The trial is topology.yaml's base experiment (GPT-3 13B on 512 GPUs, a k=8 fat-t
 ``--trial base``), or a 64 MB ring all-reduce on a k=4 fat-tree (``--trial small``). A batch
 holds ``--batch`` copies with seeds 1, 2, ... (different ECMP paths, so that the copies are not
 one experiment). Building the experiments is not timed; the flow level's own batch building
-(paths, latencies) is, as ``build_s``. Prints one line and writes experiments/results/bench_flow.json
+(paths, latencies) is, as ``build_s``; the run as ``run_s`` (wall) and ``run_cpu_s`` (this
+process's CPU time: one core's work with OMP_NUM_THREADS=1, however busy the machine). Prints one line and writes experiments/results/bench_flow.json
 (``--json``).
 """
 
@@ -55,33 +56,33 @@ def main() -> None:
     from mvopt.engine import FLOW
     from mvopt.build import build_experiment
     from mvopt.flow.batch import build_flow_batch
+    from mvopt.flow import flow_runner
     from mvopt.flow.results import extract_results
-    from mvopt.flow.sim import run_batch
-    from mvopt.flow.xp import array_module
 
     cfg = trial_config(args.trial)
     base = build_experiment(cfg)
     exps = [dataclasses.replace(base, seed=s + 1, name=f"{base.name}-seed{s + 1}") for s in range(args.batch)]
-    xp = array_module(args.backend)
+    run = flow_runner(args.backend)
     t0 = time.perf_counter()
     batch = build_flow_batch(exps)
-    t1 = time.perf_counter()
-    state = run_batch(batch, xp)
+    t1, c1 = time.perf_counter(), time.process_time()
+    state = run(batch)
     results = extract_results(batch, state)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     done = sum(r.ok for r in results)
     steps = max(r.windows for r in results)
     times = sorted(r.makespan_s for r in results if r.ok)
     command = "python experiments/bench_flow.py " + " ".join(sys.argv[1:])
     record = {"command": command.strip(), "provenance": provenance(command.strip()), "trial": args.trial,
               "backend": args.backend, "batch": args.batch, "done": done, "build_s": t1 - t0, "run_s": t2 - t1,
+              "run_cpu_s": c2 - c1, "steps_per_cpu_s": sum(r.windows for r in results) / max(c2 - c1, 1e-9),
               "s_per_trial": (t2 - t0) / args.batch, "trials_per_s": args.batch / (t2 - t0), "steps": steps,
               "flows_per_trial": int((base.tasks.kind == FLOW).sum()), "makespan_s": times}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"{args.trial} x {args.batch} on {args.backend}: build {t1 - t0:.2f} s, run {t2 - t1:.2f} s, "
-          f"{record['s_per_trial']:.3f} s per trial ({record['trials_per_s']:.3f} trials/s), {steps} steps, "
-          f"{done} done, makespan {times[0] if times else float('nan'):.6f} s")
+    print(f"{args.trial} x {args.batch} on {args.backend}: build {t1 - t0:.2f} s, run {t2 - t1:.2f} s ({c2 - c1:.2f} s of CPU), "
+          f"{record['s_per_trial']:.3f} s per trial ({record['trials_per_s']:.3f} trials/s), {steps} steps "
+          f"({record['steps_per_cpu_s']:,.0f} per CPU second), {done} done, makespan {times[0] if times else float('nan'):.6f} s")
 
 
 if __name__ == "__main__":

@@ -13,26 +13,46 @@ cannot see congestion control, ECN, buffers or PFC: docs/decisions/0070-flow-lev
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from mvopt.engine.params import Experiment
 from mvopt.engine.results import ExperimentResult
 
-__all__ = ["simulate"]
+if TYPE_CHECKING:
+    from mvopt.flow.batch import FlowBatch
+    from mvopt.flow.sim import FlowState
+
+__all__ = ["simulate", "flow_runner"]
 
 
 def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[ExperimentResult]:
     """Simulate `experiments` at flow level as one batch; results in input order. `backend`:
-    'cpu' (NumPy), 'gpu' or 'gpu:N' (CuPy on device N), 'auto' (the GPU when there is one).
-    An experiment's result does not depend on its batch, and is the same on either backend.
+    'cpu' (the compiled event loop, OpenMP over the experiments on $OMP_NUM_THREADS or every
+    usable core), 'gpu' or 'gpu:N' (the array path on CuPy, device N), 'auto' (the GPU when there
+    is one). An experiment's result does not depend on its batch, and is the same on either
+    backend.
     Raises ConfigError for an experiment the flow level cannot run (a queue monitor)."""
     from mvopt.flow.batch import build_flow_batch
     from mvopt.flow.results import extract_results
-    from mvopt.flow.sim import run_batch
-    from mvopt.flow.xp import array_module
 
     if not experiments:
         return []
-    xp = array_module(backend)
+    run = flow_runner(backend)
     batch = build_flow_batch(experiments)
-    return extract_results(batch, run_batch(batch, xp))
+    return extract_results(batch, run(batch))
+
+
+def flow_runner(backend: str) -> Callable[[FlowBatch], FlowState]:
+    """What runs a built batch on `backend` (see :func:`simulate`): the compiled event loop on
+    the CPU, the array path on a GPU (BackendUnavailable at once when the compiler, CuPy or the GPU
+    is missing)."""
+    from mvopt.engine import resolve_backend
+    from mvopt.flow.compiled import library, run_batch_compiled
+    from mvopt.flow.sim import run_batch
+    from mvopt.flow.xp import array_module
+
+    if resolve_backend(backend) == "cpu":
+        library()             # (built or loaded now, not in the first run)
+        return run_batch_compiled
+    xp = array_module(backend)
+    return lambda batch: run_batch(batch, xp)

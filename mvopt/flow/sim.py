@@ -1,4 +1,4 @@
-"""The flow-level event loop: every experiment of a batch advances to its own next event.
+"""The flow-level event loop as array operations (the GPU's path; loop.cpp is the CPU's, bit for bit).
 
 An event is a flow's arrival (its task became ready) or the end of a flow's fluid transfer.
 Each step, every running experiment moves its clock to its earliest event and handles every

@@ -1,4 +1,4 @@
-"""The array module the flow model runs on: NumPy on the CPU, CuPy on a GPU, one code path.
+"""The array module the array path runs on: CuPy on a GPU, NumPy as the compiled loop's oracle.
 
 The model uses only operations both modules have with the same meaning (element-wise
 arithmetic, ``minimum.at`` / ``maximum.at``, ``bincount``, ``unique``, ``cumsum``). Results are

@@ -1,0 +1,101 @@
+"""The flow level's event loop compiled for the host (``loop.cpp``), loaded with ctypes.
+
+The library is built once by the host C++ compiler (the packet engine's: ``$CXX`` or g++) with
+the packet engine's flags (no contraction, no fast math: the same IEEE operations as the array
+path) and cached under ``$MVOPT_CACHE`` by the hash of the source and the command. It runs one
+experiment per thread, OpenMP over the batch's experiments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from mvopt.engine._cpu import _FLAGS, _compiler, _openmp_works, cache_dir
+from mvopt.engine.source import source_hash
+from mvopt.errors import BackendUnavailable
+from mvopt.flow.batch import FlowBatch
+from mvopt.flow.paths import WEIGHT_ONE
+from mvopt.flow.sim import FlowState
+from mvopt.procpool import usable_cores
+
+__all__ = ["library", "run_batch_compiled"]
+
+SOURCE = Path(__file__).with_name("loop.cpp")
+
+# FlowCtx's fields in loop.cpp's order: (name, ctypes type, the batch column's dtype or None)
+_I64, _I8, _F64 = np.int64, np.int8, np.float64
+_PARAMS = (
+    ("exp_task_lo", _I64), ("exp_flow_lo", _I64), ("exp_port_lo", _I64), ("exp_limit_ps", _I64),
+    ("task_is_flow", _I8), ("task_duration_ps", _I64), ("task_min_ps", _I64), ("task_npred", _I64),
+    ("task_flow", _I64), ("succ_offset", _I64), ("succ", _I64), ("succ_notify_ps", _I64),
+    ("flow_task", _I64), ("flow_bits", _F64), ("flow_latency_ps", _I64),
+    ("path_offset", _I64), ("path_port", _I64), ("path_weight", _I64), ("path_is_data", _I8),
+    ("port_cap", _I64),
+)
+# (name, dtype, row kind: its length is the batch's number of tasks, flows or experiments)
+_STATE = (("task_start_ps", _I64, "task"), ("task_finish_ps", _I64, "task"), ("flow_end_ps", _I64, "flow"),
+          ("exp_T_ps", _I64, "exp"), ("exp_steps", _I64, "exp"), ("exp_status", _I8, "exp"))
+_CTYPE = {_I64: ctypes.POINTER(ctypes.c_int64), _I8: ctypes.POINTER(ctypes.c_int8),
+          _F64: ctypes.POINTER(ctypes.c_double)}
+
+
+class _FlowCtx(ctypes.Structure):
+    _fields_ = ([("n_exp", ctypes.c_int64), ("weight_one", ctypes.c_int64)]
+                + [(name, _CTYPE[dt]) for name, dt in _PARAMS]
+                + [(name, _CTYPE[dt]) for name, dt, _ in _STATE])
+
+
+@lru_cache(maxsize=1)
+def library() -> tuple[ctypes.CDLL, bool]:
+    """The compiled loop (built on first use, then cached on disk) and whether it runs threads."""
+    cxx = _compiler()
+    openmp = _openmp_works(cxx)
+    flags = _FLAGS + (["-fopenmp"] if openmp else [])
+    src = SOURCE.read_text()
+    lib = cache_dir() / f"mvopt_flow_{source_hash(src, cxx, ' '.join(flags))}.so"
+    if not lib.exists():
+        tmp_dir = Path(tempfile.mkdtemp(dir=cache_dir()))
+        try:
+            out = tmp_dir / lib.name
+            r = subprocess.run([cxx, *flags, str(SOURCE), "-o", str(out)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BackendUnavailable(f"compiling the flow level's loop with {cxx} failed:\n{r.stderr[-4000:]}")
+            os.replace(out, lib)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    dll = ctypes.CDLL(str(lib))
+    dll.mv_flow_run.restype = None
+    dll.mv_flow_run.argtypes = [ctypes.POINTER(_FlowCtx), ctypes.c_int64]
+    dll.mv_flow_sizeof_ctx.restype = ctypes.c_int64
+    if dll.mv_flow_sizeof_ctx() != ctypes.sizeof(_FlowCtx):
+        raise BackendUnavailable("loop.cpp's FlowCtx differs from compiled._FlowCtx (a bug)")
+    return dll, openmp
+
+
+def _threads(n_exp: int, threads: int | None) -> int:
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    most = threads or (int(env) if env.isdigit() and int(env) > 0 else usable_cores())
+    return max(1, min(most, n_exp))
+
+
+def run_batch_compiled(batch: FlowBatch, threads: int | None = None) -> FlowState:
+    """Simulate every experiment of `batch` to its end on the host's cores (`threads` at most:
+    default $OMP_NUM_THREADS, else every usable core). The same FlowState as
+    :func:`mvopt.flow.sim.run_batch`, bit for bit, as NumPy arrays."""
+    dll, openmp = library()
+    rows = {"task": batch.task_exp.size, "flow": batch.flow_task.size, "exp": batch.n_exp}
+    keep = {name: np.ascontiguousarray(getattr(batch, name), dtype=dt) for name, dt in _PARAMS}
+    state = {name: np.empty(rows[kind], dt) for name, dt, kind in _STATE}
+    ctx = _FlowCtx(n_exp=batch.n_exp, weight_one=WEIGHT_ONE,
+                   **{name: a.ctypes.data_as(_CTYPE[a.dtype.type]) for name, a in {**keep, **state}.items()})
+    dll.mv_flow_run(ctypes.byref(ctx), _threads(batch.n_exp, threads) if openmp else 1)
+    return FlowState(state["task_start_ps"], state["task_finish_ps"], state["flow_end_ps"], state["exp_T_ps"],
+                     state["exp_status"], state["exp_steps"])

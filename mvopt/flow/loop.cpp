@@ -1,0 +1,322 @@
+// The flow level's event loop, compiled for the host: one experiment per thread (OpenMP over the
+// batch's experiments). It takes the same decisions with the same arithmetic as the array path
+// (mvopt/flow/sim.py, maxmin.py): integer rates and shares, and the same IEEE double operations
+// in the same order for the fluid transfers (compiled without contraction or fast math), so its
+// results are the array path's bit for bit. sim.py's docstring describes the model.
+//
+// Rates are computed again only for the flows of the link-sharing components an event touched
+// (flows are linked when any of their data or ACK entries share a port, transitively): max-min
+// rates of disjoint components are independent, and the water-filling of a component alone takes
+// the decisions it takes inside the whole set, round by round, so the other flows keep their
+// rates exactly.
+
+#include <algorithm>
+#include <cstdint>
+#include <queue>
+#include <utility>
+#include <vector>
+
+typedef int64_t i64;
+
+static const i64 INF = (i64)1 << 62;
+static const double PS_PER_BIT_UNIT = 1e9;    // sim.PS_PER_BIT_UNIT
+enum { RUNNING = 0, DONE = 1, TIMEOUT = 2, STUCK = 3 };
+
+struct FlowCtx {
+    // sizes
+    i64 n_exp, weight_one;
+    // params (read only)
+    const i64 *exp_task_lo, *exp_flow_lo, *exp_port_lo, *exp_limit_ps;
+    const int8_t *task_is_flow;
+    const i64 *task_duration_ps, *task_min_ps, *task_npred, *task_flow;
+    const i64 *succ_offset, *succ, *succ_notify_ps;
+    const i64 *flow_task;
+    const double *flow_bits;
+    const i64 *flow_latency_ps;
+    const i64 *path_offset, *path_port, *path_weight;
+    const int8_t *path_is_data;
+    const i64 *port_cap;
+    // state out
+    i64 *task_start_ps, *task_finish_ps, *flow_end_ps, *exp_T_ps, *exp_steps;
+    int8_t *exp_status;
+};
+
+namespace {
+
+// ceil(x) as an integer, 0 for x <= 0 (the array path's maximum(ceil(x), 0).astype(int64)),
+// without a libm call: exact for every double below 2**63
+inline i64 ceil_nonneg(double x) {
+    if (!(x > 0.0)) return 0;
+    if (x >= 4503599627370496.0) return (i64)x;        // 2**52 and above: x is whole
+    i64 i = (i64)x;
+    return (double)i < x ? i + 1 : i;
+}
+
+// One experiment's run; ids local to it (task, flow, port minus the experiment's first row).
+struct Exp {
+    const FlowCtx &c;
+    i64 t0, f0, p0, n_task, n_flow, n_port, limit;
+    std::vector<i64> left, ready;
+    // each flow's entries, local ports: data in [ent_lo[f], ent_ack[f]), ACKs in [ent_ack[f], ent_lo[f + 1])
+    std::vector<i64> ent_lo, ent_ack, ent_w;
+    std::vector<int32_t> ent_port;
+    std::vector<i64> rate;                   // by flow (units)
+    // the flows transferring, by slot: flow, bits left, rate (as the double the arithmetic uses)
+    std::vector<i64> act_flow, active_pos;   // active_pos: a flow's slot, -1 when not active
+    std::vector<double> act_rem, act_rate;
+    typedef std::pair<i64, i64> Due;         // (ready time, flow)
+    std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
+    std::vector<i64> stack, ended, ends, changed;    // scratch of a step
+    // the active flows on each port (data and ACK entries), for the components
+    std::vector<std::vector<int32_t>> port_flows;
+    std::vector<i64> port_mark, flow_mark, comp, touched;
+    i64 mark = 0;
+    // water-filling scratch (per port, per flow)
+    std::vector<i64> w_left, w_weight, w_share, w_link_min, w_cap2, f_min, f_first, cur, next, live;
+
+    Exp(const FlowCtx &ctx, i64 e) : c(ctx) {
+        t0 = c.exp_task_lo[e]; n_task = c.exp_task_lo[e + 1] - t0;
+        f0 = c.exp_flow_lo[e]; n_flow = c.exp_flow_lo[e + 1] - f0;
+        p0 = c.exp_port_lo[e]; n_port = c.exp_port_lo[e + 1] - p0;
+        limit = c.exp_limit_ps[e];
+        left.assign(c.task_npred + t0, c.task_npred + t0 + n_task);
+        ready.assign(c.task_min_ps + t0, c.task_min_ps + t0 + n_task);
+        ent_lo.assign(n_flow + 1, 0); ent_ack.assign(n_flow, 0);
+        const i64 e0 = c.path_offset[f0], n_ent = c.path_offset[f0 + n_flow] - e0;
+        ent_w.resize(n_ent); ent_port.resize(n_ent);
+        i64 k = 0;
+        for (i64 f = 0; f < n_flow; f++) {
+            ent_lo[f] = k;
+            for (int data = 1; data >= 0; data--) {
+                if (!data) ent_ack[f] = k;
+                for (i64 x = c.path_offset[f0 + f]; x < c.path_offset[f0 + f + 1]; x++)
+                    if (c.path_is_data[x] == data) {
+                        ent_port[k] = (int32_t)(c.path_port[x] - p0); ent_w[k] = c.path_weight[x]; k++;
+                    }
+            }
+        }
+        ent_lo[n_flow] = k;
+        rate.assign(n_flow, 0);
+        active_pos.assign(n_flow, -1);
+        port_flows.resize(n_port);
+        port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
+        w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
+        w_link_min.assign(n_port, 0); w_cap2.assign(n_port, 0);
+        f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
+        for (i64 t = 0; t < n_task; t++) { c.task_start_ps[t0 + t] = -1; c.task_finish_ps[t0 + t] = -1; }
+        for (i64 f = 0; f < n_flow; f++) c.flow_end_ps[f0 + f] = -1;
+    }
+
+    // ---------------------------------------------------------------- tasks
+    // Tasks whose every predecessor finished (on `stack`): delays finish at once (and resolve
+    // their successors), flows wait in `pending` for their ready time.
+    void resolve() {
+        while (!stack.empty()) {
+            i64 u = stack.back(); stack.pop_back();
+            c.task_start_ps[t0 + u] = ready[u];
+            if (c.task_is_flow[t0 + u]) {
+                pending.push(Due(ready[u], c.task_flow[t0 + u] - f0));
+                continue;
+            }
+            i64 fin = ready[u] + c.task_duration_ps[t0 + u];
+            c.task_finish_ps[t0 + u] = fin;
+            successors_of(u, fin);
+        }
+    }
+
+    // Record the finish of task `u` in its successors; push those now ready.
+    void successors_of(i64 u, i64 fin) {
+        for (i64 k = c.succ_offset[t0 + u]; k < c.succ_offset[t0 + u + 1]; k++) {
+            i64 s = c.succ[k] - t0;
+            i64 at = fin + c.succ_notify_ps[k];
+            if (at > ready[s]) ready[s] = at;
+            if (--left[s] == 0) stack.push_back(s);
+        }
+    }
+
+    // ---------------------------------------------------------------- flows
+    void attach(i64 f) {
+        active_pos[f] = (i64)act_flow.size();
+        act_flow.push_back(f);
+        act_rem.push_back(c.flow_bits[f0 + f]);
+        act_rate.push_back(0.0);
+        for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+            port_flows[ent_port[k]].push_back((int32_t)f);
+            changed.push_back(ent_port[k]);
+        }
+    }
+
+    void detach(i64 f) {
+        i64 i = active_pos[f], last = (i64)act_flow.size() - 1;
+        act_flow[i] = act_flow[last]; act_rem[i] = act_rem[last]; act_rate[i] = act_rate[last];
+        active_pos[act_flow[i]] = i;
+        act_flow.pop_back(); act_rem.pop_back(); act_rate.pop_back();
+        active_pos[f] = -1;
+        for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+            std::vector<int32_t> &on = port_flows[ent_port[k]];
+            for (size_t j = 0; j < on.size(); j++)
+                if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
+            changed.push_back(ent_port[k]);
+        }
+    }
+
+    // Add to `comp` every active flow linked to port `p` (transitively), their ports to `touched`.
+    void spread_from(i64 p) {
+        if (port_mark[p] == mark) return;
+        port_mark[p] = mark;
+        touched.push_back(p);
+        size_t head = comp.size();
+        for (i64 f : port_flows[p])
+            if (flow_mark[f] != mark) { flow_mark[f] = mark; comp.push_back(f); }
+        for (; head < comp.size(); head++) {
+            i64 f = comp[head];
+            for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+                i64 q = ent_port[k];
+                if (port_mark[q] == mark) continue;
+                port_mark[q] = mark;
+                touched.push_back(q);
+                for (i64 g : port_flows[q])
+                    if (flow_mark[g] != mark) { flow_mark[g] = mark; comp.push_back(g); }
+            }
+        }
+    }
+
+    // Max-min rates (into `out`) of the flows of `comp` over their data entries, on capacities
+    // `cap` (by local port): maxmin.max_min_rates' rounds, with each port's share computed once
+    // a round (the same value the array path computes for each of its entries).
+    template <class Cap>
+    void max_min(const Cap &cap, std::vector<i64> &out) {
+        for (i64 p : touched) w_weight[p] = 0;
+        for (i64 f : comp)
+            for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) w_weight[ent_port[k]] += ent_w[k];
+        live.clear();
+        for (i64 p : touched)
+            if (w_weight[p] > 0) { w_left[p] = cap(p); live.push_back(p); }
+        cur.assign(comp.begin(), comp.end());
+        while (!cur.empty()) {
+            for (i64 p : live) { w_share[p] = w_left[p] / w_weight[p]; w_link_min[p] = INF; }
+            for (i64 f : cur) {
+                i64 m = INF;
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) m = std::min(m, w_share[ent_port[k]]);
+                f_min[f] = m;
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
+                    i64 &lm = w_link_min[ent_port[k]];
+                    lm = std::min(lm, m);
+                }
+            }
+            next.clear();
+            size_t n_fixed = 0;
+            for (i64 f : cur) {
+                bool fixed = false;
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++)
+                    fixed |= w_share[ent_port[k]] == w_link_min[ent_port[k]];
+                if (fixed) { cur[n_fixed++] = f; out[f] = f_min[f]; }
+                else next.push_back(f);
+            }
+            // the shares above all read the round's capacities: update them after
+            for (size_t i = 0; i < n_fixed; i++) {
+                i64 f = cur[i];
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
+                    w_left[ent_port[k]] -= ent_w[k] * f_min[f];
+                    w_weight[ent_port[k]] -= ent_w[k];
+                }
+            }
+            size_t n_live = 0;
+            for (i64 p : live) if (w_weight[p] > 0) live[n_live++] = p;
+            live.resize(n_live);
+            cur.swap(next);
+        }
+    }
+
+    // Rates of the flows of `comp` (sim._Run._rates): max-min without the ACKs, their load off
+    // the way back, max-min of the data in what is left.
+    void rates() {
+        max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first);
+        for (i64 p : touched) w_cap2[p] = 0;
+        const i64 one = c.weight_one;
+        for (i64 f : comp)
+            for (i64 k = ent_ack[f]; k < ent_lo[f + 1]; k++) {
+                i64 w = ent_w[k];
+                w_cap2[ent_port[k]] += (w * f_first[f]) / (one + w) * one;
+            }
+        for (i64 p : touched) {
+            i64 room = c.port_cap[p0 + p] - w_cap2[p];
+            w_cap2[p] = room > 0 ? room : 0;
+        }
+        max_min([this](i64 p) { return w_cap2[p]; }, rate);
+        for (i64 f : comp) {
+            if (rate[f] < 1) rate[f] = 1;
+            act_rate[active_pos[f]] = (double)rate[f];
+        }
+    }
+
+    // ---------------------------------------------------------------- the loop
+    void run(i64 e) {
+        for (i64 t = 0; t < n_task; t++)
+            if (left[t] == 0) stack.push_back(t);
+        resolve();
+        i64 T = 0, steps = 0;
+        int8_t status = RUNNING;
+        while (true) {
+            const size_t n = act_flow.size();
+            ends.resize(n);
+            i64 nxt = INF;
+            for (size_t i = 0; i < n; i++) {
+                ends[i] = T + ceil_nonneg(act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]);
+                nxt = std::min(nxt, ends[i]);
+            }
+            if (!pending.empty() && pending.top().first < nxt) nxt = pending.top().first;
+            if (nxt >= INF) { status = DONE; break; }
+            if (nxt > limit) { status = TIMEOUT; T = limit; break; }
+            // transfers that end now finish their task after the flow's latency; the others move on
+            ended.clear();
+            for (size_t i = 0; i < n; i++)
+                if (ends[i] <= nxt) ended.push_back(act_flow[i]);
+            const double dt = (double)(nxt - T) / PS_PER_BIT_UNIT;
+            for (size_t i = 0; i < n; i++) act_rem[i] = act_rem[i] - act_rate[i] * dt;
+            changed.clear();
+            for (i64 f : ended) {
+                c.flow_end_ps[f0 + f] = nxt;
+                c.task_finish_ps[c.flow_task[f0 + f]] = nxt + c.flow_latency_ps[f0 + f];
+                detach(f);
+            }
+            T = nxt;
+            for (i64 f : ended) {
+                i64 task = c.flow_task[f0 + f] - t0;
+                successors_of(task, c.task_finish_ps[t0 + task]);
+                resolve();
+            }
+            // arrivals
+            while (!pending.empty() && pending.top().first <= T) {
+                i64 f = pending.top().second;
+                pending.pop();
+                attach(f);
+            }
+            steps++;
+            mark++;
+            comp.clear(); touched.clear();
+            for (i64 p : changed) spread_from(p);
+            rates();
+        }
+        c.exp_T_ps[e] = T;
+        c.exp_steps[e] = steps;
+        if (status == DONE)
+            for (i64 t = 0; t < n_task; t++)
+                if (c.task_finish_ps[t0 + t] < 0) { status = STUCK; break; }
+        c.exp_status[e] = status;
+    }
+};
+
+}  // namespace
+
+extern "C" void mv_flow_run(const FlowCtx *ctx, int64_t threads) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
+#endif
+    for (i64 e = 0; e < ctx->n_exp; e++) {
+        Exp x(*ctx, e);
+        x.run(e);
+    }
+}
+
+extern "C" int64_t mv_flow_sizeof_ctx() { return (int64_t)sizeof(FlowCtx); }
