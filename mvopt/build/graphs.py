@@ -102,8 +102,11 @@ def training_setup(cfg: ExperimentConfig, topo):
     par = cfg.parallelism
     check_layout(model, par, gpus_per_server=int(topo.gpus_per_server), gpus=int(topo.n_gpu))
     reserve = w.memory_reserve_gib * 2**30
+    if par.ep > 1 and w.expert_skew > par.ep:
+        raise ConfigError("workload.expert_skew", f"must be at most parallelism.ep ({par.ep}): the busiest EP "
+                          "rank receives at most all routed tokens", w.expert_skew)
     check_memory(model, par, gpu, precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout,
-                 reserve_bytes=reserve)
+                 reserve_bytes=reserve, expert_skew=w.expert_skew)
     trace = OperatorTrace.read(cfg.resolve_path(w.operator_trace)) if w.operator_trace else None
     cl = cfg.cluster
     rail_zero_only = cl.topology == "rail_optimized" and cl.resolved_nics_per_server < cl.gpus_per_server
@@ -121,7 +124,8 @@ def training_setup(cfg: ExperimentConfig, topo):
         gpus_per_server=int(topo.gpus_per_server), gpu_host=np.asarray(topo.gpu_host), collective=cfg.collective,
         precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout, reserve_bytes=reserve,
         iterations=w.iterations, rail_sample=w.rail_sample, nic_bytes_per_s=_nic_bytes_per_s(topo),
-        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg))
+        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg),
+        expert_skew=w.expert_skew)
 
 
 def _wire_factor(cfg: ExperimentConfig) -> float:
