@@ -27,6 +27,12 @@ What a rank runs (docs/training-model.md, section *Task graphs*, has the details
   and last stage. Then the optimizer step (``compute``). Compute that runs while the rank's DP
   collectives are in flight is slowed by ``overlap_slowdown`` (estimated comm time, closed form).
 
+* **expert parallelism** (``ep_comm``, MoE models with ``ep > 1``): each chunk's forward and
+  backward is cut at its MoE layers' token all-to-alls (dispatch and combine, and their
+  gradients), each one a part over the EP group (:mod:`mvopt.comm.alltoall`) anchored on every
+  member's preceding task; routed experts' gradients are reduced over the expert-data-parallel
+  group.
+
 Every dependency is on a task that finishes on the host where its successor starts (no remote
 notification), except NVLink pipeline transfers between two NICs of a server.
 
