@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["CongestionControl", "CONGESTION_CONTROLS", "CC_NAMES", "congestion_control", "LOAD_BALANCERS",
-           "COLLECTIVE_ALGORITHMS"]
+           "COLLECTIVE_ALGORITHMS", "ALL_TO_ALL_ALGORITHMS"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,14 @@ LOAD_BALANCERS: tuple[str, ...] = ("ecmp", "spray")
 
 # NCCL_ALGO of inter-server collectives: "auto" picks ring or tree by their closed-form times
 COLLECTIVE_ALGORITHMS: tuple[str, ...] = ("ring", "tree", "auto")
+
+# --- all-to-all algorithms (collective.all_to_all; mvopt/comm/alltoall.py) ---------------------
+# concurrent: every pair's transfer at once (one NCCL group of sends and receives, all in flight);
+# pairwise: n - 1 rounds, round i sends to rank + i and receives from rank - i (NCCL's p2p order);
+# hierarchical: intra-server exchange to the GPU on the destination's rail first, then pairwise
+# between servers rail by rail (NCCL's PXN).
+ALL_TO_ALL_ALGORITHMS: tuple[str, ...] = ("concurrent", "pairwise", "hierarchical")
+# --- end of all-to-all algorithms -------------------------------------------------------------
 
 
 def congestion_control(name: str) -> CongestionControl:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
-from mvopt._cfg.algorithms import COLLECTIVE_ALGORITHMS
+from mvopt._cfg.algorithms import ALL_TO_ALL_ALGORITHMS, COLLECTIVE_ALGORITHMS
 from mvopt._cfg.base import Section, at_least, field, non_negative, positive
 from mvopt.errors import ConfigError
 
@@ -50,6 +50,10 @@ class CollectiveConfig(Section):
     hosts: Optional[list[int]] = field(None, doc="participating hosts in ring order (workload kind "
                                        "`collective`)", default_doc="all hosts")
     algorithm: Literal[COLLECTIVE_ALGORITHMS] = field("ring", doc="inter-server algorithm (NCCL_ALGO)")
+    all_to_all: Literal[ALL_TO_ALL_ALGORITHMS] = field(
+        "concurrent", doc="all-to-all algorithm: concurrent (every pair at once), pairwise (n - 1 rounds, "
+        "rank + i in round i), hierarchical (intra-server to the destination's rail first, then pairwise "
+        "between servers per rail: NCCL's PXN); the MoE token dispatch and combine, and op all_to_all")
     channels: int = field(1, doc="parallel channels (rings/trees); each carries size/channels",
                           check=at_least(1))
     chunk_bytes: Optional[int] = field(None, unit="B", doc="pipelining chunk per step",
@@ -69,6 +73,12 @@ class ParallelismConfig(Section):
     tp: int = field(1, doc="tensor-parallel size (inside a server)", check=positive)
     pp: int = field(1, doc="pipeline-parallel size", check=positive)
     dp: int = field(1, doc="data-parallel size", check=positive)
+    ep: int = field(1, doc="expert-parallel size: the experts of a MoE layer are spread over ep DP ranks, "
+                    "which exchange tokens by all-to-all; must divide dp and the model's experts", check=positive)
+    ep_placement: Literal["packed", "spread"] = field(
+        "packed", doc="which DP ranks form an EP group: packed = ep consecutive DP ranks (Megatron's "
+        "order: inside a server when tp * ep <= GPUs per server); spread = DP ranks dp/ep apart (across "
+        "servers)")
     virtual_stages: int = field(1, doc="model chunks per pipeline stage (interleaved 1F1B when > 1)",
                                 check=positive)
     micro_batch: int = field(1, doc="micro-batch size (sequences)", check=positive)
@@ -117,6 +127,10 @@ class WorkloadConfig(Section):
     intra_server_params: Optional[str] = field(
         None, doc="kind training: intra-server collective parameter file (from `mvopt calibrate`)",
         default_doc="the shipped fit (mvopt/data/intra_server_default.yaml)")
+    expert_skew: float = field(
+        1.0, doc="kind training, MoE models: load imbalance of the token routing. The first rank of every "
+        "EP group receives expert_skew x the mean routed tokens, the others share the rest equally "
+        "(1: uniform routing; at most ep)", check=at_least(1.0))
     rail_sample: bool = field(
         False, doc="kind training: simulate only the GPUs of local index 0 (NIC rail 0) and take their "
         "times for every GPU; exact when TP ranks are symmetric and all inter-server traffic stays on "

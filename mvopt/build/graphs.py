@@ -102,8 +102,11 @@ def training_setup(cfg: ExperimentConfig, topo):
     par = cfg.parallelism
     check_layout(model, par, gpus_per_server=int(topo.gpus_per_server), gpus=int(topo.n_gpu))
     reserve = w.memory_reserve_gib * 2**30
+    if par.ep > 1 and w.expert_skew > par.ep:
+        raise ConfigError("workload.expert_skew", f"must be at most parallelism.ep ({par.ep}): the busiest EP "
+                          "rank receives at most all routed tokens", w.expert_skew)
     check_memory(model, par, gpu, precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout,
-                 reserve_bytes=reserve)
+                 reserve_bytes=reserve, expert_skew=w.expert_skew)
     trace = OperatorTrace.read(cfg.resolve_path(w.operator_trace)) if w.operator_trace else None
     cl = cfg.cluster
     rail_zero_only = cl.topology == "rail_optimized" and cl.resolved_nics_per_server < cl.gpus_per_server
@@ -121,7 +124,8 @@ def training_setup(cfg: ExperimentConfig, topo):
         gpus_per_server=int(topo.gpus_per_server), gpu_host=np.asarray(topo.gpu_host), collective=cfg.collective,
         precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout, reserve_bytes=reserve,
         iterations=w.iterations, rail_sample=w.rail_sample, nic_bytes_per_s=_nic_bytes_per_s(topo),
-        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg))
+        step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg),
+        expert_skew=w.expert_skew)
 
 
 def _wire_factor(cfg: ExperimentConfig) -> float:
@@ -136,6 +140,8 @@ def _collective_graph(cfg: ExperimentConfig, topo):
     c = cfg.collective
     builder = TaskGraphBuilder()
     gap = _chunk_gap_ps(cfg, topo)
+    if c.op == "all_to_all" and c.all_to_all != "concurrent":
+        return _all_to_all_graph(cfg, topo)
     if c.algorithm == "ring" and not c.hierarchical:
         add_collective_workload(builder, c, int(topo.n_host), chunk_gap_ps=gap)
         return builder.build()
@@ -164,6 +170,37 @@ def _collective_graph(cfg: ExperimentConfig, topo):
     from mvopt.workload import get_gpu
     add_group_collective(builder, c.op, [int(gpu_host[g]) for g in gpus], [g // gps for g in gpus], c.bytes,
                          intra=_intra_fn(cfg, get_gpu(cfg.cluster.gpu)), hierarchical=True, **kw)
+    return builder.build()
+
+
+def _all_to_all_graph(cfg: ExperimentConfig, topo):
+    """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm: over the
+    listed hosts (one member each), or with ``hierarchical: true`` over every GPU of those hosts
+    (NVLink between GPUs of a server)."""
+    from mvopt.comm.alltoall import add_all_to_all, even_matrix
+    from mvopt.workload import get_gpu
+
+    c = cfg.collective
+    n_host = int(topo.n_host)
+    hosts = list(range(n_host)) if c.hosts is None else [int(h) for h in c.hosts]
+    for i, h in enumerate(hosts):
+        if not 0 <= h < n_host:
+            raise ConfigError(f"collective.hosts[{i}]", f"must be a host id in 0..{n_host - 1}", h)
+    if len(hosts) < 2 or len(set(hosts)) != len(hosts):
+        raise ConfigError("collective.hosts", "must list at least 2 distinct hosts", hosts)
+    if c.hierarchical:
+        gpu_host = np.asarray(topo.gpu_host)
+        gps = int(topo.gpus_per_server)
+        gpus = sorted(int(g) for g in np.nonzero(np.isin(gpu_host, hosts))[0])
+        members, servers = [int(gpu_host[g]) for g in gpus], [g // gps for g in gpus]
+    else:
+        members, servers = hosts, list(range(len(hosts)))
+    if c.bytes < len(members):
+        raise ConfigError("collective.bytes", f"must be at least the ranks ({len(members)}) so that every "
+                          "block carries a byte", c.bytes)
+    builder = TaskGraphBuilder()
+    add_all_to_all(builder, members, servers, even_matrix(len(members), c.bytes), algorithm=c.all_to_all,
+                   intra=_intra_fn(cfg, get_gpu(cfg.cluster.gpu)), category="all_to_all")
     return builder.build()
 
 

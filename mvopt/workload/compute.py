@@ -33,7 +33,7 @@ from mvopt.files import read_text
 from mvopt.workload.models import ModelSpec
 
 __all__ = ["Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",
-           "layer_ops", "embedding_ops", "output_ops", "optimizer_ops", "iteration_flops",
+           "layer_ops", "moe_mlp_ops", "embedding_ops", "output_ops", "optimizer_ops", "iteration_flops",
            "megatron_flops", "overlapped_time_s", "overlap_slowdown", "PHASES", "NCCL_SMS"]
 
 Phase = Literal["fwd", "recompute", "bwd_input", "bwd_weight", "step"]
@@ -100,15 +100,17 @@ class PhaseTimes:
 # operator lists
 
 
-def _gemm(name: str, m: float, k: float, n: float, *, recompute: bool) -> list[Op]:
-    """A linear layer Y[m,n] = X[m,k] W[k,n]: forward, input gradient, weight gradient."""
+def _gemm(name: str, m: float, k: float, n: float, *, recompute: bool, weights: float = 1) -> list[Op]:
+    """A linear layer Y[m,n] = X[m,k] W[k,n]: forward, input gradient, weight gradient.
+    ``weights`` matrices of ``k x n`` are read (a grouped GEMM over several experts' rows)."""
     flops = 2.0 * m * k * n
-    fwd_bytes = _B * (m * k + k * n + m * n)
+    wk = weights * k * n
+    fwd_bytes = _B * (m * k + wk + m * n)
     ops = [Op(name, "fwd", "gemm", flops, fwd_bytes)]
     if recompute:
         ops.append(Op(name, "recompute", "gemm", flops, fwd_bytes))
-    ops += [Op(name, "bwd_input", "gemm", flops, _B * (m * n + k * n + m * k)),
-            Op(name, "bwd_weight", "gemm", flops, _B * (m * n + m * k) + 4 * k * n)]   # fp32 main grad
+    ops += [Op(name, "bwd_input", "gemm", flops, _B * (m * n + wk + m * k)),
+            Op(name, "bwd_weight", "gemm", flops, _B * (m * n + m * k) + 4 * wk)]   # fp32 main grad
     return ops
 
 
@@ -125,11 +127,13 @@ def _keep_dropout(model: ModelSpec, dropout: bool | None) -> bool:
 
 
 def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
-              dropout: bool | None = None) -> list[Op]:
+              dropout: bool | None = None, moe: bool = False, load: float = 1.0) -> list[Op]:
     """Operators of one transformer layer for one micro-batch on one GPU (TP shard), all phases.
 
     With sequence parallelism the norms, dropouts and residual adds work on s/tp tokens; the
-    GEMMs always see the whole sequence (after the all-gather).
+    GEMMs always see the whole sequence (after the all-gather). Latent attention replaces the
+    QKV GEMM by its down- (whole on every TP rank) and up-projections. ``moe``: the MLP is
+    :func:`moe_mlp_ops` with ``load`` times the uniform share of routed tokens.
     """
     s, b, h, t = model.seq_len, par.micro_batch, model.hidden, par.tp
     tokens = float(s * b)
@@ -144,35 +148,84 @@ def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool
     bda_bwd = local * h * (2 * _B + (1 if drop else 0))
     ops: list[Op] = []
     ops += _memory("norm_attn", norm_fwd, norm_bwd, recompute=full, flops=8 * local * h)
-    ops += _gemm("qkv", tokens, h, (h + 2 * model.kv_dim) / t, recompute=full)
-    q_bytes = _B * tokens * h / t
-    kv_bytes = _B * tokens * 2 * model.kv_dim / t
-    core_flops = 2.0 * tokens * s * h / t          # QK^T and, again, P V
+    if model.is_mla:
+        if model.mla_q_rank:
+            ops += _gemm("q_down", tokens, h, model.mla_q_rank, recompute=full)
+        ops += _gemm("q_up", tokens, model.mla_q_rank or h, model.q_width / t, recompute=full)
+        ops += _gemm("kv_down", tokens, h, model.mla_kv_rank + model.mla_rope_dim, recompute=full)
+        ops += _gemm("kv_up", tokens, model.mla_kv_rank,
+                     model.heads * (model.mla_nope_dim + model.mla_v_dim) / t, recompute=full)
+        q_bytes = _B * tokens * model.q_width / t
+        kv_bytes = _B * tokens * (model.attn_k_width + model.attn_v_width) / t
+        score_flops = 2.0 * tokens * s * model.q_width / t
+        value_flops = 2.0 * tokens * s * model.attn_v_width / t
+        out_bytes = _B * tokens * model.attn_out_width / t
+    else:
+        ops += _gemm("qkv", tokens, h, (h + 2 * model.kv_dim) / t, recompute=full)
+        q_bytes = _B * tokens * h / t
+        kv_bytes = _B * tokens * 2 * model.kv_dim / t
+        score_flops = value_flops = 2.0 * tokens * s * h / t          # QK^T and, again, P V
+        out_bytes = q_bytes
     if flash_attention:
-        io_bytes = q_bytes + kv_bytes + q_bytes
-        ops.append(Op("flash_attention", "fwd", "attention", 2 * core_flops, io_bytes))
+        io_bytes = q_bytes + kv_bytes + out_bytes
+        core = score_flops + value_flops
+        ops.append(Op("flash_attention", "fwd", "attention", core, io_bytes))
         if full:
-            ops.append(Op("flash_attention", "recompute", "attention", 2 * core_flops, io_bytes))
+            ops.append(Op("flash_attention", "recompute", "attention", core, io_bytes))
         # backward: 4 products (dQ, dK, dV, dP) plus S recomputed inside the kernel (5 instead of 4).
-        ops.append(Op("flash_attention", "bwd_input", "attention", 4 * core_flops, 2 * io_bytes + q_bytes,
+        ops.append(Op("flash_attention", "bwd_input", "attention", 2 * core, 2 * io_bytes + out_bytes,
                       work_factor=1.25))
     else:
         square = b * heads * s * s                   # elements of the score matrices
-        ops += _batched("attn_scores", core_flops, q_bytes + kv_bytes / 2 + _B * square, recompute=sel)
+        ops += _batched("attn_scores", score_flops, q_bytes + kv_bytes / 2 + _B * square, recompute=sel)
         ops += _memory("softmax", 2 * _B * square, 3 * _B * square, recompute=sel, flops=5 * square)
         if drop:
             ops += _memory("attn_dropout", (2 * _B + 1) * square, (2 * _B + 1) * square, recompute=sel)
-        ops += _batched("attn_values", core_flops, _B * square + kv_bytes / 2 + q_bytes, recompute=sel)
-    ops += _gemm("attn_proj", tokens, h / t, h, recompute=full)
+        ops += _batched("attn_values", value_flops, _B * square + kv_bytes / 2 + out_bytes, recompute=sel)
+    ops += _gemm("attn_proj", tokens, model.attn_out_width / t, h, recompute=full)
     ops += _memory("bias_dropout_add_attn", bda_fwd, bda_bwd, recompute=full)
     ops += _memory("norm_mlp", norm_fwd, norm_bwd, recompute=full, flops=8 * local * h)
-    ops += _gemm("fc1", tokens, h, model.mlp_in_width / t, recompute=full)
-    act_in = tokens * model.mlp_in_width / t
-    act_out = tokens * model.ffn / t
-    ops += _memory("swiglu" if model.swiglu else "gelu", _B * (act_in + act_out),
-                   _B * (act_in + act_out + act_in), recompute=full, flops=8 * act_out)
-    ops += _gemm("fc2", tokens, model.ffn / t, h, recompute=full)
+    if moe:
+        ops += moe_mlp_ops(model, par, load=load)
+    else:
+        ops += _mlp("", model, tokens, model.ffn, t, recompute=full)
     ops += _memory("bias_dropout_add_mlp", bda_fwd, bda_bwd, recompute=full)
+    return ops
+
+
+def _mlp(prefix: str, model: ModelSpec, tokens: float, width: float, t: int, *, recompute: bool,
+         weights: float = 1) -> list[Op]:
+    """FC1, activation, FC2 of an MLP of ``width`` over ``tokens`` (TP shard); ``weights``
+    experts' matrices when it is a grouped GEMM."""
+    w_in = 2 * width if model.swiglu else width
+    h = model.hidden
+    ops = _gemm(prefix + "fc1", tokens, h, w_in / t, recompute=recompute, weights=weights)
+    act_in = tokens * w_in / t
+    act_out = tokens * width / t
+    ops += _memory(prefix + ("swiglu" if model.swiglu else "gelu"), _B * (act_in + act_out),
+                   _B * (act_in + act_out + act_in), recompute=recompute, flops=8 * act_out)
+    ops += _gemm(prefix + "fc2", tokens, width / t, h, recompute=recompute, weights=weights)
+    return ops
+
+
+def moe_mlp_ops(model: ModelSpec, par: ParallelismConfig, *, load: float = 1.0) -> list[Op]:
+    """The MLP of a MoE layer, one micro-batch on one GPU: the router GEMM (``h x experts``, on
+    the tokens this TP rank holds), the permutation of the routed tokens into expert order and
+    back (read and write of ``R h`` each way), the routed experts as grouped GEMMs over the
+    ``R = s b top_k load`` tokens routed to this GPU (``experts / ep`` experts' weights, each
+    split over TP), and the shared experts as a dense MLP of width ``shared_experts x
+    expert_ffn`` over all tokens. ``load`` is 1 for uniform routing."""
+    s, b, h, t = model.seq_len, par.micro_batch, model.hidden, par.tp
+    tokens = float(s * b)
+    local = tokens / t if par.sequence_parallel else tokens
+    full = par.recompute == "full"
+    routed = tokens * model.top_k * load
+    ops = _gemm("router", local, h, model.experts, recompute=full)
+    ops += _memory("permute", 2 * _B * routed * h, 2 * _B * routed * h, recompute=full)
+    ops += _mlp("expert_", model, routed, model.expert_ffn, t, recompute=full, weights=model.experts / par.ep)
+    ops += _memory("unpermute", 2 * _B * routed * h, 2 * _B * routed * h, recompute=full)
+    if model.shared_experts:
+        ops += _mlp("shared_", model, tokens, model.shared_experts * model.expert_ffn, t, recompute=full)
     return ops
 
 
@@ -229,8 +282,11 @@ def iteration_flops(model: ModelSpec, par: ParallelismConfig, *, flash_attention
     from the operator lists; comparable with :func:`megatron_flops`."""
     def matrix(ops: list[Op]) -> float:
         return sum(o.flops for o in ops if o.kind != "memory")
-    per_micro = model.layers * matrix(layer_ops(model, par, flash_attention=flash_attention)) \
+    n_moe = model.moe_layers
+    per_micro = (model.layers - n_moe) * matrix(layer_ops(model, par, flash_attention=flash_attention)) \
         + matrix(output_ops(model, par))
+    if n_moe:
+        per_micro += n_moe * matrix(layer_ops(model, par, flash_attention=flash_attention, moe=True))
     return par.global_batch / par.micro_batch * par.tp * per_micro
 
 

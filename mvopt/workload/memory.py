@@ -28,7 +28,8 @@ from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import num_microbatches
 
 __all__ = ["PrecisionScheme", "PRECISIONS", "MemoryBreakdown", "layer_activation_bytes",
-           "inflight_layers", "stage_param_count", "memory_per_stage", "peak_memory", "check_memory",
+           "inflight_layers", "stage_param_count", "stage_expert_param_count", "chunk_layers",
+           "moe_layer_params", "routed_load", "memory_per_stage", "peak_memory", "check_memory",
            "DEFAULT_RESERVE_BYTES"]
 
 GiB = 2**30
@@ -87,8 +88,15 @@ class MemoryBreakdown:
                 f"on pipeline stage {self.stage} ({parts} GiB)")
 
 
+def routed_load(par: ParallelismConfig, expert_skew: float = 1.0) -> float:
+    """Routed tokens the busiest EP rank receives, relative to uniform routing (its first rank:
+    ``expert_skew``; 1 without expert parallelism)."""
+    return float(expert_skew) if par.ep > 1 else 1.0
+
+
 def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
-                           dropout: bool | None = None, recompute: str | None = None) -> float:
+                           dropout: bool | None = None, recompute: str | None = None, moe: bool = False,
+                           load: float = 1.0) -> float:
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU.
 
     Korthikanti's accounting, tensor by tensor (16-bit activations, 1-byte dropout masks):
@@ -98,6 +106,13 @@ def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_at
     two norm inputs, the QKV and FC1 inputs and the two dropout masks. ``recompute`` overrides
     ``par.recompute`` ("none", "selective": the attention core is recomputed, "full": only the
     layer input is kept).
+
+    Latent attention keeps Q, K, V and the projection input at their widths, plus the two
+    latent vectors (replicated over TP). A MoE layer (``moe``) keeps, instead of the dense MLP's
+    activation and FC2 inputs, those of its shared experts over all tokens and of its routed
+    experts over the ``R = s b top_k load`` tokens routed to this GPU (split over TP), the routed
+    tokens' FC1 input ``2 R h`` (whole on every TP rank: the experts see the gathered tokens)
+    and the router's fp32 probabilities ``4 s b experts`` (replicated unless sequence parallel).
     """
     s, b, h, a = model.seq_len, par.micro_batch, model.hidden, model.heads
     t = par.tp
@@ -107,13 +122,27 @@ def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_at
         return 2.0 * s * b * h / sp_div
     keep_dropout = (not model.swiglu) if dropout is None else dropout
     sbh = float(s * b * h)
-    split = 2 * sbh + 2 * 2 * s * b * model.kv_dim + 2 * sbh \
-        + 2 * s * b * model.mlp_in_width + 2 * s * b * model.ffn
+    if model.is_mla:
+        split = 2.0 * s * b * (model.q_width + model.attn_k_width + model.attn_v_width + model.attn_out_width)
+    else:
+        split = 2 * sbh + 2 * 2 * s * b * model.kv_dim + 2 * sbh
+    if moe:
+        routed = float(s * b * model.top_k * load)
+        shared = model.shared_experts * model.expert_ffn
+        w_in = 2 if model.swiglu else 1
+        split += 2 * s * b * (w_in + 1) * shared + 2 * routed * (w_in + 1) * model.expert_ffn
+    else:
+        split += 2 * s * b * model.mlp_in_width + 2 * s * b * model.ffn
     if flash_attention:
         split += 4.0 * a * s * b
     elif mode != "selective":
         split += 5.0 * a * s * s * b if keep_dropout else 2.0 * a * s * s * b
     replicated = 4 * sbh + 2 * sbh + 2 * sbh + (2 * sbh if keep_dropout else 0.0)
+    if model.is_mla:
+        replicated += 2.0 * s * b * (model.mla_q_rank + model.mla_kv_rank + model.mla_rope_dim)
+    if moe:
+        replicated += 4.0 * s * b * model.experts
+        return split / t + replicated / sp_div + 2.0 * s * b * model.top_k * load * h
     return split / t + replicated / sp_div
 
 
@@ -131,17 +160,52 @@ def inflight_layers(model: ModelSpec, par: ParallelismConfig, stage: int) -> flo
     return chunks * model.layers / (pp * v)
 
 
+def chunk_layers(model: ModelSpec, par: ParallelismConfig, stage: int, chunk: int = 0) -> tuple[int, int]:
+    """(first layer, layer count) of model chunk ``chunk`` of pipeline stage ``stage``: model
+    stage ``chunk * pp + stage`` of ``pp * virtual_stages`` equal ones."""
+    n = model.layers // (par.pp * par.virtual_stages)
+    return (chunk * par.pp + stage) * n, n
+
+
+def _stage_moe_layers(model: ModelSpec, par: ParallelismConfig, stage: int) -> int:
+    return sum(model.moe_layers_in(*chunk_layers(model, par, stage, c)) for c in range(par.virtual_stages))
+
+
+def moe_layer_params(model: ModelSpec, par: ParallelismConfig) -> tuple[float, float]:
+    """Parameters of one MoE layer held by one GPU: (everything but the routed experts, the
+    routed experts). Attention, norms and shared experts as in a dense layer (split over TP but
+    latent down-projections, norms and row-parallel biases); the router whole on every GPU; the
+    routed experts ``experts / ep`` per GPU, each split over TP."""
+    c, t = model.param_counts(), par.tp
+    h, bias = model.hidden, int(model.bias)
+    replicated = 2 * bias * h + c.norms + model.attention_replicated()
+    shared = model.shared_experts * c.expert
+    dense_part = (c.attention + c.norms + shared - replicated) / t + replicated + c.router
+    return dense_part, c.expert * model.experts / (par.ep * t)
+
+
+def stage_expert_param_count(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
+    """Routed-expert parameters held by one GPU of pipeline stage ``stage`` (they are reduced over
+    the expert-data-parallel group, and sharded over it by the distributed optimizer)."""
+    return _stage_moe_layers(model, par, stage) * moe_layer_params(model, par)[1]
+
+
 def stage_param_count(model: ModelSpec, par: ParallelismConfig, stage: int) -> float:
     """Parameters held by one GPU of pipeline stage ``stage`` (TP shards, Megatron placement):
     its layers with matrices and column-parallel biases split over TP and norms and row-parallel
     biases replicated; the vocabulary-parallel embedding (and learned positions) on stage 0; the
-    final norm, and the output layer when untied or when pp > 1 (Megatron's copy), on the last."""
+    final norm, and the output layer when untied or when pp > 1 (Megatron's copy), on the last.
+    MoE layers count :func:`moe_layer_params` (routed experts included)."""
     c, t, pp = model.param_counts(), par.tp, par.pp
     h, bias = model.hidden, int(model.bias)
-    # Row-parallel biases (attention projection, FC2) and norms are replicated over TP.
-    replicated = 2 * bias * h + c.norms
+    # Row-parallel biases (attention projection, FC2), norms and latent down-projections are
+    # replicated over TP.
+    replicated = 2 * bias * h + c.norms + model.attention_replicated()
     per_layer = (c.per_layer - replicated) / t + replicated
-    params = per_layer * model.layers / pp
+    n_moe = _stage_moe_layers(model, par, stage)
+    params = per_layer * (model.layers - pp * n_moe) / pp
+    if n_moe:
+        params += n_moe * sum(moe_layer_params(model, par))
     vocab_shard = model.padded_vocab(t) * h / t
     if stage == 0:
         params += vocab_shard + c.position
@@ -154,17 +218,23 @@ def stage_param_count(model: ModelSpec, par: ParallelismConfig, stage: int) -> f
 
 def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpec, *,
                      precision: str = "bf16_fp32_grad", flash_attention: bool = False,
-                     dropout: bool | None = None, reserve_bytes: float = DEFAULT_RESERVE_BYTES
-                     ) -> list[MemoryBreakdown]:
-    """Memory breakdown of a GPU of every pipeline stage (index = stage)."""
+                     dropout: bool | None = None, reserve_bytes: float = DEFAULT_RESERVE_BYTES,
+                     expert_skew: float = 1.0) -> list[MemoryBreakdown]:
+    """Memory breakdown of a GPU of every pipeline stage (index = stage). For a MoE model the
+    activations are the busiest EP rank's (``expert_skew``, see :func:`routed_load`) and the
+    distributed optimizer shards the routed experts' state over the expert-data-parallel group
+    (``dp / ep`` ranks) instead of the DP group."""
     spec = get_gpu(gpu)
     scheme = _scheme(precision)
     sp_div = par.tp if par.sequence_parallel else 1
     s, b, h = model.seq_len, par.micro_batch, model.hidden
     per_layer = layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout)
     keep_dropout = (not model.swiglu) if dropout is None else dropout
+    load = routed_load(par, expert_skew)
+    moe_layer = (layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout, moe=True,
+                                        load=load) if model.is_moe else 0.0)
     transient_layer = (layer_activation_bytes(model, par, flash_attention=flash_attention,
-                                              dropout=dropout, recompute="none")
+                                              dropout=dropout, recompute="none", moe=model.is_moe, load=load)
                        if par.recompute == "full" else 0.0)
     # Output layer of the last stage, one micro-batch: final-norm and logit-GEMM inputs plus the
     # fp32 logits of the cross entropy (Korthikanti: 4sbh/t (1 + v/h) with sequence parallelism).
@@ -173,14 +243,23 @@ def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpe
     for stage in range(par.pp):
         n = stage_param_count(model, par, stage)
         layers = inflight_layers(model, par, stage)
-        acts = layers * per_layer
+        n_moe = _stage_moe_layers(model, par, stage)
+        if n_moe:       # the stage's mix of dense and MoE layers
+            stage_layers = model.layers / par.pp
+            acts = layers * ((stage_layers - n_moe) * per_layer + n_moe * moe_layer) / stage_layers
+        else:
+            acts = layers * per_layer
         if stage == 0 and keep_dropout:   # embedding dropout mask, per in-flight micro-batch
             acts += layers / (model.layers / par.pp) * s * b * h / sp_div
         transient = max(transient_layer, logits if stage == par.pp - 1 else 0.0)
         dist = par.distributed_optimizer
+        n_exp = stage_expert_param_count(model, par, stage)
+        optimizer = n * (scheme.optimizer / par.dp if dist else scheme.optimizer)
+        if dist and n_exp:   # routed experts: sharded over the dp / ep ranks that hold them
+            optimizer += n_exp * scheme.optimizer * (par.ep - 1) / par.dp
         out.append(MemoryBreakdown(
             stage=stage, weights_bytes=n * scheme.param, gradients_bytes=n * scheme.grad,
-            optimizer_bytes=n * (scheme.optimizer / par.dp if dist else scheme.optimizer),
+            optimizer_bytes=optimizer,
             activations_bytes=acts, transient_bytes=transient, reserve_bytes=float(reserve_bytes),
             capacity_bytes=float(spec.hbm_bytes)))
     return out

@@ -9,6 +9,12 @@ Two families differ in the details that change parameter counts:
 
 :func:`decoder_model` picks those defaults from ``swiglu`` and lets each be overridden.
 
+Mixture of experts (``experts > 0``): every layer after the first ``dense_layers`` replaces its
+MLP by ``experts`` routed experts of width ``expert_ffn`` (each token goes to ``top_k`` of them,
+chosen by a router ``h -> experts``) plus ``shared_experts`` experts of the same width that every
+token goes through. Multi-head latent attention (DeepSeek-V2/V3, ``mla_kv_rank > 0``) replaces
+the Q, K, V projections by low-rank down- and up-projections (see :meth:`ModelSpec.param_counts`).
+
 >>> round(get_model("llama-3.1-8b").param_count() / 1e9, 2)
 8.03
 """
@@ -37,6 +43,11 @@ class ParamCounts:
     output: int                 # output (logit) layer; 0 when tied to the embedding
     final_norm: int
     total: int
+    moe_mlp: int = 0            # routed experts + shared experts + router of one MoE layer
+    expert: int = 0             # one routed expert
+    router: int = 0
+    moe_layers: int = 0
+    active: int = 0             # parameters one token goes through (total for a dense model)
 
 
 @dataclass(frozen=True)
@@ -56,12 +67,42 @@ class ModelSpec:
     bias: bool
     norm: Literal["layernorm", "rmsnorm"]
     learned_positions: bool
+    experts: int = 0            # routed experts per MoE layer (0: a dense model)
+    top_k: int = 0              # routed experts per token
+    expert_ffn: int = 0         # width of one expert (routed or shared)
+    shared_experts: int = 0     # experts every token goes through
+    dense_layers: int = 0       # leading layers that keep a dense MLP of width ffn
+    mla_q_rank: int = 0         # latent attention: query down-projection rank (0: no down-projection)
+    mla_kv_rank: int = 0        # latent attention: key/value down-projection rank (0: no latent attention)
+    mla_rope_dim: int = 0       # latent attention: rotary part of each query / key head
+    mla_nope_dim: int = 0       # latent attention: non-rotary part of each query / key head
+    mla_v_dim: int = 0          # latent attention: value head size
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"model {self.name}.{name}", "must be an integer > 0", value)
+        for name in ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers", "mla_q_rank",
+                     "mla_kv_rank", "mla_rope_dim", "mla_nope_dim", "mla_v_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"model {self.name}.{name}", "must be an integer >= 0", value)
+        if self.experts:
+            if not 1 <= self.top_k <= self.experts:
+                raise ConfigError(f"model {self.name}.top_k", f"must be in 1..experts ({self.experts})", self.top_k)
+            if self.expert_ffn <= 0:
+                raise ConfigError(f"model {self.name}.expert_ffn", "must be > 0 for a model with experts",
+                                  self.expert_ffn)
+            if self.dense_layers >= self.layers:
+                raise ConfigError(f"model {self.name}.dense_layers", f"must be below layers ({self.layers})",
+                                  self.dense_layers)
+        elif self.top_k or self.shared_experts or self.dense_layers:
+            raise ConfigError(f"model {self.name}.experts", "must be > 0 when top_k, shared_experts or "
+                              "dense_layers is set", self.experts)
+        if self.mla_kv_rank and (self.mla_nope_dim + self.mla_rope_dim <= 0 or self.mla_v_dim <= 0):
+            raise ConfigError(f"model {self.name}.mla_v_dim", "latent attention needs mla_v_dim > 0 and "
+                              "mla_nope_dim + mla_rope_dim > 0", self.mla_v_dim)
         if self.hidden % self.heads:
             raise ConfigError(f"model {self.name}.heads", f"must divide hidden ({self.hidden})", self.heads)
         if self.heads % self.kv_heads:
@@ -83,21 +124,96 @@ class ModelSpec:
         """Output width of the first MLP projection (2 * ffn for SwiGLU: gate and up)."""
         return 2 * self.ffn if self.swiglu else self.ffn
 
-    def param_counts(self) -> ParamCounts:
-        """Parameter counts by part (embeddings not padded: the published totals)."""
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.mla_kv_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts (all but the leading ``dense_layers``)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    def moe_layers_in(self, first: int, count: int) -> int:
+        """MoE layers among layers ``first .. first + count - 1``."""
+        if not self.is_moe:
+            return 0
+        return max(0, first + count - max(first, self.dense_layers))
+
+    @property
+    def q_width(self) -> int:
+        """Width of the queries (and keys): all heads."""
+        return self.heads * (self.mla_nope_dim + self.mla_rope_dim) if self.is_mla else self.hidden
+
+    @property
+    def attn_k_width(self) -> int:
+        """Width of the keys the attention core reads (kv_dim; all heads' with latent attention)."""
+        return self.q_width if self.is_mla else self.kv_dim
+
+    @property
+    def attn_v_width(self) -> int:
+        """Width of the values the attention core reads (kv_dim; all heads' with latent attention)."""
+        return self.heads * self.mla_v_dim if self.is_mla else self.kv_dim
+
+    @property
+    def attn_out_width(self) -> int:
+        """Input width of the attention output projection."""
+        return self.heads * self.mla_v_dim if self.is_mla else self.hidden
+
+    def mlp_params(self, width: int) -> int:
+        """Parameters of one MLP of ``width`` (a dense MLP, or one expert): two projections (three
+        with SwiGLU) and their biases."""
         h, b = self.hidden, int(self.bias)
-        qkv_out = h + 2 * self.kv_dim
-        attention = h * qkv_out + b * qkv_out + h * h + b * h
-        mlp = h * self.mlp_in_width + b * self.mlp_in_width + self.ffn * h + b * h
+        w_in = 2 * width if self.swiglu else width
+        return h * w_in + b * w_in + width * h + b * h
+
+    def attention_replicated(self) -> int:
+        """Attention parameters every TP rank holds whole: latent attention's down-projections
+        and their norms (Megatron-Core keeps them duplicated over TP)."""
+        if not self.is_mla:
+            return 0
+        h = self.hidden
+        q_down = h * self.mla_q_rank + self.mla_q_rank if self.mla_q_rank else 0
+        return q_down + h * (self.mla_kv_rank + self.mla_rope_dim) + self.mla_kv_rank
+
+    def param_counts(self) -> ParamCounts:
+        """Parameter counts by part (embeddings not padded: the published totals).
+
+        ``per_layer`` is a dense layer. Latent attention: query down (``h x q_rank``, its norm)
+        and up (``q_rank x q_width``; ``h x q_width`` without a down-projection), key/value down
+        (``h x (kv_rank + rope)``, its norm) and up (``kv_rank x heads (nope + v)``), output
+        ``heads v x h``. A MoE layer's MLP is ``experts + shared_experts`` MLPs of width
+        ``expert_ffn`` plus the router ``h x experts``; a token goes through ``top_k`` routed
+        experts, the shared ones and the router (``active``).
+        """
+        h, b = self.hidden, int(self.bias)
+        if self.is_mla:
+            q_up = (self.mla_q_rank or h) * self.q_width
+            kv_up = self.mla_kv_rank * self.heads * (self.mla_nope_dim + self.mla_v_dim)
+            attention = self.attention_replicated() + q_up + kv_up + self.attn_out_width * h
+        else:
+            qkv_out = h + 2 * self.kv_dim
+            attention = h * qkv_out + b * qkv_out + h * h + b * h
+        mlp = self.mlp_params(self.ffn)
         norm_params = h * (2 if self.norm == "layernorm" else 1)
         norms = 2 * norm_params
         per_layer = attention + mlp + norms
         embedding = self.vocab * h
         position = self.seq_len * h if self.learned_positions else 0
         output = 0 if self.tied_embeddings else self.vocab * h
-        total = self.layers * per_layer + embedding + position + output + norm_params
-        return ParamCounts(attention, mlp, norms, per_layer, self.layers * per_layer, embedding,
-                           position, output, norm_params, total)
+        n_moe = self.moe_layers
+        expert = self.mlp_params(self.expert_ffn) if self.is_moe else 0
+        router = h * self.experts
+        moe_mlp = (self.experts + self.shared_experts) * expert + router
+        layers = self.layers * per_layer + n_moe * (moe_mlp - mlp)
+        total = layers + embedding + position + output + norm_params
+        active = total - n_moe * (self.experts - self.top_k) * expert
+        return ParamCounts(attention, mlp, norms, per_layer, layers, embedding, position, output,
+                           norm_params, total, moe_mlp=moe_mlp, expert=expert, router=router,
+                           moe_layers=n_moe, active=active)
 
     def param_count(self) -> int:
         """Total number of parameters."""
@@ -116,12 +232,17 @@ class ModelSpec:
 def decoder_model(name: str, *, layers: int, hidden: int, heads: int, vocab: int, seq_len: int,
                   kv_heads: int | None = None, ffn: int | None = None, swiglu: bool = False,
                   tied_embeddings: bool | None = None, bias: bool | None = None,
-                  norm: str | None = None, learned_positions: bool | None = None) -> ModelSpec:
+                  norm: str | None = None, learned_positions: bool | None = None, experts: int = 0,
+                  top_k: int = 0, expert_ffn: int = 0, shared_experts: int = 0, dense_layers: int = 0,
+                  mla_q_rank: int = 0, mla_kv_rank: int = 0, mla_rope_dim: int = 0, mla_nope_dim: int = 0,
+                  mla_v_dim: int = 0) -> ModelSpec:
     """Any decoder-only model from its hyper-parameters.
 
     Defaults follow the family chosen by ``swiglu`` (see the module docstring): ``kv_heads`` =
     ``heads`` (no GQA), ``ffn`` = 4 * hidden (GPT), ``tied_embeddings``/``bias``/
     ``learned_positions`` true and ``norm`` = layernorm for GPT style, the opposite for LLaMA style.
+    ``experts``, ``top_k``, ``expert_ffn``, ``shared_experts``, ``dense_layers`` make a mixture of
+    experts; ``mla_*`` latent attention (see :class:`ModelSpec`).
     """
     gpt = not swiglu
     if ffn is None:
@@ -136,6 +257,9 @@ def decoder_model(name: str, *, layers: int, hidden: int, heads: int, vocab: int
         bias=gpt if bias is None else bias,
         norm=(norm or ("layernorm" if gpt else "rmsnorm")),  # type: ignore[arg-type]
         learned_positions=gpt if learned_positions is None else learned_positions,
+        experts=experts, top_k=top_k, expert_ffn=expert_ffn, shared_experts=shared_experts,
+        dense_layers=dense_layers, mla_q_rank=mla_q_rank, mla_kv_rank=mla_kv_rank, mla_rope_dim=mla_rope_dim,
+        mla_nope_dim=mla_nope_dim, mla_v_dim=mla_v_dim,
     )
 
 
@@ -149,11 +273,22 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, v
                          vocab=vocab, seq_len=seq, swiglu=True)
 
 
+def _mixtral(name: str, layers: int, hidden: int, heads: int, ffn: int, vocab: int, seq: int) -> ModelSpec:
+    return decoder_model(name, layers=layers, hidden=hidden, heads=heads, kv_heads=8, ffn=ffn, vocab=vocab,
+                         seq_len=seq, swiglu=True, experts=8, top_k=2, expert_ffn=ffn)
+
+
 # The zoo. Sources: GPT-3 (Brown et al. 2020, Table 2.1; BPE vocabulary 50257); LLaMA (Touvron et
 # al. 2023, Table 2; FFN from the released config); Llama 3.1 (Meta's released configs: GQA with
 # 8 KV heads, vocabulary 128256, trained at 8192 tokens). Megatron/Korthikanti/NeMo models use
 # Megatron's padded GPT-2 vocabulary 51200 and are named after the end_to_end rows of
-# published.yaml that use them.
+# published.yaml that use them. Mixtral (Jiang et al. 2024, arXiv:2401.04088; the released
+# configs of mistralai/Mixtral-8x7B-v0.1 and Mixtral-8x22B-v0.1: 8 experts, top-2, GQA with 8 KV
+# heads; published totals 46.7 B / 141 B, active 12.9 B / 39 B). DeepSeek-V3 (arXiv:2412.19437,
+# Table/section 4.2, and the released config of deepseek-ai/DeepSeek-V3: 61 layers, the first 3
+# dense, 256 routed experts of width 2048 with top-8 and 1 shared, latent attention with ranks
+# 1536 / 512, head dims 128 + 64 rotary, values 128; 671 B total, 37 B active, without the
+# multi-token-prediction module), trained at 4096 tokens.
 ZOO: dict[str, ModelSpec] = {m.name: m for m in [
     _gpt("gpt3-13b", 40, 5120, 40, vocab=50257),
     _gpt("gpt3-175b", 96, 12288, 96, vocab=50257),
@@ -168,6 +303,12 @@ ZOO: dict[str, ModelSpec] = {m.name: m for m in [
     _gpt("megatron-145.6b", 80, 12288, 96),
     _gpt("korthikanti-22b", 48, 6144, 64),
     _gpt("megatron-gpt3-175b", 96, 12288, 96),   # GPT-3 175B with Megatron's 51200 vocabulary
+    # mixtures of experts
+    _mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32000, 32768),
+    _mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 32768, 65536),
+    decoder_model("deepseek-v3", layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280, seq_len=4096,
+                  swiglu=True, experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_layers=3,
+                  mla_q_rank=1536, mla_kv_rank=512, mla_rope_dim=64, mla_nope_dim=128, mla_v_dim=128),
 ]}
 
 

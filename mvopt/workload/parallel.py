@@ -24,7 +24,8 @@ from mvopt.config import ParallelismConfig
 from mvopt.errors import InfeasibleError
 from mvopt.workload.models import ModelSpec
 
-__all__ = ["Coords", "Layout", "layout_problems", "check_layout", "num_microbatches"]
+__all__ = ["Coords", "Layout", "layout_problems", "check_layout", "num_microbatches", "ep_dp_groups",
+           "expert_dp_groups"]
 
 
 class Coords(NamedTuple):
@@ -40,6 +41,23 @@ def num_microbatches(par: ParallelismConfig) -> int:
     return par.global_batch // (par.micro_batch * par.dp)
 
 
+def ep_dp_groups(par: ParallelismConfig) -> np.ndarray:
+    """DP indices of every EP group, shape (dp / ep, ep): ``packed`` groups are ``ep`` consecutive
+    DP ranks (Megatron's order, EP inside DP), ``spread`` groups take DP ranks ``dp / ep`` apart.
+    Column ``e`` is the group's EP rank ``e``."""
+    dp, ep = par.dp, par.ep
+    idx = np.arange(dp, dtype=np.int64)
+    if par.ep_placement == "packed":
+        return idx.reshape(dp // ep, ep)
+    return idx.reshape(ep, dp // ep).T.copy()
+
+
+def expert_dp_groups(par: ParallelismConfig) -> np.ndarray:
+    """DP indices of every expert-data-parallel group (the ranks holding the same experts, which
+    reduce their gradients together), shape (ep, dp / ep)."""
+    return ep_dp_groups(par).T.copy()
+
+
 def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server: int,
                     gpus: int | None = None) -> list[str]:
     """Every reason why ``par`` cannot run ``model`` (empty list: feasible).
@@ -47,8 +65,9 @@ def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server
     Rules (each one Megatron-LM enforces or the model assumes): TP stays inside a server; TP
     divides heads, KV heads and FFN width; layers divide into pp * virtual_stages equal chunks;
     the interleaved schedule needs pp >= 2 and a micro-batch count divisible by pp; the global batch
-    divides into micro_batch * dp; sequence parallelism needs seq_len divisible by tp; and
-    tp * pp * dp equals the GPU count when one is given.
+    divides into micro_batch * dp; sequence parallelism needs seq_len divisible by tp; ep > 1 needs
+    a model with experts, ep dividing its experts and dp; and tp * pp * dp equals the GPU count
+    when one is given.
     """
     p = []
     tp, pp, dp, v = par.tp, par.pp, par.dp, par.virtual_stages
@@ -72,6 +91,15 @@ def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server
                  f"divisible by pp = {pp}")
     if par.sequence_parallel and model.seq_len % tp:
         p.append(f"sequence parallelism needs seq_len ({model.seq_len}) divisible by tp = {tp}")
+    ep = par.ep
+    if ep > 1:
+        if not model.is_moe:
+            p.append(f"parallelism.ep = {ep} needs a model with experts ({model.name} has none)")
+        elif model.experts % ep:
+            p.append(f"parallelism.ep = {ep} must divide the model's experts ({model.experts})")
+        if dp % ep:
+            p.append(f"parallelism.ep = {ep} must divide dp = {dp} (expert parallelism spreads the experts "
+                     "over DP ranks)")
     if gpus is not None and tp * pp * dp != gpus:
         p.append(f"tp * pp * dp = {tp} * {pp} * {dp} = {tp * pp * dp} must equal the {gpus} GPUs "
                  "of the cluster")

@@ -27,6 +27,12 @@ What a rank runs (docs/training-model.md, section *Task graphs*, has the details
   and last stage. Then the optimizer step (``compute``). Compute that runs while the rank's DP
   collectives are in flight is slowed by ``overlap_slowdown`` (estimated comm time, closed form).
 
+* **expert parallelism** (``ep_comm``, MoE models with ``ep > 1``): each chunk's forward and
+  backward is cut at its MoE layers' token all-to-alls (dispatch and combine, and their
+  gradients), each one a part over the EP group (:mod:`mvopt.comm.alltoall`) anchored on every
+  member's preceding task; routed experts' gradients are reduced over the expert-data-parallel
+  group.
+
 Every dependency is on a task that finishes on the host where its successor starts (no remote
 notification), except NVLink pipeline transfers between two NICs of a server.
 
@@ -44,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from mvopt.comm.alltoall import add_all_to_all, skewed_matrix
 from mvopt.comm.hierarchical import add_group_collective, group_shape
 from mvopt.comm.tree import ring_time_estimate
 from mvopt.config import CollectiveConfig, ParallelismConfig
@@ -51,9 +58,9 @@ from mvopt.errors import ConfigError
 from mvopt.workload.compute import (ComputeModel, embedding_ops, iteration_flops, layer_ops, optimizer_ops,
                                     output_ops, overlap_slowdown, overlapped_time_s)
 from mvopt.cluster.gpus import GpuSpec
-from mvopt.workload.memory import PRECISIONS, memory_per_stage
+from mvopt.workload.memory import PRECISIONS, chunk_layers, memory_per_stage, moe_layer_params, routed_load
 from mvopt.workload.models import ModelSpec
-from mvopt.workload.parallel import Layout, check_layout, num_microbatches
+from mvopt.workload.parallel import Layout, check_layout, ep_dp_groups, expert_dp_groups, num_microbatches
 from mvopt.workload.replicate import FLOW, Assembly, Part
 
 __all__ = ["TrainingSetup", "TrainingPlan", "StageCosts", "stage_program", "stage_costs", "build_training",
@@ -95,6 +102,7 @@ class TrainingSetup:
     chunk_gap_ps: int = 0
     wire_factor: float = 1.0                    # wire bytes per payload byte (in-order connections)
     ideal_comm: bool = False                    # every transfer and collective takes zero time
+    expert_skew: float = 1.0                    # MoE routing imbalance (workload.expert_skew)
 
     def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
         if self.ideal_comm or gpus < 2 or nbytes <= 0:
@@ -149,13 +157,17 @@ def chunk_param_counts(model: ModelSpec, par: ParallelismConfig, stage: int) -> 
     last stage."""
     c, t, p, v = model.param_counts(), par.tp, par.pp, par.virtual_stages
     h, bias = model.hidden, int(model.bias)
-    replicated = 2 * bias * h + c.norms
+    replicated = 2 * bias * h + c.norms + model.attention_replicated()
     per_layer = (c.per_layer - replicated) / t + replicated
     layers = model.layers / (p * v)
     vocab_shard = model.padded_vocab(t) * h / t
+    moe_layer = sum(moe_layer_params(model, par)) if model.is_moe else 0.0
     out = []
     for ch in range(v):
-        n = per_layer * layers
+        n_moe = model.moe_layers_in(*chunk_layers(model, par, stage, ch))
+        n = per_layer * (layers - n_moe)
+        if n_moe:
+            n += n_moe * moe_layer
         if stage == 0 and ch == 0:
             n += vocab_shard + c.position
         if stage == p - 1 and ch == v - 1:
@@ -166,9 +178,23 @@ def chunk_param_counts(model: ModelSpec, par: ParallelismConfig, stage: int) -> 
     return out
 
 
+def chunk_expert_param_counts(model: ModelSpec, par: ParallelismConfig, stage: int) -> list[float]:
+    """Routed-expert parameters of each model chunk of ``stage`` held by one GPU (part of
+    :func:`chunk_param_counts`)."""
+    if not model.is_moe:
+        return [0.0] * par.virtual_stages
+    per = moe_layer_params(model, par)[1]
+    return [model.moe_layers_in(*chunk_layers(model, par, stage, ch)) * per for ch in range(par.virtual_stages)]
+
+
+Segment = tuple[float, float]       # (compute s, tp_comm s) of a stream piece between two all-to-alls
+
+
 @dataclass(frozen=True)
 class StageCosts:
-    """Seconds of the stream tasks of one pipeline stage, per model chunk."""
+    """Seconds of the stream tasks of one pipeline stage, per model chunk. With expert
+    parallelism, ``f_segments`` / ``b_segments`` cut each chunk's forward / backward at its
+    all-to-alls (``len = 2 * MoE layers + 1`` pieces; empty for chunks without one)."""
 
     f_compute: tuple[float, ...]
     f_tp: tuple[float, ...]
@@ -176,11 +202,14 @@ class StageCosts:
     b_tp: tuple[float, ...]
     step: float
     chunk_params: tuple[float, ...]
+    f_segments: tuple[tuple[Segment, ...], ...] = ()
+    b_segments: tuple[tuple[Segment, ...], ...] = ()
 
 
-def stage_costs(setup: TrainingSetup, stage: int) -> StageCosts:
+def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCosts:
     """Per-chunk forward / backward costs on ``stage`` (same formulas as
-    :func:`mvopt.workload.calibration.single_stage_iteration_s`, which calibrated the compute model)."""
+    :func:`mvopt.workload.calibration.single_stage_iteration_s`, which calibrated the compute model).
+    ``load``: routed tokens of this GPU relative to uniform routing (MoE layers)."""
     model, par, cm = setup.model, setup.par, setup.compute
     t, p, v = par.tp, par.pp, par.virtual_stages
     act = 2.0 * model.seq_len * par.micro_batch * model.hidden
@@ -214,6 +243,15 @@ def stage_costs(setup: TrainingSetup, stage: int) -> StageCosts:
     rec_comm = fwd_comm if par.recompute == "full" else 0.0
     lf_c, lf_t = times.fwd, fwd_comm
     lb_c, lb_t = times.recompute + times.bwd_input + times.bwd_weight, rec_comm + bwd_exposed + extra
+    # a MoE layer: the same TP collectives; its routed experts (between the all-to-alls) apart
+    mf_c = mb_c = ef_c = eb_c = 0.0
+    if model.is_moe:
+        moe_ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout, moe=True,
+                            load=load)
+        mt = cm.phase_times(moe_ops)
+        et = cm.phase_times([o for o in moe_ops if o.name in _EXPERT_OPS or o.name.startswith("expert_")])
+        mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
+        ef_c, eb_c = et.fwd, et.recompute + et.bwd_input + et.bwd_weight
     emb = cm.phase_times(embedding_ops(model, par, dropout=setup.dropout))
     out = cm.phase_times(output_ops(model, par))
     if par.sequence_parallel:
@@ -221,19 +259,55 @@ def stage_costs(setup: TrainingSetup, stage: int) -> StageCosts:
     else:
         emb_f, emb_b, out_f, out_b = ar, 0.0, 0.0, ar
     n_layers = model.layers / (p * v)
-    fc, ft, bc, bt = [], [], [], []
+    a2a = par.ep > 1
+    fc, ft, bc, bt, fseg, bseg = [], [], [], [], [], []
     for ch in range(v):
         first = stage == 0 and ch == 0
         last = stage == p - 1 and ch == v - 1
-        fc.append(n_layers * lf_c + (emb.fwd if first else 0.0) + (out.fwd if last else 0.0))
-        ft.append(n_layers * lf_t + (emb_f if first else 0.0) + (out_f if last else 0.0))
-        bc.append(n_layers * lb_c + (emb.bwd_weight + emb.bwd_input if first else 0.0)
-                  + (out.bwd_input + out.bwd_weight if last else 0.0))
-        bt.append(n_layers * lb_t + (emb_b if first else 0.0) + (out_b if last else 0.0))
+        n_moe = model.moe_layers_in(*chunk_layers(model, par, stage, ch))
+        dense = n_layers - n_moe
+        head_f = (emb.fwd if first else 0.0, emb_f if first else 0.0)
+        tail_f = (out.fwd if last else 0.0, out_f if last else 0.0)
+        head_b = (emb.bwd_weight + emb.bwd_input if first else 0.0, emb_b if first else 0.0)
+        tail_b = (out.bwd_input + out.bwd_weight if last else 0.0, out_b if last else 0.0)
+        fc.append(dense * lf_c + (n_moe * mf_c if n_moe else 0.0) + head_f[0] + tail_f[0])
+        ft.append(n_layers * lf_t + head_f[1] + tail_f[1])
+        bc.append(dense * lb_c + (n_moe * mb_c if n_moe else 0.0) + head_b[0] + tail_b[0])
+        bt.append(n_layers * lb_t + head_b[1] + tail_b[1])
+        if a2a and n_moe:
+            # forward: [embedding, dense layers, MoE layer 1 up to its dispatch] | experts 1 |
+            # [rest of layer 1, layer 2 up to its dispatch] | ... | experts n | [rest, output layer]
+            pre_f = (mf_c - ef_c, lf_t)
+            f = [(head_f[0] + dense * lf_c + pre_f[0], head_f[1] + dense * lf_t + pre_f[1])]
+            for i in range(n_moe):
+                f.append((ef_c, 0.0))
+                f.append((tail_f[0], tail_f[1]) if i == n_moe - 1 else pre_f)
+            # backward in reverse: [output layer] | experts n | [layer n's rest] | ... | experts 1 |
+            # [layer 1's rest, dense layers, embedding]
+            pre_b = (mb_c - eb_c, lb_t)
+            b = [tail_b]
+            for i in range(n_moe):
+                b.append((eb_c, 0.0))
+                b.append((pre_b[0] + dense * lb_c + head_b[0], pre_b[1] + dense * lb_t + head_b[1])
+                         if i == n_moe - 1 else pre_b)
+            fseg.append(tuple(f))
+            bseg.append(tuple(b))
+        else:
+            fseg.append(())
+            bseg.append(())
     chunks = chunk_param_counts(model, par, stage)
-    local = sum(chunks) / (par.dp if par.distributed_optimizer else 1)
+    experts = sum(chunk_expert_param_counts(model, par, stage))
+    if par.distributed_optimizer:      # dense state sharded over dp, routed experts over dp / ep
+        local = (sum(chunks) - experts) / par.dp + experts * par.ep / par.dp if experts else sum(chunks) / par.dp
+    else:
+        local = sum(chunks)
     step = cm.phase_times(optimizer_ops(local)).total
-    return StageCosts(tuple(fc), tuple(ft), tuple(bc), tuple(bt), step, tuple(chunks))
+    return StageCosts(tuple(fc), tuple(ft), tuple(bc), tuple(bt), step, tuple(chunks),
+                      tuple(fseg) if a2a else (), tuple(bseg) if a2a else ())
+
+
+# operators of a MoE layer that run between its dispatch and its combine (besides expert_*)
+_EXPERT_OPS = ("permute", "unpermute")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,6 +366,16 @@ class _PipeBuilder:
         self.bucket_est, self.ag_est = bucket_est, ag_est
         self.has_dp, self.ag_overlap, self.emb_bytes = has_dp, ag_overlap, emb_bytes
         self.slow = overlap_slowdown(setup.gpu)
+        # all-to-alls of the EP group: (stage, launching task, anchor of their completion, transposed)
+        self.a2a: list[tuple[int, int, int, bool]] = []
+
+    def _a2a(self, st: int, launch: int, *, transpose: bool) -> int:
+        """An all-to-all of the EP group after ``launch`` on stage ``st``: its completion anchor.
+        The first of a chunk's pass moves tokens to their experts (forward: the dispatch;
+        backward: the combine's gradient), the next one back (``transpose``), and so on."""
+        a = self.n_anchor + len(self.a2a)
+        self.a2a.append((st, launch, a, transpose))
+        return Part.anchor(a)
 
     def anchor(self, kind: int, stage: int, chunk: int = 0) -> int:
         p, v = self.p, self.v
@@ -340,20 +424,30 @@ class _PipeBuilder:
                     first = add(gather, "pp_comm", deps, False)
                     deps = [first]
                 launch = (not fwd) and j == m - 1 and par.overlap_grad_reduce and self.has_dp
-                if fwd:
+                segments = (c.f_segments or c.b_segments) and (c.f_segments if fwd else c.b_segments)[ch]
+                if segments:
+                    # cut at the EP group's all-to-alls; the chunk's buckets leave at its end
+                    nb = len(self.buckets[st][ch]) if launch else 0
+                    pieces = list(segments)
+                elif fwd:
                     pieces = [(c.f_compute[ch], c.f_tp[ch])]
                 else:
                     nb = max(1, len(self.buckets[st][ch])) if launch else 1
                     pieces = [(c.b_compute[ch] / nb, c.b_tp[ch] / nb)] * nb
                 for i, (comp, tp) in enumerate(pieces):
+                    if segments and i > 0:
+                        deps = deps + [self._a2a(st, deps[0], transpose=i % 2 == 0)]
                     k = add(comp, "compute", deps, True)
                     first = k if first is None else first
                     if tp > 0:
                         k = add(tp, "tp_comm", [k], False)
                     deps = [k]
-                    if launch and i < len(self.buckets[st][ch]):
+                    if launch and not segments and i < len(self.buckets[st][ch]):
                         launches[st][ch].append(k)
                         outstanding += self.bucket_est[st][ch][i]
+                if launch and segments:
+                    launches[st][ch] = [deps[0]] * nb
+                    outstanding += sum(self.bucket_est[st][ch])
                 first_task[(fwd, ch, j, st)] = first
                 last_task[(fwd, ch, j, st)] = deps[0]
                 prev = deps
@@ -394,6 +488,7 @@ class _PipeBuilder:
             k = part.delay(st, _ps(self.costs[st].step), after=before_step[st], category="compute")
             stream[st].append((k, "compute"))
             steps.append(k)
+        part.n_anchor = self.n_anchor + len(self.a2a)
         return part.freeze(), stream, launches, steps
 
 
@@ -409,6 +504,23 @@ def _bucket_sizes(total_bytes: float, bucket_bytes: float) -> list[int]:
         return []
     n = max(1, math.ceil(total / bucket_bytes))
     return [-(-total // n)] * n
+
+
+def _a2a_template(setup: TrainingSetup, servers: tuple[int, ...], matrix: np.ndarray):
+    """One all-to-all of an EP group as a part over its members (anchor ``e``: member ``e``'s
+    launching task); returns the frozen part and each member's completion task."""
+    E = len(servers)
+    part = Part(E, E)
+    if setup.ideal_comm:
+        done = {e: [] for e in range(E)}
+    else:
+        done = add_all_to_all(part, list(range(E)), list(servers), matrix, algorithm=setup.collective.all_to_all,
+                              intra=setup.intra_time, after={e: [Part.anchor(e)] for e in range(E)},
+                              category="ep_comm")
+    ends = np.asarray([ids[0] if len(ids) == 1 else part.delay(e, 0, after=ids or [Part.anchor(e)],
+                                                               category="ep_comm")
+                       for e, ids in sorted(done.items())], np.int64)
+    return part.freeze(), ends
 
 
 def ideal_pipeline(part, stream: list[list[tuple[int, str]]], p: int) -> np.ndarray:
@@ -485,17 +597,47 @@ def _build(setup: TrainingSetup, count_only: bool):
     n_pipe = len(pipes)
     gbytes = PRECISIONS[setup.precision].grad
     pbytes = PRECISIONS[setup.precision].param
-    costs = [stage_costs(setup, st) for st in range(p)]
+    E = par.ep
+    if E > 1 and setup.rail_sample:
+        raise ConfigError("workload.rail_sample", "is not available with expert parallelism (ep > 1): the "
+                          "all-to-alls of an EP group span several local GPU indices", True)
+    skew = float(setup.expert_skew) if E > 1 else 1.0
+    ep_groups = ep_dp_groups(par) if E > 1 else np.zeros((0, 1), np.int64)       # [dp / ep, ep] dp indices
+    ep_rank = np.zeros(D, np.int64)
+    if E > 1:
+        ep_rank[ep_groups.reshape(-1)] = np.tile(np.arange(E), D // E)
+    # the first rank of every EP group is the busiest one (expert_skew); the others share the rest
+    hot_costs = [stage_costs(setup, st, load=skew) for st in range(p)]
+    costs = hot_costs if skew == 1.0 else [stage_costs(setup, st, load=(E - skew) / (E - 1)) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm
     dist = par.distributed_optimizer and has_dp
     ag_overlap = dist and par.overlap_param_gather
     rs_op = "reduce_scatter" if dist else "all_reduce"
     cap = par.bucket_mb * 1e6
     empty = [[[] for _ in range(v)] for _ in range(p)]
-    buckets = [[_bucket_sizes(c * gbytes, cap if par.overlap_grad_reduce else math.inf)
-                for c in costs[st].chunk_params] for st in range(p)] if has_dp else empty
-    ag_buckets = [[_bucket_sizes(c * pbytes, cap) for c in costs[st].chunk_params] for st in range(p)] \
-        if dist else empty
+    gcap = cap if par.overlap_grad_reduce else math.inf
+    if E > 1:
+        # routed experts are reduced over their expert-data-parallel group (dp / ep ranks), after
+        # the chunk's other gradients (none to reduce when ep = dp)
+        experts = [chunk_expert_param_counts(model, par, st) for st in range(p)]
+
+        def split(st: int, per_param: float, bcap: float) -> list[list[tuple[int, bool]]]:
+            out = []
+            for c, (n, ne) in enumerate(zip(costs[st].chunk_params, experts[st])):
+                xs = [(x, False) for x in _bucket_sizes((n - ne) * per_param, bcap)]
+                if D > E:
+                    xs += [(x, True) for x in _bucket_sizes(ne * per_param, bcap)]
+                out.append(xs)
+            return out
+        tagged = [split(st, gbytes, gcap) for st in range(p)] if has_dp else empty
+        ag_tagged = [split(st, pbytes, cap) for st in range(p)] if dist else empty
+    else:
+        tagged = [[[(x, False) for x in _bucket_sizes(c * gbytes, gcap)] for c in costs[st].chunk_params]
+                  for st in range(p)] if has_dp else empty
+        ag_tagged = [[[(x, False) for x in _bucket_sizes(c * pbytes, cap)] for c in costs[st].chunk_params]
+                     for st in range(p)] if dist else empty
+    buckets = [[[x for x, _ in c] for c in st] for st in tagged]
+    ag_buckets = [[[x for x, _ in c] for c in st] for st in ag_tagged]
 
     # --- DP groups: one per (stage, tp position with kept pipelines); members = dp index
     tps = sorted({int(tr) for _, tr in pipes})
@@ -543,18 +685,22 @@ def _build(setup: TrainingSetup, count_only: bool):
     # --- pipelines: one part per signature (which transfers stay inside a server)
     pairs = [(st, st + 1) for st in range(p - 1)] + ([(p - 1, 0), (0, p - 1)] if p > 1 else [])
     sv = server[:, pipes[:, 0], pipes[:, 1]]                          # [p, n_pipe]
-    sig_rows = [tuple(bool(sv[a, i] == sv[b, i]) for a, b in pairs) for i in range(n_pipe)]
+    hot = (ep_rank[pipes[:, 0]] == 0) & (skew != 1.0)
+    sig_rows = [tuple(bool(sv[a, i] == sv[b, i]) for a, b in pairs) + ((bool(hot[i]),) if E > 1 else ())
+                for i in range(n_pipe)]
     sigs = sorted(set(sig_rows))
     sig_of = np.asarray([sigs.index(x) for x in sig_rows], np.int64)
     pipe_parts = []
     for sig in sigs:
         same = {pr: f for pr, f in zip(pairs, sig)}
         same.update({(b, a): f for (a, b), f in zip(pairs, sig)})
-        pb = _PipeBuilder(setup, costs, same, buckets, bucket_est, ag_est, has_dp, ag_overlap, emb_bytes)
+        pb = _PipeBuilder(setup, hot_costs if (E > 1 and sig[-1]) else costs, same, buckets, bucket_est, ag_est,
+                          has_dp, ag_overlap, emb_bytes)
         frozen, stream, launches, steps = pb.build()
         local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
         cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
         pipe_parts.append(dict(part=frozen, stream=stream, launches=launches, steps=np.asarray(steps, np.int64),
+                               a2a=pb.a2a, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
                                local=local, cats=cats, last=np.asarray([x[-2] if len(x) > 1 else x[-1]
                                                                         for x in local], np.int64)))
 
@@ -563,26 +709,32 @@ def _build(setup: TrainingSetup, count_only: bool):
     for st in range(p):
         ch = []
         if ag_overlap:
-            ch += [("all_gather", sz, "prev_end", c, b) for c in range(v) for b, sz in enumerate(ag_buckets[st][c])]
+            ch += [("all_gather", sz, "prev_end", c, b, e) for c in range(v) for b, (sz, e) in enumerate(ag_tagged[st][c])]
         kind = "seg" if par.overlap_grad_reduce else "last"
-        ch += [(rs_op, sz, kind, c, b) for c in reversed(range(v)) for b, sz in enumerate(buckets[st][c])]
+        ch += [(rs_op, sz, kind, c, b, e) for c in reversed(range(v)) for b, (sz, e) in enumerate(tagged[st][c])]
         if dist and not ag_overlap:
-            ch += [("all_gather", sz, "step", c, b) for c in range(v) for b, sz in enumerate(ag_buckets[st][c])]
+            ch += [("all_gather", sz, "step", c, b, e) for c in range(v) for b, (sz, e) in enumerate(ag_tagged[st][c])]
         chain.append(ch if has_dp else [])
     K = max((len(c) for c in chain), default=0)
     dp_cache: dict[tuple, tuple] = {}
 
-    def dp_part(key: tuple, st: int, tr: int, op: str, nbytes: int):
+    def dp_part(key: tuple, st: int, tr: int, op: str, nbytes: int, expert: bool = False):
         if key not in dp_cache:
             part = Part(D, 2 * D)
             after = {i: [Part.anchor(i), Part.anchor(D + i)] for i in range(D)}
-            done = add_group_collective(
-                part, op, list(range(D)), [int(x) for x in server[st, :, tr]], nbytes, intra=setup.intra_time,
-                algorithm=setup.collective.algorithm, channels=setup.collective.channels,
-                chunk_bytes=setup.collective.chunk_bytes, chunk_gap_ps=setup.chunk_gap_ps,
-                hierarchical=setup.collective.hierarchical, after=after, category="dp_comm",
-                kept=[bool(x) for x in kept[st, :, tr]], nic_bytes_per_s=setup.nic_bytes_per_s,
-                step_latency_s=setup.step_latency_s, fifo_wire_factor=setup.wire_factor, where="collective")
+            # the whole DP group, or (routed experts) each expert-data-parallel group
+            groups = expert_dp_groups(par).tolist() if expert else [list(range(D))]
+            done: dict[int, list[int]] = {}
+            for members in groups:
+                res = add_group_collective(
+                    part, op, members, [int(server[st, d, tr]) for d in members], nbytes, intra=setup.intra_time,
+                    algorithm=setup.collective.algorithm, channels=setup.collective.channels,
+                    chunk_bytes=setup.collective.chunk_bytes, chunk_gap_ps=setup.chunk_gap_ps,
+                    hierarchical=setup.collective.hierarchical, after={k: after[d] for k, d in enumerate(members)},
+                    category="dp_comm", kept=[bool(kept[st, d, tr]) for d in members],
+                    nic_bytes_per_s=setup.nic_bytes_per_s, step_latency_s=setup.step_latency_s,
+                    fifo_wire_factor=setup.wire_factor, where="collective")
+                done.update({members[k]: ids for k, ids in res.items()})
             ends = np.full(D, -1, np.int64)
             for i, ids in done.items():
                 ends[i] = ids[0] if len(ids) == 1 else part.delay(
@@ -595,14 +747,45 @@ def _build(setup: TrainingSetup, count_only: bool):
     for st in range(p):
         for g, tr in enumerate(tps):
             shape_key = gshape(st, tr)[0]
-            for k, (op, sz, *_rest) in enumerate(chain[st]):
-                key = (shape_key, op, sz)
-                dp_part(key, st, tr, op, sz)
+            for k, (op, sz, *_rest, expert) in enumerate(chain[st]):
+                key = (shape_key, op, sz, expert)
+                dp_part(key, st, tr, op, sz, expert)
                 rows_by_key.setdefault(key, []).append((st, g, k))
     row_arrays = {key: np.asarray(rows, np.int64).reshape(-1, 3) for key, rows in rows_by_key.items()}
     hosts_sgd = gpu_host[grid[:, :, tps]].transpose(0, 2, 1) if G else np.zeros((p, 0, D), np.int64)  # [p, G, D]
     member_pipe = pipe_of[:, tps].T if G else np.zeros((0, D), np.int64)                       # [G, D]
     kept_gd = member_pipe >= 0
+
+    # --- the EP groups' all-to-alls: one template per (group shape, direction), placed per
+    # (all-to-all of the schedule, EP group); anchors: each member's task before it
+    n_fixed = p + p * v + p
+    a2a_list = pipe_parts[0]["a2a"] if n_pipe else []
+    K2 = len(a2a_list)
+    q_st = np.asarray([x[0] for x in a2a_list], np.int64)
+    q_tr = np.asarray([x[3] for x in a2a_list], bool)
+    grp_d = np.concatenate([ep_groups] * G) if K2 else np.zeros((0, E), np.int64)    # [n_g, E] dp indices
+    grp_t = np.repeat(np.asarray(tps, np.int64), len(ep_groups)) if K2 else np.zeros(0, np.int64)
+    grp_pipe = pipe_of[grp_d, grp_t[:, None]]                                        # [n_g, E]
+    a2a_cache: dict[tuple, tuple] = {}
+    a2a_rows: dict[tuple, tuple[list, list]] = {}
+    if K2:
+        routed = 2.0 * model.seq_len * par.micro_batch * model.top_k * model.hidden / T
+        dispatch = skewed_matrix(E, routed, skew)
+        for st in range(p):
+            for gi_ in range(len(grp_d)):
+                first_seen: dict[int, int] = {}
+                rel = tuple(first_seen.setdefault(int(x), len(first_seen)) for x in server[st, grp_d[gi_], grp_t[gi_]])
+                for tflag in (False, True):
+                    qs = np.nonzero((q_st == st) & (q_tr == tflag))[0]
+                    if not qs.size:
+                        continue
+                    key = (rel, tflag)
+                    if key not in a2a_cache:
+                        a2a_cache[key] = _a2a_template(setup, rel, dispatch.T if tflag else dispatch)
+                    rq, rg = a2a_rows.setdefault(key, ([], []))
+                    rq.append(qs)
+                    rg.append(np.full(qs.size, gi_, np.int64))
+    a2a_arrays = {k: (np.concatenate(q), np.concatenate(g)) for k, (q, g) in a2a_rows.items()}
 
     asm = Assembly()
     rank_stream: dict[int, list[np.ndarray]] = {}
@@ -636,7 +819,7 @@ def _build(setup: TrainingSetup, count_only: bool):
         # launch ids [p, G, K, D]
         launch = np.full((p, G, max(K, 1), D), -1, np.int64)
         for st in range(p):
-            for k, (op, sz, kind, c, b) in enumerate(chain[st]):
+            for k, (op, sz, kind, c, b, _expert) in enumerate(chain[st]):
                 mp = member_pipe                                       # [G, D]
                 safe = np.maximum(mp, 0)
                 if kind == "prev_end":
@@ -654,9 +837,21 @@ def _build(setup: TrainingSetup, count_only: bool):
         for h, ra in placed:
             asm.set_anchors(h, np.concatenate([launch[ra[:, 0], ra[:, 1], ra[:, 2]],
                                                prev_tab[ra[:, 0], ra[:, 1], ra[:, 2]]], axis=1))
-        # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration
-        anchors = np.full((n_pipe, p + p * v + p), -1, np.int64)
-        anchors[:, p + p * v:] = prev_end
+        # all-to-alls of the EP groups
+        a2a_done = np.full((n_pipe, K2), -1, np.int64)
+        if K2:
+            la = np.stack([pipe_parts[sig_of[i]]["a2a_launch"] for i in range(n_pipe)]) + pbase[:, None]
+            for key, (qs, gs) in a2a_arrays.items():
+                fr, ends = a2a_cache[key]
+                h, base = asm.place(fr, gpu_host[grid[q_st[qs][:, None], grp_d[gs], grp_t[gs][:, None]]])
+                members = grp_pipe[gs]                                         # [R, E]
+                asm.set_anchors(h, la[members, qs[:, None]])
+                a2a_done[members, qs[:, None]] = base[:, None] + ends[None, :]
+        # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration,
+        # all-to-alls
+        anchors = np.full((n_pipe, n_fixed + K2), -1, np.int64)
+        anchors[:, p + p * v:n_fixed] = prev_end
+        anchors[:, n_fixed:] = a2a_done
         gi = np.searchsorted(tps, pipes[:, 1]) if G else np.zeros(n_pipe, np.int64)
         di = pipes[:, 0]
         ends_now = steps_g.copy()
@@ -699,7 +894,7 @@ def _build(setup: TrainingSetup, count_only: bool):
     end_of = {int(grid[st, d, tr]): int(prev_end[i, st]) for i, (d, tr) in enumerate(pipes) for st in range(p)}
     flops_par = replace(par, recompute="none")
     mem = memory_per_stage(model, par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
-                           dropout=setup.dropout, reserve_bytes=setup.reserve_bytes)
+                           dropout=setup.dropout, reserve_bytes=setup.reserve_bytes, expert_skew=setup.expert_skew)
     return TrainingPlan(
         columns=cols, setup=setup, world=world, simulated_ranks=ranks,
         rank_stream={r: np.concatenate(x) for r, x in rank_stream.items()},
@@ -742,7 +937,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
     off, pred = cols["pred_offset"], cols["pred"]
     categories = cols["categories"]
     catcol = cols["category"]
-    waits = {"pp_comm": 0.0, "dp_comm": 0.0}
+    waits = {"pp_comm": 0.0, "dp_comm": 0.0, "ep_comm": 0.0}
     stream_set = set(ids.tolist())
     for k, gap in zip(ids[gaps > 0].tolist(), gaps[gaps > 0].tolist()):
         ps = pred[off[k]:off[k + 1]]
@@ -752,7 +947,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
             continue
         q = max(others, key=lambda x: finish[x])
         c = categories[catcol[q]]
-        waits["dp_comm" if c == "dp_comm" else "pp_comm"] += gap
+        waits[c if c in ("dp_comm", "ep_comm") else "pp_comm"] += gap
     tail = max(0, int(makespan_ps) - int(finish[ids[-1]]))
     waits["dp_comm"] += tail
     p_stage = int(crit // (plan.setup.par.tp * plan.setup.par.dp))
@@ -761,6 +956,8 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
     bd = {"compute": busy["compute"], "tp_comm": busy["tp_comm"],
           "pp_comm": busy["pp_comm"] + waits["pp_comm"] - bubble, "dp_comm": busy["dp_comm"] + waits["dp_comm"],
           "bubble": bubble}
+    if plan.setup.par.ep > 1:
+        bd["ep_comm"] = waits["ep_comm"]
     bd = {k: v / PS / it for k, v in bd.items()}
     t_iter = makespan_ps / PS / it
     peak = plan.peak_memory

@@ -75,3 +75,57 @@ def test_unknown_model_and_swiglu_without_ffn():
         decoder_model("x", layers=1, hidden=64, heads=4, vocab=10, seq_len=8, swiglu=True)
     with pytest.raises(ConfigError):
         get_model({"layers": 1, "colour": "red"})
+
+
+# Published totals and active counts: Mixtral (arXiv:2401.04088: 46.7 B / 12.9 B; Mistral's 8x22B
+# announcement: 141 B / 39 B) count every parameter a token touches; DeepSeek-V3 (arXiv:2412.19437;
+# its weights' README: 671 B, 36.6 B activated "including 0.9 B for the output head") leaves the
+# input embedding out of the activated count.
+@pytest.mark.parametrize("name,total,active,embedding_in_active", [
+    ("mixtral-8x7b", 46.7e9, 12.9e9, True),
+    ("mixtral-8x22b", 141e9, 39e9, True),
+    ("deepseek-v3", 671e9, 36.6e9, False),
+])
+def test_moe_zoo_matches_published_counts(name, total, active, embedding_in_active):
+    c = get_model(name).param_counts()
+    assert c.total == pytest.approx(total, rel=5e-3)
+    assert c.active - (0 if embedding_in_active else c.embedding) == pytest.approx(active, rel=5e-3)
+
+
+def test_moe_counts_closed_form():
+    h, f, fe, V = 64, 256, 32, 100
+    m = decoder_model("moe", layers=4, hidden=h, heads=4, kv_heads=2, ffn=f, vocab=V, seq_len=16, swiglu=True,
+                      experts=8, top_k=2, expert_ffn=fe, shared_experts=1, dense_layers=1)
+    c = m.param_counts()
+    attention = h * h + 2 * h * 32 + h * h
+    expert = 3 * h * fe
+    assert c.expert == expert and c.router == 8 * h and c.moe_mlp == 9 * expert + 8 * h
+    dense_layer = attention + 3 * h * f + 2 * h
+    moe_layer = attention + 9 * expert + 8 * h + 2 * h
+    assert c.moe_layers == 3 and c.layers == dense_layer + 3 * moe_layer
+    assert c.total == dense_layer + 3 * moe_layer + 2 * V * h + h
+    assert c.active == c.total - 3 * 6 * expert
+    assert m.moe_layers_in(0, 2) == 1 and m.moe_layers_in(2, 2) == 2 and m.moe_layers_in(0, 1) == 0
+
+
+def test_latent_attention_counts():
+    h, H, qr, kvr, rope, nope, v = 64, 4, 24, 16, 8, 16, 12
+    m = decoder_model("mla", layers=1, hidden=h, heads=H, ffn=128, vocab=10, seq_len=8, swiglu=True,
+                      mla_q_rank=qr, mla_kv_rank=kvr, mla_rope_dim=rope, mla_nope_dim=nope, mla_v_dim=v)
+    expected = (h * qr + qr + qr * H * (nope + rope)            # query down, its norm, up
+                + h * (kvr + rope) + kvr + kvr * H * (nope + v)  # key/value down, its norm, up
+                + H * v * h)                                     # output
+    assert m.param_counts().attention == expected
+    assert m.attention_replicated() == h * qr + qr + h * (kvr + rope) + kvr
+
+
+@pytest.mark.parametrize("kwargs,path", [
+    (dict(experts=4, top_k=5, expert_ffn=8), "top_k"),
+    (dict(experts=4, top_k=1), "expert_ffn"),
+    (dict(top_k=2), "experts"),
+    (dict(experts=4, top_k=1, expert_ffn=8, dense_layers=2), "dense_layers"),
+])
+def test_invalid_moe_models_are_rejected(kwargs, path):
+    with pytest.raises(ConfigError) as e:
+        decoder_model("bad", layers=2, hidden=64, heads=4, vocab=100, seq_len=32, **kwargs)
+    assert path in e.value.path
