@@ -60,8 +60,10 @@ def training_report(plan, result) -> dict:
 def simulate_built(built: Sequence[Built], backend: str = "cpu", progress=None, report: dict | None = None) -> list:
     """Simulate built experiments, each at its configuration's ``simulation.fidelity``: the
     packet-level ones as one engine batch (:func:`mvopt.engine.simulate`, with `progress` and
-    `report`), the flow-level ones as one flow-level batch (:func:`mvopt.flow.simulate`, on the
-    GPU when the backend spec names one, else the CPU). ExperimentResults in input order."""
+    `report`), the flow-level ones as one flow-level batch (:func:`mvopt.flow.simulate`) on the
+    host's cores whatever the backend: its compiled event loop is far faster than the array path
+    on a GPU, which a step's many small launches bound (docs/decisions/0071). ExperimentResults
+    in input order."""
     from mvopt.engine import simulate
     from mvopt.flow import simulate as simulate_flows
 
@@ -73,9 +75,7 @@ def simulate_built(built: Sequence[Built], backend: str = "cpu", progress=None, 
         for i, r in zip(packet, results):
             out[i] = r
     if flow:
-        # the flow level runs on one device: the spec's first GPU, or the CPU (a race has no use)
-        flow_backend = backend.split("+")[0].split(",")[0]
-        for i, r in zip(flow, simulate_flows([built[i].experiment for i in flow], backend=flow_backend)):
+        for i, r in zip(flow, simulate_flows([built[i].experiment for i in flow], backend="cpu")):
             out[i] = r
     return out
 
