@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
      "workload.tasks[0].after[0]: must name a task id of this list, got 7"),
     ({"workload": {"kind": "tasks", "tasks": [{"kind": "delay", "node": 0}]}},
      "workload.tasks[0].duration_ns: is required for a delay task"),
-    ({"simulation": {"time_limit_ms": 0}}, "simulation.time_limit_ms: must be > 0, got 0.0"),
+    ({"simulation": {"time_limit_ms": 0}}, "simulation.time_limit_ms: must be > 0 and at most 1e+09 ms, got 0.0"),
     ({"simulation": {"link_monitor": True}}, "simulation.link_monitor: needs simulation.queue_monitor_ns > 0"),
     ({"simulation": {"queue_monitor_ns": 0.0001}}, "simulation.queue_monitor_ns: must be 0 (off) or at least 0.001"),
     ({"simulation": {"queue_monitor_ns": -1}}, "simulation.queue_monitor_ns: must be 0 (off) or at least 0.001"),
