@@ -13,9 +13,12 @@ import os
 
 from mvopt.errors import ConfigError, InfeasibleError
 
-__all__ = ["DEFAULT_LIMIT_GIB", "LIMIT_ENV", "memory_limit_bytes", "check_size"]
+__all__ = ["DEFAULT_LIMIT_GIB", "LIMIT_ENV", "TASK_BYTES", "memory_limit_bytes", "check_size"]
 
 DEFAULT_LIMIT_GIB = 8.0
+# A lower bound of a task's bytes while a graph is built (its columns as int64 chunks) and once
+# built: enough to refuse a graph far too large before its columns are allocated.
+TASK_BYTES = 48
 LIMIT_ENV = "MVOPT_MEMORY_LIMIT_GIB"
 
 

@@ -69,3 +69,25 @@ def test_a_time_limit_the_clocks_cannot_hold_is_a_configuration_error(value: flo
     with pytest.raises(ConfigError, match=r"simulation.time_limit_ms.*at most 1e\+09 ms"):
         load_config({"simulation": {"time_limit_ms": value}})
     assert load_config({"simulation": {"time_limit_ms": 1e9}}).simulation.time_limit_ms == 1e9
+
+
+@pytest.mark.parametrize("collective", [
+    {"op": "all_reduce", "bytes": 10**15, "chunk_bytes": 65536},                        # chunks
+    {"op": "all_reduce", "bytes": 10**15, "algorithm": "tree", "chunk_bytes": 65536},   # a tree's chunks
+])
+def test_a_collective_too_large_is_refused_before_its_flows_are_built(collective) -> None:
+    from mvopt.build import build
+
+    data = {"cluster": {"topology": "fat_tree", "k": 4}, "workload": {"kind": "collective"},
+            "collective": collective}
+    with pytest.raises(InfeasibleError, match=r"collective \(.*\): its flows \(.*over the limit of 8 GiB"):
+        build(load_config(data))
+
+
+def test_a_ring_over_a_k64_fat_tree_is_refused_under_a_memory_cap(tmp_path) -> None:
+    """65,536 ranks in one ring: 8.6 billion flows, refused from the configuration alone."""
+    f = tmp_path / "k64.yaml"
+    f.write_text("cluster: {topology: fat_tree, k: 64}\nworkload: {kind: collective}\n")
+    out = _run_limited(["simulate", str(f)], address_space_gib=3)
+    assert out.returncode == 1, out.stderr
+    assert "its flows (8,589,803,520)" in out.stderr and "Traceback" not in out.stderr

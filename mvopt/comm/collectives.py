@@ -43,6 +43,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mvopt.errors import ConfigError
+from mvopt.sizes import TASK_BYTES, check_size
 
 __all__ = ["OPS", "add_collective", "add_collective_workload", "ring_steps", "split_bytes"]
 
@@ -110,6 +111,11 @@ def add_collective(builder, op: str, hosts: Sequence[int], size_bytes: int, *, c
     if size_bytes < n * channels:
         raise ConfigError(f"{where}.bytes", f"must be at least ranks x channels ({n} x {channels}) "
                           "so that every flow carries a byte", size_bytes)
+    pieces_max = -(-size_bytes // n)
+    chunks = 1 if not chunk_bytes else max(1, -(-(-(-pieces_max // channels)) // chunk_bytes))
+    flows = n * (n - 1) * channels if op == "all_to_all" else n * ring_steps(op, n) * channels * chunks
+    check_size("its flows", flows, TASK_BYTES, f"{where} ({op} of {size_bytes:,} B over {n} ranks, "
+               f"{channels} channel(s){f', chunks of {chunk_bytes:,} B' if chunk_bytes else ''})")
     after = {int(h): list(v) for h, v in (after or {}).items()}
     category = category or op
     # A zero-duration delay per rank with several `after` tasks keeps one dependency per flow.

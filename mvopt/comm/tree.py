@@ -33,6 +33,7 @@ from typing import Mapping, Sequence
 
 from mvopt.comm.collectives import add_collective, checked_ranks, split_bytes
 from mvopt.errors import ConfigError
+from mvopt.sizes import TASK_BYTES, check_size
 
 __all__ = ["btree", "dtree", "add_tree_all_reduce", "add_tree_collective", "choose_algorithm",
            "ring_time_estimate", "tree_time_estimate", "DEFAULT_TREE_CHUNKS"]
@@ -103,6 +104,10 @@ def add_tree_all_reduce(builder, hosts: Sequence[int], size_bytes: int, *, chann
     if size_bytes < 2 * channels:
         raise ConfigError(f"{where}.bytes", f"must be at least 2 x channels ({2 * channels}) for the "
                           "double binary tree", size_bytes)
+    share = -(-size_bytes // (2 * channels))
+    chunks = len(_chunks(min(share, DEFAULT_TREE_CHUNKS), None)) if chunk_bytes is None else -(-share // chunk_bytes)
+    check_size("its flows", 4 * (n - 1) * channels * chunks, TASK_BYTES,
+               f"{where} (tree all-reduce of {size_bytes:,} B over {n} ranks, {channels} channel(s))")
     category = category or "all_reduce"
     after = {int(h): list(v) for h, v in (after or {}).items()}
     ready: dict[int, list[int]] = {}

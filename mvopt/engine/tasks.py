@@ -13,11 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from mvopt.errors import ConfigError
-from mvopt.sizes import check_size
-
-# A lower bound of a task's bytes while building (its columns as int64 chunks) and once built:
-# enough to refuse a graph far too large before its columns are allocated.
-TASK_BYTES = 48
+from mvopt.sizes import TASK_BYTES, check_size
 
 __all__ = ["TaskGraph", "TaskGraphBuilder", "FLOW", "DELAY"]
 
