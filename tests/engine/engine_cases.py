@@ -193,7 +193,8 @@ def task_graphs(draw: st.DrawFn, n_host: int, max_tasks: int = 6, max_bytes: int
 def networks(draw: st.DrawFn) -> dict:
     """A ``network`` section: any CC, LB, PFC on/off, small buffers, random ECN and transport."""
     net: dict = dict(cc=draw(st.sampled_from(["none", "dcqcn", "hpcc", "dctcp"])),
-                     lb=draw(st.sampled_from(["ecmp", "spray"])),
+                     lb=draw(st.sampled_from(["ecmp", "spray", "adaptive"])),
+                     transport=draw(st.sampled_from([None, "gbn", "sr"])),
                      pfc={"enabled": draw(st.booleans())},
                      buffer_mb=draw(st.sampled_from([0.02, 0.05, 0.1, 0.3, 1.0, None])))
     if draw(st.sampled_from([True, False, False])):
