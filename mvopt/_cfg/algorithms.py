@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["CongestionControl", "CONGESTION_CONTROLS", "CC_NAMES", "congestion_control", "LOAD_BALANCERS",
-           "COLLECTIVE_ALGORITHMS", "ALL_TO_ALL_ALGORITHMS"]
+           "PER_PACKET_LOAD_BALANCERS", "TRANSPORTS", "COLLECTIVE_ALGORITHMS", "ALL_TO_ALL_ALGORITHMS"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,16 @@ CONGESTION_CONTROLS: tuple[CongestionControl, ...] = (
 )
 CC_NAMES: tuple[str, ...] = tuple(c.name for c in CONGESTION_CONTROLS)
 
-# per-flow ECMP hashing, or per-packet spraying (the kernels' EI_SPRAY flag)
-LOAD_BALANCERS: tuple[str, ...] = ("ecmp", "spray")
+# How a switch picks a data packet's egress among equal-cost next hops: per-flow ECMP hashing,
+# per-packet spraying (a hash), or adaptive routing (the shortest data queue, per packet). Codes
+# are positions: the kernels' LB_* enum and an experiment's EI_SPRAY slot (0: per flow).
+LOAD_BALANCERS: tuple[str, ...] = ("ecmp", "spray", "adaptive")
+# those that route each data packet on its own, so that a flow's packets overtake each other
+PER_PACKET_LOAD_BALANCERS: tuple[str, ...] = ("spray", "adaptive")
+
+# The hosts' transport (network.transport): go-back-N with an in-order receiver, or selective
+# repeat with an out-of-order receiver (docs/engine.md). Codes are positions: the kernels' TR_*.
+TRANSPORTS: tuple[str, ...] = ("gbn", "sr")
 
 # NCCL_ALGO of inter-server collectives: "auto" picks ring or tree by their closed-form times
 COLLECTIVE_ALGORITHMS: tuple[str, ...] = ("ring", "tree", "auto")

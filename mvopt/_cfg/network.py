@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from mvopt._cfg.algorithms import CC_NAMES, LOAD_BALANCERS, congestion_control
+from mvopt._cfg.algorithms import CC_NAMES, LOAD_BALANCERS, PER_PACKET_LOAD_BALANCERS, TRANSPORTS, congestion_control
 from mvopt._cfg.base import Section, at_least, field, in_range, non_negative, positive
 from mvopt.errors import ConfigError
 
@@ -110,7 +110,12 @@ class NetworkConfig(Section):
     """Transport, congestion control, load balancing and switch settings."""
 
     cc: Literal[CC_NAMES] = field("dcqcn", doc="congestion control")
-    lb: Literal[LOAD_BALANCERS] = field("ecmp", doc="load balancing: per-flow ECMP or per-packet spraying")
+    lb: Literal[LOAD_BALANCERS] = field("ecmp", doc="load balancing among equal-cost next hops: per-flow ECMP, "
+                                        "per-packet spraying, or adaptive (per packet, the shortest data queue)")
+    transport: Optional[Literal[TRANSPORTS]] = field(
+        None, doc="hosts' transport: go-back-N with an in-order receiver (gbn) or selective repeat with an "
+        "out-of-order receiver and selective acknowledgements (sr)",
+        default_doc="sr with spray and adaptive (per-packet routes reorder a flow), else gbn")
     payload_bytes: int = field(1000, unit="B", doc="payload per data packet (RoCE MTU e.g. 4096; payload + "
                                f"header at most {MAX_PACKET_BYTES:,})", check=in_range(1, MAX_PACKET_BYTES))
     header_bytes: int = field(48, unit="B", doc="header bytes per data packet", check=non_negative)
@@ -137,6 +142,14 @@ class NetworkConfig(Section):
 
     def _check(self, path: str) -> None:
         check_packet_bytes(self, path)
+
+    @property
+    def resolved_transport(self) -> str:
+        """The transport a null ``transport`` stands for: selective repeat where packets are routed one
+        by one (they arrive out of order), go-back-N otherwise."""
+        if self.transport is not None:
+            return self.transport
+        return "sr" if self.lb in PER_PACKET_LOAD_BALANCERS else "gbn"
 
     @property
     def resolved_window(self) -> bool:

@@ -81,7 +81,7 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
     n_port = int(np.asarray(exp.topology.node_port_offset)[-1])
     v = {"mon_ps": exp.queue_monitor_ps, "mon_cap": exp.monitor_max_samples, "mon_nport": n_port,
          "mon_qlo": mon_qlo, "mon_wlo": mon_wlo,
-         "seed": exp.seed, "cc": p.cc, "spray": int(p.lb_spray), "pfc": int(p.pfc), "ecn": int(p.ecn),
+         "seed": exp.seed, "cc": p.cc, "spray": p.lb, "transport": p.transport, "pfc": int(p.pfc), "ecn": int(p.ecn),
          "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,

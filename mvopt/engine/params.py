@@ -13,18 +13,22 @@ from functools import cached_property
 
 import numpy as np
 
-from mvopt._cfg.algorithms import CONGESTION_CONTROLS
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS, LOAD_BALANCERS, TRANSPORTS
 from mvopt._cfg.network import NetworkConfig, check_packet_bytes
 from mvopt.engine.tasks import FLOW, TaskGraph
 from mvopt.errors import ConfigError
 
 __all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "mix64_array", "hash64", "hash_from", "hash_prefixes", "uniform01",
-           "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
+           "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "LB_ECMP", "LB_SPRAY", "LB_ADAPTIVE",
+           "TR_GBN", "TR_SR", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
 
 PS_PER_S = 10**12
 # the kernels' CC_* codes of the congestion-control algorithms (declared in mvopt/_cfg/algorithms.py)
 CC_CODES = {c.name: c.code for c in CONGESTION_CONTROLS}
 CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP = (CC_CODES[n] for n in ("none", "dcqcn", "hpcc", "dctcp"))
+# the kernels' LB_* and TR_* codes: positions in mvopt/_cfg/algorithms.py
+LB_ECMP, LB_SPRAY, LB_ADAPTIVE = (LOAD_BALANCERS.index(n) for n in ("ecmp", "spray", "adaptive"))
+TR_GBN, TR_SR = (TRANSPORTS.index(n) for n in ("gbn", "sr"))
 # Hash domain tags: each random choice draws from its own stream.
 TAG_ECN, TAG_ECMP, TAG_SPRAY = 1, 2, 3
 MASK64 = (1 << 64) - 1
@@ -119,7 +123,8 @@ class ResolvedParams:
 
     window_ps: int
     cc: int
-    lb_spray: bool
+    lb: int                     # LB_*: how switches pick a data packet's next hop
+    transport: int              # TR_*: go-back-N or selective repeat
     pfc: bool
     ecn: bool
     payload: int
@@ -165,6 +170,11 @@ class ResolvedParams:
     dctcp_rai: float
     dctcp_min: float
     var_win: bool
+
+    @property
+    def lb_spray(self) -> bool:
+        """Data packets are routed one by one (spraying or adaptive routing), so that they reorder."""
+        return self.lb != LB_ECMP
 
 
 def _ps(us: float) -> int:
@@ -299,7 +309,8 @@ def resolve(exp: Experiment) -> ResolvedParams:
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
-        window_ps=window, cc=cc, lb_spray=net.lb == "spray", pfc=net.pfc.enabled, ecn=net.ecn.enabled,
+        window_ps=window, cc=cc, lb=LOAD_BALANCERS.index(net.lb),
+        transport=TRANSPORTS.index(net.resolved_transport), pfc=net.pfc.enabled, ecn=net.ecn.enabled,
         payload=payload, header=header, ack_bytes=net.ack_bytes, pfc_frame_bytes=net.pfc.frame_bytes,
         min_wire_bytes=min_wire,
         nack_interval_ps=_ps(net.nack_interval_us), rto_ps=_ps(net.rto_us),

@@ -31,8 +31,8 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
 * NACKs, like ACKs, carry the CE echo and the INT of the packet that triggered them (as HPCC
   ns-3), and congestion control reacts to both. A NACK sets ``snd_nxt = a``, which equals
   ``snd_una`` since feedback of a flow always arrives in order (one ECMP path, FIFO queues).
-* RTO (lossy mode, and with PFC when packets are sprayed: reordering can leave a gap whose NACK
-  the NACK rate limit suppresses): armed while ``snd_nxt > snd_una``,
+* RTO (lossy mode, and with PFC when packets are routed one by one: reordering can leave a gap
+  whose NACK the NACK rate limit suppresses): armed while ``snd_nxt > snd_una``,
   due ``rto`` after the last *progress*: an ACK that
   advanced ``snd_una``, an RTO firing, or a data send made while nothing was outstanding (so a
   flow that was idle, e.g. paused, does not time out at once when it sends again).
@@ -56,6 +56,12 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
   after that time, over every port at once (nodes are independent, so this equals each node
   recording its own), and at each window end for every sample due by ``T + W``; the result
   keeps those up to ``end_ps`` (``results.monitor_fields``).
+* Selective repeat keeps, per flow, the sets the kernels keep as bit rings (received beyond
+  ``expected``; selectively acknowledged beyond ``snd_una``) as Python sets; the window of
+  ``SR_WINDOW`` packets bounds them alike. ``snd_nxt`` is the next new packet (so
+  ``max_sent == snd_nxt``), ``lost_hi`` and ``rtx_nxt`` as docs/engine.md defines them.
+* Adaptive routing compares the bytes in the candidates' data queues at the arrival, after every
+  event of the switch at an earlier time and before its transmissions at the same time.
 * Stuck: nothing pending except DCQCN timers (they cannot unblock anything). ``end_ps`` is the
   completion time (last task finish or last ACK) when done, the last event processed when
   stuck, ``time_limit_ps`` on timeout (windows starting at or before the limit are processed).
@@ -72,9 +78,10 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, TAG_ECMP, TAG_ECN, TAG_SPRAY, Experiment,
-                                 ResolvedParams, hash64, ser_ps, uniform01)
+from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, LB_ADAPTIVE, LB_ECMP, TAG_ECMP, TAG_ECN, TAG_SPRAY,
+                                 TR_SR, Experiment, ResolvedParams, hash64, ser_ps, uniform01)
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
+from mvopt.engine.schema import SR_DUPTHRESH, SR_WINDOW
 from mvopt.engine.tasks import FLOW
 
 __all__ = ["simulate_reference", "simulate_reference_many"]
@@ -110,6 +117,7 @@ class Packet:
     payload: int = 0
     dst: int = -1
     sends: int = 0               # data: sends of its flow before this one (spraying)
+    sacked: int = 0              # selective repeat's ACK: the data packet it acknowledges
     ce: bool = False             # data: congestion experienced; ACK/NACK: the echo
     hops: tuple[IntHop, ...] = ()
     pause: bool = False          # PFC: PAUSE (True) or RESUME (False)
@@ -259,6 +267,7 @@ class FlowReceiver:
         self.expected = 0
         self.nack_timer = 0
         self.last_nack = -1
+        self.received: set[int] = set()   # selective repeat: packets received beyond `expected`
 
 
 class FlowSender:
@@ -288,6 +297,10 @@ class FlowSender:
         self.last_bytes = 0          # wire bytes of the last data packet sent (HPCC rate changes)
         self.sends = 0
         self.done_at = -1
+        self.sr = p.transport == TR_SR
+        self.sacked: set[int] = set()     # selective repeat: acknowledged beyond snd_una
+        self.lost_hi = 0                  # un-acknowledged packets below it are presumed lost
+        self.rtx_nxt = 0                  # the next one to retransmit if below min(lost_hi, snd_nxt)
         self.rto = Slot()
         self.cc: CongestionControl = CongestionControl()
         self.cc_timers: dict[int, Slot] = {}
@@ -303,8 +316,27 @@ class FlowSender:
         return (self.snd_nxt - self.snd_una) * self.payload >= win
 
     def can_send(self) -> bool:
-        """Has unsent packets and room in its window (pacing aside)."""
-        return self.done_at < 0 and self.snd_nxt < self.n and not self.window_bound()
+        """Has a hole to retransmit (selective repeat), or unsent packets and room in its window
+        (pacing aside)."""
+        if self.done_at >= 0:
+            return False
+        if self.sr:
+            if self.retx_seq() is not None:
+                return True
+            if self.snd_nxt - self.snd_una >= SR_WINDOW:
+                return False
+        return self.snd_nxt < self.n and not self.window_bound()
+
+    def retx_seq(self) -> Optional[int]:
+        """Selective repeat: the hole to retransmit next (None: none)."""
+        return self.rtx_nxt if self.rtx_nxt < min(self.lost_hi, self.snd_nxt) else None
+
+    def settle(self) -> None:
+        """Selective repeat: move rtx_nxt to at least snd_una and past acknowledged packets."""
+        r = max(self.rtx_nxt, self.snd_una)
+        while r < min(self.lost_hi, self.snd_nxt) and r in self.sacked:
+            r += 1
+        self.rtx_nxt = r
 
     def packet_payload(self, seq: int) -> int:
         return min(self.payload, self.size - seq * self.payload)
@@ -703,7 +735,12 @@ class ReferenceSimulator:
         self.arm(flow.rto, due, flow.src, TIMER, flow.id, T_RTO, self._rto_fired, flow)
 
     def _rto_fired(self, flow: FlowSender) -> None:
-        flow.snd_nxt = flow.snd_una
+        if flow.sr:
+            flow.lost_hi = flow.snd_nxt
+            flow.rtx_nxt = flow.snd_una
+            flow.settle()
+        else:
+            flow.snd_nxt = flow.snd_una
         flow.progress = self.now
         self.counters["timeouts"] += 1
         self._update_rto(flow)
@@ -760,17 +797,23 @@ class ReferenceSimulator:
         self.push(self.now + ser + port.delay_ps, port.peer_node, ARRIVAL, peer.id, 0, self._arrival, peer, pkt)
 
     def _next_data_packet(self, host: HostState, flow: FlowSender) -> Packet:
-        t, seq = self.now, flow.snd_nxt
+        t = self.now
+        if not flow.outstanding:
+            flow.progress = t
+        seq = flow.retx_seq() if flow.sr else None
+        if seq is not None:
+            flow.rtx_nxt = seq + 1
+            flow.settle()
+        else:
+            seq = flow.snd_nxt
+            flow.snd_nxt += 1
         payload = flow.packet_payload(seq)
         pkt = Packet(DATA, payload + self.p.header, flow=flow.id, seq=seq, payload=payload, dst=flow.dst,
                      sends=flow.sends)
-        if not flow.outstanding:
-            flow.progress = t
         if seq < flow.max_sent:
             self.counters["data_packets_retransmitted"] += 1
         flow.max_sent = max(flow.max_sent, seq + 1)
         flow.sends += 1
-        flow.snd_nxt += 1
         flow.next_tx = t + ser_ps(pkt.wire_bytes, math.floor(flow.rate))
         flow.last_bytes = pkt.wire_bytes
         host.last_served = flow.id
@@ -846,17 +889,26 @@ class ReferenceSimulator:
             ingress.pfc_want = True
 
     def _route(self, node: int, pkt: Packet) -> int:
-        """Egress port: ECMP per flow (all control packets), spraying per data packet."""
-        nexthops = self.topo.next_hop_ports(node, pkt.dst)
-        if pkt.kind == DATA and self.p.lb_spray:
-            h = hash64(self.seed, TAG_SPRAY, node, pkt.flow, pkt.seq, pkt.sends)
-        else:
+        """Egress port: ECMP per flow (all control packets); per data packet, spraying's hash, or
+        adaptive routing: the shortest data queue, the first in cyclic order from spraying's."""
+        nexthops = [int(p) for p in self.topo.next_hop_ports(node, pkt.dst)]
+        lb = self.p.lb if pkt.kind == DATA else LB_ECMP
+        if lb == LB_ECMP:
             h = hash64(self.seed, TAG_ECMP, node, pkt.flow)
-        return int(nexthops[h % len(nexthops)])
+        else:
+            h = hash64(self.seed, TAG_SPRAY, node, pkt.flow, pkt.seq, pkt.sends)
+        k = h % len(nexthops)
+        if lb != LB_ADAPTIVE:
+            return nexthops[k]
+        order = nexthops[k:] + nexthops[:k]
+        return min(order, key=lambda p: self.ports[p].data_bytes)   # (min keeps the first of equals)
 
     def _receive_data(self, host: HostState, pkt: Packet) -> None:
         rx = host.receivers.setdefault(pkt.flow, FlowReceiver())
         t, e = self.now, rx.expected
+        if self.p.transport == TR_SR:
+            self._receive_data_sr(host, rx, pkt)
+            return
         if pkt.seq == e:
             rx.expected += 1
             self.counters["data_packets_delivered"] += 1
@@ -873,10 +925,31 @@ class ReferenceSimulator:
             self.counters["nacks_sent"] += 1
             self._send_feedback(host, pkt, NACK)
 
+    def _receive_data_sr(self, host: HostState, rx: FlowReceiver, pkt: Packet) -> None:
+        """Selective repeat: every new packet within the window is delivered, every packet acknowledged."""
+        s, e = pkt.seq, rx.expected
+        fresh = s == e or (e < s < e + SR_WINDOW and s not in rx.received)
+        if not fresh:       # (as go-back-N's: an arrival the receiver discards)
+            self.counters["out_of_order_packets"] += 1
+            self.out_of_order_bytes += pkt.payload
+        if fresh:
+            self.counters["data_packets_delivered"] += 1
+            self.counters["data_bytes_delivered"] += pkt.payload
+            if s == e:
+                rx.expected += 1
+                while rx.expected in rx.received:
+                    rx.received.remove(rx.expected)
+                    rx.expected += 1
+            else:
+                rx.received.add(s)
+        self._send_feedback(host, pkt, ACK)
+        if fresh and s == e and rx.expected == int(self.p.flow_npkt[pkt.flow]):
+            self._task_finished(pkt.flow)
+
     def _send_feedback(self, host: HostState, data: Packet, kind: str) -> None:
         rx = host.receivers[data.flow]
         fb = Packet(kind, self.p.ack_bytes, flow=data.flow, seq=rx.expected, dst=int(self.tasks.src[data.flow]),
-                    ce=data.ce, hops=data.hops)
+                    ce=data.ce, hops=data.hops, sacked=data.seq)
         host.port.push_control(fb)
 
     def _receive_feedback(self, fb: Packet) -> None:
@@ -887,9 +960,17 @@ class ReferenceSimulator:
         if a > flow.snd_una:
             flow.snd_una = a
             flow.progress = self.now
-        flow.snd_nxt = max(flow.snd_nxt, flow.snd_una)
-        if fb.kind == NACK:
-            flow.snd_nxt = flow.snd_una      # == a: feedback of a flow arrives in order
+        if flow.sr:
+            if fb.sacked >= flow.snd_una:     # received out of order: a hole below it
+                flow.sacked.add(fb.sacked)
+                if not self.p.pfc:
+                    flow.lost_hi = max(flow.lost_hi, fb.sacked - SR_DUPTHRESH + 1)
+            flow.sacked = {s for s in flow.sacked if s >= flow.snd_una}
+            flow.settle()
+        else:
+            flow.snd_nxt = max(flow.snd_nxt, flow.snd_una)
+            if fb.kind == NACK:
+                flow.snd_nxt = flow.snd_una      # == a: feedback of a flow arrives in order
         flow.cc.on_feedback(flow, fb, self.now)
         if flow.snd_una == flow.n:
             flow.done_at = self.now

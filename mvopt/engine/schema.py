@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mvopt._cfg.algorithms import CONGESTION_CONTROLS
+from mvopt._cfg.algorithms import CONGESTION_CONTROLS, LOAD_BALANCERS, TRANSPORTS
 
-__all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
+__all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "SR_WORDS", "SR_WINDOW", "SR_DUPTHRESH", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
            "PFC", "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
@@ -32,12 +32,19 @@ NEXP_I = 24        # integer parameters per experiment
 # an experiment's integer and double parameters, slot by slot (exp_i, exp_d): the EI_* / ED_*
 # enums of mv_common.cuh list the same slots in the same order (c_check_source stops the build
 # otherwise)
-EI = ("seed", "cc", "spray", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
+EI = ("seed", "cc", "spray", "transport", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
       "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
 MAX_INT_HOPS = 5   # HPCC INT records per packet
+# Selective repeat (docs/engine.md): a flow's receive window, in packets from the first missing
+# one, is a ring of SR_WORDS 64-bit words at each end (f_rx_map, f_sack_map); a hole counts as
+# lost without PFC once a packet SR_DUPTHRESH above it is selectively acknowledged (TCP's
+# duplicate-ACK threshold, RFC 5681, as forward acknowledgement counts it).
+SR_WORDS = 8
+SR_WINDOW = 64 * SR_WORDS
+SR_DUPTHRESH = 3
 NPT = 8            # words of a port's transmit record (PT_* in mv_common.cuh)
 # where in that record (mirrors the PT_* enum): ring tails by parity, free time and wire bytes in
 # its first 32-byte sector (what putting a packet on the wire touches, and what the receiver
@@ -245,6 +252,14 @@ COLUMNS: tuple[Column, ...] = (
     _c("f_hop", "i64", "n_hop", "scratch: HPCC's last INT per hop (HI_*; written when the flow starts); a row "
        "per flow when the batch has HPCC experiments, else one", NHOPI),
     _c("f_rx_next", "i32", "n_flow", "state [dst]: next expected packet"),
+    _c("f_rx_map", "i64", "n_flow", "state [dst]: selective repeat: packets received beyond f_rx_next, bit "
+       "s % SR_WINDOW of a ring of SR_WORDS words for packet s", SR_WORDS),
+    _c("f_sack_map", "i64", "n_flow", "state [src]: selective repeat: packets selectively acknowledged beyond "
+       "f_snd_una, bit s % SR_WINDOW for packet s (valid for f_snd_una <= s < f_snd_nxt)", SR_WORDS),
+    _c("f_lost_hi", "i32", "n_flow", "state [src]: selective repeat: packets below it not acknowledged are "
+       "presumed lost"),
+    _c("f_rtx_nxt", "i32", "n_flow", "state [src]: selective repeat: the next packet to retransmit if it is "
+       "below min(f_lost_hi, f_snd_nxt): never selectively acknowledged, at least f_snd_una"),
     _c("f_nack_ps", "i64", "n_flow", "state [dst]: NACK rate-limit timer"),
     _c("f_last_nack", "i32", "n_flow", "state [dst]: sequence of the last NACK"),
     # ---- routing ------------------------------------------------------------------------------
@@ -299,6 +314,7 @@ def c_struct_source() -> str:
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
              *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),
              f"#define NLK {NLK}", *(f"#define SCHEMA_LK_{k.upper()} {v}" for k, v in LK.items()),
+             f"#define SR_WORDS {SR_WORDS}", f"#define SR_WINDOW {SR_WINDOW}", f"#define SR_DUPTHRESH {SR_DUPTHRESH}",
              f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]
     for s in SCALARS:
         lines.append(f"  int64_t {s};")
@@ -312,9 +328,13 @@ def c_struct_source() -> str:
 
 
 def c_enum_source() -> str:
-    """The kernels' CC_* enum: the codes of the congestion-control algorithms
-    (mvopt/_cfg/algorithms.py), the values of an experiment's EI_CC slot."""
-    return "enum { " + ", ".join(f"CC_{c.name.upper()} = {c.code}" for c in CONGESTION_CONTROLS) + " };\n"
+    """The kernels' CC_*, LB_* and TR_* enums: the codes of the congestion-control algorithms, the
+    load balancers and the transports (mvopt/_cfg/algorithms.py), the values of an experiment's
+    EI_CC, EI_SPRAY and EI_TRANSPORT slots."""
+    enums = ([(f"CC_{c.name}", c.code) for c in CONGESTION_CONTROLS],
+             [(f"LB_{name}", k) for k, name in enumerate(LOAD_BALANCERS)],
+             [(f"TR_{name}", k) for k, name in enumerate(TRANSPORTS)])
+    return "".join("enum { " + ", ".join(f"{n.upper()} = {k}" for n, k in e) + " };\n" for e in enums)
 
 
 def c_check_source() -> str:

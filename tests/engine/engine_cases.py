@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mvopt.cluster import CompiledTopology, build_topology
 from mvopt.config import load_config
 from mvopt.engine import COUNTERS, Experiment, ExperimentResult, TaskGraphBuilder, simulate
-from mvopt.engine.params import ser_ps
+from mvopt.engine.params import TR_SR, ser_ps
 from mvopt.engine.reference import simulate_reference
 from mvopt.testing import scenarios as sc
 
@@ -112,11 +112,13 @@ def route(topo, src: int, dst: int) -> list[tuple[int, int]]:
         port = int(topo.next_hop_ports(node, dst)[0])
 
 
-def ideal_fct(topo, p, flow: int, src: int, dst: int, size: int) -> int:
+def ideal_fct(topo, p, flow: int, src: int, dst: int, size: int, multipath: bool = False) -> int:
     """FCT of the flow alone on an idle path at line rate (no CC slowdown): every packet through
     every hop store-and-forward, then the last ACK back on its own route (not counting a wait
     behind the previous ACK). A lower bound of the flow's FCT in any scenario. (Equal-cost
-    paths of the topologies used here have the same rates and delays.)"""
+    paths of the topologies used here have the same rates and delays.) `multipath`: packets
+    that may take different paths and be delivered out of order (selective repeat with per-packet
+    routing) wait for each other only on the source's link."""
     hops = route(topo, src, dst)
     free = [0] * len(hops)
     t_send = arrive = 0
@@ -125,10 +127,12 @@ def ideal_fct(topo, p, flow: int, src: int, dst: int, size: int) -> int:
         t = t_send
         t_send += ser_ps(b, hops[0][0])
         for h, (rate, delay) in enumerate(hops):
+            if multipath and h > 0:
+                free[h] = 0
             t = max(t, free[h])
             free[h] = t + ser_ps(b, rate)
             t = free[h] + delay
-        arrive = t
+        arrive = max(arrive, t)
     return arrive + sum(ser_ps(p.ack_bytes, r) + d for r, d in route(topo, dst, src))
 
 
@@ -339,9 +343,10 @@ def check_invariants(exp: Experiment, r: ExperimentResult) -> None:
     assert first_sends == c["data_packets_delivered"] == npkt
     assert c["data_bytes_delivered"] == size
     assert c["data_packets_retransmitted"] == c["data_packets_dropped"] + c["out_of_order_packets"] + in_network
+    sr = p.transport == TR_SR
     if c["control_packets_dropped"] == 0:      # one ACK per delivery, one NACK each, PFC frames
-        assert c["control_packets_sent"] == (c["data_packets_delivered"] + c["nacks_sent"]
-                                             + c["pfc_pauses"] + c["pfc_resumes"])
+        acks = c["data_packets_delivered"] + (c["out_of_order_packets"] if sr else c["nacks_sent"])  # (sr: per arrival)
+        assert c["control_packets_sent"] == acks + c["pfc_pauses"] + c["pfc_resumes"]
     assert r.makespan_ps == r.task_finish_ps.max() and r.end_ps >= r.makespan_ps
     # scheduling: start = max(earliest start, each predecessor's finish + notify) exactly;
     # notify 0 when the predecessor finished where the task starts, else the window W
@@ -355,7 +360,8 @@ def check_invariants(exp: Experiment, r: ExperimentResult) -> None:
             assert r.task_finish_ps[t] == ready + g.duration_ps[t], f"delay task {t}"
     # FCT: at least the idle-path ideal (flow_standalone_ps is not a lower bound, see below)
     for k, f in enumerate(fl):
-        ideal = ideal_fct(exp.topology, p, int(f), int(g.src[f]), int(g.dst[f]), int(g.size_bytes[f]))
+        ideal = ideal_fct(exp.topology, p, int(f), int(g.src[f]), int(g.dst[f]), int(g.size_bytes[f]),
+                          multipath=sr and p.lb_spray)
         assert r.flow_fct_ps[k] >= ideal, f"flow {f}"
         assert r.task_finish_ps[f] - r.task_start_ps[f] < r.flow_fct_ps[k]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mvopt.engine import TaskGraphBuilder
-from mvopt.engine.params import ser_ps
+from mvopt.engine.params import TR_SR, ser_ps
 from mvopt.errors import ConfigError
 from mvopt.testing import scenarios as sc
 
@@ -98,32 +98,40 @@ def test_ecn_marking_and_queue_control_in_an_incast(backend) -> None:
 def test_spraying_beats_colliding_ecmp(backend) -> None:
     """A leaf-to-leaf permutation where ECMP puts all four flows of a leaf on one 350 Gb/s
     uplink (400 Gb/s offered): spraying spreads them over both spines (700 Gb/s), whose queues
-    stay too short to reorder a flow's packets, and finishes sooner. (With uplinks below ~1.8x
-    the NIC rate spraying reorders, and the go-back-N receiver makes it lose: next test.)"""
+    stay too short to reorder a flow's packets, and finishes sooner, with either transport."""
     topo, seed = spine_topology(350), 2
     pairs = [(h, (h + 4) % 8) for h in range(8)]
     assert max(ecmp_load(topo, seed, pairs).values()) == 4          # the collision
-    ecmp, spray = run(backend, flows(topo, pairs, 100_000, lb="ecmp", seed=seed),
-                      flows(topo, pairs, 100_000, lb="spray", seed=seed))
-    assert ecmp.ok and spray.ok
+    ecmp, spray, spray_gbn = run(backend, flows(topo, pairs, 100_000, lb="ecmp", seed=seed),
+                                 flows(topo, pairs, 100_000, lb="spray", seed=seed),
+                                 flows(topo, pairs, 100_000, lb="spray", transport="gbn", seed=seed))
+    assert ecmp.ok and spray.ok and spray_gbn.ok
     wire = 4 * (100_000 + 100 * HEADER)
     assert ecmp.makespan_ps >= ser_ps(wire, 350 * 10**9)           # 4 flows through one uplink
-    assert spray.counters["out_of_order_packets"] == 0
-    assert spray.makespan_ps < 0.95 * ecmp.makespan_ps
+    for r in (spray, spray_gbn):
+        assert r.counters["out_of_order_packets"] == 0
+        assert r.makespan_ps < 0.95 * ecmp.makespan_ps
 
 
 def test_spraying_reorders_on_an_equal_rate_fat_tree(backend) -> None:
-    """Reported: with every link at the NIC rate, sprayed packets of a flow queue differently on
-    different paths, arrive out of order, and the go-back-N receiver discards them: on a k=4
-    fat-tree permutation spraying is several times slower than ECMP, even where ECMP collides."""
+    """With every link at the NIC rate, sprayed packets of a flow queue differently on different
+    paths and arrive out of order. The go-back-N receiver discards them: on a k=4 fat-tree
+    permutation spraying is then several times slower than ECMP, even where ECMP collides. The
+    selective-repeat receiver (spraying's default transport) keeps them: no retransmission, and
+    spraying beats the colliding ECMP."""
     topo, seed = fat_tree(), 1
     pairs = [(h, (h + 8) % 16) for h in range(16)]
     assert max(ecmp_load(topo, seed, pairs).values()) >= 2
-    ecmp, spray = run(backend, flows(topo, pairs, 100_000, lb="ecmp", seed=seed),
-                      flows(topo, pairs, 100_000, lb="spray", seed=seed))
-    assert ecmp.ok and spray.ok and ecmp.counters["out_of_order_packets"] == 0
-    assert spray.counters["out_of_order_packets"] > 0 and spray.counters["data_packets_retransmitted"] > 0
-    assert spray.makespan_ps > ecmp.makespan_ps
+    default = flows(topo, pairs, 100_000, lb="spray", seed=seed)
+    assert default.params.transport == TR_SR
+    ecmp, spray_gbn, spray = run(backend, flows(topo, pairs, 100_000, lb="ecmp", seed=seed),
+                                 flows(topo, pairs, 100_000, lb="spray", transport="gbn", seed=seed), default)
+    assert ecmp.ok and spray_gbn.ok and spray.ok and ecmp.counters["out_of_order_packets"] == 0
+    assert spray_gbn.counters["out_of_order_packets"] > 0 and spray_gbn.counters["data_packets_retransmitted"] > 0
+    assert spray_gbn.makespan_ps > ecmp.makespan_ps
+    assert spray.counters["data_packets_retransmitted"] == spray.counters["out_of_order_packets"] == 0
+    assert spray.counters["data_packets_delivered"] == 16 * 100
+    assert spray.makespan_ps < ecmp.makespan_ps
 
 
 def test_pfc_deadlock_is_reported_stuck(backend) -> None:

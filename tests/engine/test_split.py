@@ -46,7 +46,7 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
     from mvopt.engine import backend_defaults, progress
 
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=50))
+    monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=10))
     memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
     plain = simulate(EXPS, backend=backend, memory_bytes=memory, capacities="full")
     seen: list = []

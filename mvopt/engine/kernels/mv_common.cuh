@@ -16,11 +16,13 @@ enum { FL_CE = 1, FL_ECHO = 2 };
 // ST_ERROR is the host's (batch.STATUS): ST_CAPACITY with full capacities, which cannot run out.
 enum { ST_RUN = 0, ST_DONE = 1, ST_STUCK = 2, ST_TIMEOUT = 3, ST_ERROR = 4, ST_CAPACITY = 5, ST_CANCELLED = 6 };
 enum { Q_CTL = 0, Q_DATA = 1 };
-// CC_* (the congestion-control codes) is generated from mvopt/_cfg/algorithms.py (engine/schema.py)
+// CC_*, LB_* and TR_* (congestion control, load balancing, transport) are generated from
+// mvopt/_cfg/algorithms.py (engine/schema.py)
 enum { TAG_ECN = 1, TAG_ECMP = 2, TAG_SPRAY = 3 };
 
 // exp_i[e * NEXP_I + k]
-enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
+// EI_SPRAY: how switches route data packets (LB_*; 0, LB_ECMP: per flow), EI_TRANSPORT: TR_*
+enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_TRANSPORT, EI_PFC, EI_ECN, EI_PAYLOAD, EI_HEADER, EI_ACK, EI_PFC_FRAME,
        EI_NACK_PS, EI_RTO_PS, EI_RESERVE, EI_RESUME, EI_VARWIN, EI_DCQCN_F, EI_HPCC_STAGE, EI_DCQCN_CLAMP,
        // monitors: sampling period (ps, 0 = off), samples kept per port, the experiment's ports, and the
        // first row of its queue / link tables in mon_q / mon_w (-1: that monitor is off)

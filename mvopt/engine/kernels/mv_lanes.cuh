@@ -206,7 +206,7 @@ enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
 // port paused or asking to pause, no PFC frame pending, and every arriving packet admitted;
 // without PFC, room in the buffer for every arrival; enough never-used pool slots for the ports'
 // shares (lane_shares: port k's, or every port's for k < 0, into `shares` where LANES_RUN); no
-// monitor sample due (a sample records every port at one instant). Else LANES_SERIAL (also a
+// monitor sample due (a sample records every port at one instant); no adaptive routing. Else LANES_SERIAL (also a
 // window without arrivals: the serial loop's is as short). Reads the records and the switch's
 // parameters only, so that every port task of the switch may call it.
 MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRecs& r, LaneShare* shares, int64_t k) {
@@ -218,7 +218,8 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
     flags |= r.head[j].flags;
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
-  if (!arrivals || (flags & (LR_STOP | LR_MON))) return LANES_SERIAL;
+  // (adaptive routing reads the egress queues at each arrival: the serial loop's order decides)
+  if (!arrivals || (flags & (LR_STOP | LR_MON)) || EI(c, e, EI_SPRAY) == LB_ADAPTIVE) return LANES_SERIAL;
   if (lane_shares(r, shares, k) > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
   if (!pfc && r.sw->node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;

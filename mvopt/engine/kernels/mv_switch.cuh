@@ -67,8 +67,9 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
 // Next-hop port towards local destination host `dst` for a packet of flow f: from the switch's
 // row of its topology's dense table (engine/routes.py: n next hops, the port's index among the
 // switch's ports or the first of the set's in rtab_nh), else (a topology without one) by binary
-// search over its ranges of destinations.
-MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, bool spray, int32_t seq, int32_t sendno) {
+// search over its ranges of destinations. `lb` (LB_*): per flow (ECMP, every control packet),
+// or per data packet by a hash (spraying) or by the shortest data queue (adaptive).
+MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, int lb, int32_t seq, int32_t sendno) {
   int32_t row = c->node_rtab[v];
   int64_t a, n;
   if (row >= 0) {
@@ -89,13 +90,25 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   }
   if (n <= 0) return -1;
   // hash64(seed, TAG_SPRAY / TAG_ECMP, node_local[v], f_local[f], ...), from the switch's row
-  uint64_t h = spray ? mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_SPRAY), c->f_local[f], seq, sendno)
-                     : mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_ECMP), c->f_local[f], 0, 0);
+  uint64_t h = lb != LB_ECMP ? mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_SPRAY), c->f_local[f], seq, sendno)
+                             : mv_hash_from(node_hash_prefix(c, v, SCHEMA_HT_ECMP), c->f_local[f], 0, 0);
   // h % n; a mask when n is a power of two (fat-trees of k = 2^j, most ECMP sets): the same
   // value, without the 64-bit division a GPU runs as a ~70-instruction routine
   uint64_t un = (uint64_t)n;
-  int64_t k = a + (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un);
-  return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[k] : (int64_t)c->route_nh[k];
+  int64_t k = (int64_t)((un & (un - 1)) == 0 ? h & (un - 1) : h % un);
+  auto port_of = [&](int64_t j) -> int64_t {
+    return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[a + j] : (int64_t)c->route_nh[a + j];
+  };
+  if (lb != LB_ADAPTIVE) return port_of(k);
+  // adaptive: the first next hop with the fewest bytes in its data queue, in cyclic order from
+  // the hashed one (ties go where spraying would send the packet)
+  int64_t best = port_of(k), best_q = PORT_T(c, best, PT_QBYTES + Q_DATA);
+  for (int64_t j = 1; j < n; ++j) {
+    int64_t p = port_of(k + j < n ? k + j : k + j - n);
+    int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
+    if (q < best_q) { best = p; best_q = q; }
+  }
+  return best;
 }
 
 // The switches a packet has passed before this one, counting this one from now on.
@@ -107,7 +120,7 @@ MV_DEV int packet_hop_advance(Pkt* pk) {
 // A packet's egress port (-1: no route), advancing its hop count: from its flow's path (f_path,
 // routes.flow_paths: the batch builder ran `route` for every flow's ECMP path ahead of time), one
 // load instead of the table entries and the hash; the switch routes it itself where the path
-// holds -1 (spraying, no dense table, beyond NPATH switches; a batch without paths: has_paths 0,
+// holds -1 (spraying, adaptive routing, no dense table, beyond NPATH switches; a batch without paths: has_paths 0,
 // routes.wants_paths).
 MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
   int32_t f = pk->flow;
@@ -117,7 +130,7 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
     if (k >= 0) return c->node_port_lo[v] + k;
   }
   int32_t dst = data ? c->f_dst_local[f] : c->f_src_local[f];
-  return route(c, e, v, dst, f, data && EI(c, e, EI_SPRAY), pk->seq, pk->sendno);
+  return route(c, e, v, dst, f, data ? (int)EI(c, e, EI_SPRAY) : LB_ECMP, pk->seq, pk->sendno);
 }
 
 // A counter of switch v: a lane-safe add where ports of the switch may run at once (LANE).
