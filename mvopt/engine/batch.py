@@ -638,7 +638,14 @@ def _diagnostic(batch: Batch, i: int, status: str) -> str:
     sp = batch.spans[i]
     p0, p1, t0 = sp.port_lo, sp.port_hi, sp.task_lo
     g = batch.experiments[i].tasks
-    lines = [f"status {status} at t = {int(c['exp_T_ps'][i]) / 1e6:.3f} us"]
+    clock_us = int(c["exp_T_ps"][i]) / 1e6
+    if status == "timeout":
+        # the clock is where the last window simulated began: the next event lay past the limit
+        limit_ms = batch.experiments[i].time_limit_ps / 1e9
+        lines = [f"status timeout: the time limit of {limit_ms:g} ms passed (the last window simulated "
+                 f"began at t = {clock_us:.3f} us)"]
+    else:
+        lines = [f"status {status} at t = {clock_us:.3f} us"]
     flows = np.nonzero(g.kind == FLOW)[0]
     una = c["f_snd_una"][sp.flow_lo:sp.flow_hi]
     npkt = c["f_npkt"][sp.flow_lo:sp.flow_hi]

@@ -166,3 +166,18 @@ def test_node_orders_are_permutations_grouped_by_kind() -> None:
 def test_an_empty_batch_is_refused_with_a_clear_message() -> None:
     with pytest.raises(ValueError, match="no experiments"):
         build_batch([])
+
+
+def test_a_timeout_says_the_limit_passed_where_the_report_says_it_simulated_to() -> None:
+    """A link so slow that the next event lies past the limit: the result's end is the limit,
+    and the diagnostic says the limit passed instead of 'timeout at t = 0'."""
+    from mvopt.build import build_experiment
+    from mvopt.config import load_config
+    from mvopt.engine import simulate
+
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4, "link_gbps": [1e-9]},
+                       "workload": {"kind": "collective"}, "collective": {"op": "all_reduce", "bytes": 65536},
+                       "simulation": {"time_limit_ms": 100}})
+    (r,) = simulate([build_experiment(cfg)], backend="cpu")
+    assert r.status == "timeout" and r.end_ps == 100 * 10**9
+    assert r.diagnostic.startswith("status timeout: the time limit of 100 ms passed")
