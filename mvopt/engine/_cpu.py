@@ -10,6 +10,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -93,6 +94,9 @@ class CpuBackend:
         lib = cache_dir() / f"mvopt_cpu_{key}.so"
         if not lib.exists():
             tmp_dir = Path(tempfile.mkdtemp(dir=cache_dir()))
+            # (tens of seconds, once per version of the kernels: say so rather than sit silent)
+            print(f"mvopt: compiling the CPU engine with {cxx} (once for this version, kept in {cache_dir()}) ...",
+                  file=sys.stderr, flush=True)
             try:
                 cpp = tmp_dir / "kernels.cpp"
                 cpp.write_text(src)

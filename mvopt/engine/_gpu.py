@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import sys
 import time
 from typing import Callable
 
@@ -128,6 +129,9 @@ class GpuBackend:
         self.threads = self.defaults.threads
         with cupy.cuda.Device(device):
             self.options = options
+            # (the first load of a version compiles for tens of seconds; CuPy keeps the result)
+            print(f"mvopt: loading the GPU kernels on device {device} (compiled on a version's first use) ...",
+                  file=sys.stderr, flush=True)
             self.module = cupy.RawModule(code=kernel_source("cuda"), options=options)
             self.phases = {p: self.module.get_function(f"mv_phase_{p}") for p in ("window", "advance")}
             self.groups_kernel = self.module.get_function("mv_run_groups")
