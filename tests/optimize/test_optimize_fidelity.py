@@ -233,3 +233,34 @@ def test_cli_multi_fidelity_table(tmp_path, subprocess_env):
     assert rows and all("packet" in r for r in rows)
     study = optuna.load_study(study_name="multi", storage=f"sqlite:///{tmp_path / 'c.db'}")
     assert {t.user_attrs["fidelity"] for t in study.get_trials()} == {"flow", "packet"}
+
+
+def test_simulator_levels_match_single_simulations(sqlite_url):
+    """The real simulator on a k=4 fat-tree: every value a multi-fidelity study records is the value
+    of simulating that configuration alone at that level (seeds 1 and 2 for the replicates)."""
+    from mvopt.build import evaluate
+    from mvopt.config import with_overrides
+    from mvopt.optimize.evaluator import SimulatorEvaluator
+
+    data = {"name": "k4", "base": {**BASE, "collective": {"op": "all_reduce", "bytes": 65536, "algorithm": "ring"}},
+            "parameters": {"collective.bytes": {"choices": [32768, 65536, 131072]}, "network.lb": ["ecmp", "spray"]},
+            "run": {"fidelity": "multi", "promote": 0.25, "replicates": 2}}
+    space = load_space(data)
+    study = create_or_resume(make_storage(sqlite_url, heartbeat_s=None), space, sampler="grid", generation_size=6, seed=0)
+    GenerationLoop(study, space, SimulatorEvaluator("cpu"), generation_size=6).run(Budget(n_trials=6))
+    trials = study.get_trials()
+    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)
+    packet = [t for t in trials if t.user_attrs["fidelity"] == "packet"]
+    # ceil(0.25 x 6) = 2 best by flow value, and the sprayed ones (flow-blind)
+    ranked = sorted(trials, key=lambda t: (t.user_attrs["flow_iteration_time_s"], t.number))
+    assert {t.number for t in packet} == {t.number for t in ranked[:2]} | \
+        {t.number for t in trials if t.params["network.lb"] == "spray"}
+    for t in trials:
+        cfg = space.candidate(t.params).config
+        flow = evaluate([with_overrides(cfg, {"simulation.fidelity": "flow"})])[0]
+        assert t.user_attrs["flow_iteration_time_s"] == flow.iteration_time_s
+        if t in packet:
+            reps = [evaluate([with_overrides(cfg, {"simulation.seed": s})])[0].iteration_time_s for s in (1, 2)]
+            assert t.user_attrs["replicate_times_s"] == reps and t.values[0] == math.fsum(reps) / 2
+        else:
+            assert t.values[0] == flow.iteration_time_s
