@@ -12,6 +12,7 @@ sees the value it sees.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mvopt._cfg.algorithms import CC_NAMES
-from mvopt.config import ExperimentConfig, with_overrides
+from mvopt.config import ExperimentConfig, NetworkConfig, with_overrides
 from mvopt.evaluation import Evaluation
 
 __all__ = ["FIDELITIES", "LEVELS", "DEFAULT_PROMOTE", "MAX_REPLICATES", "FLOW_BLIND_FIELDS", "FLOW_BLIND_SECTIONS",
@@ -37,7 +38,8 @@ MAX_REPLICATES = 64
 # the transport's window and loss recovery, ECN marking, buffers and PFC.
 FLOW_BLIND_FIELDS = ("network.cc", "network.window", "network.var_win", "network.nack_interval_us",
                      "network.rto_us", "network.buffer_mb")
-FLOW_BLIND_SECTIONS = ("network.ecn.", "network.pfc.") + tuple(f"network.{cc}." for cc in CC_NAMES)
+FLOW_BLIND_SECTIONS = ("network.ecn.", "network.pfc.") + tuple(
+    f"network.{cc}." for cc in CC_NAMES if cc in {f.name for f in dataclasses.fields(NetworkConfig)})
 # Fields the flow level sees only for some values: spraying's reordering and retransmissions are
 # packet-level behaviour (ECMP paths are exact at flow level).
 FLOW_BLIND_VALUES: Mapping[str, tuple[Any, ...]] = {"network.lb": ("spray",)}

@@ -119,7 +119,7 @@ def noise_note(study: optuna.Study, k: int = 5) -> str | None:
     others = ", ".join(str(t.number) for t in close)
     return (f"trial {top.number} is within the seed-to-seed noise of trial{'s' if len(close) > 1 else ''} {others} "
             "(their mean iteration times differ by less than two standard errors of the difference): "
-            "the simulation does not tell them apart; more replicates would")
+            "the simulation does not tell them apart (more run.replicates may)")
 
 
 def _short(v: Any) -> str:

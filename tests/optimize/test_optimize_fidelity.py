@@ -43,7 +43,8 @@ def _study(url, data, seed=3, resume=False):
 def test_flow_blind_list_names_real_fields():
     fields = _config_fields()
     assert all(f in fields for f in FLOW_BLIND_FIELDS)
-    assert all(any(f.startswith(s) for f in fields) for s in FLOW_BLIND_SECTIONS if s != "network.none.")
+    assert all(any(f.startswith(s) for f in fields) for s in FLOW_BLIND_SECTIONS)
+    assert {"network.dcqcn.", "network.hpcc.", "network.dctcp."} <= set(FLOW_BLIND_SECTIONS)
 
 
 def test_flow_blind_paths():
