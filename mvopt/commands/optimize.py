@@ -48,7 +48,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     quiet_optuna()
-    space = load_space(args.space, base_overrides=parse_overrides(getattr(args, "overrides", None) or []))
+    space = load_space(args.space, base_overrides=parse_overrides(getattr(args, "overrides", None) or []),
+                       fidelity=args.fidelity)
     sampler = args.sampler or space.run.sampler
     problem = sampler_problem(sampler, space.objective_names)
     if problem:

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     evaluator = make_evaluator(args.backend)       # before the storage: nothing written if it fails
     storage = make_storage(args.storage, heartbeat_s=args.heartbeat)
     study, space, gen = join_study(storage, args.study, sampler=args.sampler,
-                                   generation_size=args.generation_size, seed=args.seed)
+                                   generation_size=args.generation_size, seed=args.seed, fidelity=args.fidelity)
     budget = budget_from_args(args, space, default_trials=None)
     run_study(study, space, args, generation_size=gen, budget=budget, evaluator=evaluator)
     return 0

@@ -14,12 +14,13 @@ import optuna
 from mvopt.errors import MvoptError
 from mvopt.optimize.artifacts import default_artifact_dir
 from mvopt.optimize.evaluator import Evaluator, evaluator_names, make_evaluator
+from mvopt.optimize.fidelity import FIDELITIES
 from mvopt.optimize.loop import Budget, GenerationLoop, RunSummary
 from mvopt.optimize.progress import ConsoleProgress, SilentProgress
 from mvopt.optimize.samplers import sampler_names
 from mvopt.optimize.space import SearchSpace
 from mvopt.optimize.storage import describe_storage
-from mvopt.optimize.summary import best_table, format_table, no_feasible_note
+from mvopt.optimize.summary import best_table, format_table, no_feasible_note, noise_note
 
 __all__ = ["add_run_arguments", "add_storage_arguments", "budget_from_args", "run_study", "quiet_optuna",
            "parse_duration", "positive_int", "non_negative_int", "seed_int"]
@@ -89,6 +90,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"simulation backend: {', '.join(evaluator_names())}, an engine spec (gpu:0,1, cpu:N, auto, "
                         "gpu:0+cpu: the CPU races the GPU on its slowest experiments, as auto does on a one-GPU machine) "
                         "or module:factory (default cpu)")
+    p.add_argument("--fidelity", choices=FIDELITIES, default=None,
+                   help="packet or flow: every trial at that level; multi: every trial at flow level, the best "
+                        "run.promote share and those that set what the flow level cannot see also at packet level "
+                        "(default: the space's run.fidelity, else its base's simulation.fidelity)")
     p.add_argument("--artifacts", default=None, metavar="DIR",
                    help="directory for per-trial plots (Optuna artifacts; default mvopt-artifacts beside the database)")
     p.add_argument("--top", type=positive_int, default=5, metavar="K", help="rows of the final table of best configurations")
@@ -134,8 +139,8 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
         done = len(study.get_trials(deepcopy=False))
         state = f"resumed with {done} trials" if done else "new"
         print(f"mvopt: study {study.study_name!r} ({state}) in {describe_storage(args.storage)}: "
-              f"{len(space.parameters)} parameters, generations of {generation_size}, backend {evaluator.name}",
-              file=sys.stderr)
+              f"{len(space.parameters)} parameters, generations of {generation_size}, backend {evaluator.name}"
+              f"{_describe_fidelity(space)}", file=sys.stderr)
     loop = GenerationLoop(study, space, evaluator, generation_size=generation_size, progress=progress,
                           poll_s=min(1.0, max(0.1, args.heartbeat / 4)) if args.heartbeat else 1.0,
                           artifact_dir=args.artifacts or default_artifact_dir(args.storage))
@@ -148,10 +153,23 @@ def run_study(study: optuna.Study, space: SearchSpace, args: argparse.Namespace,
     counts = [f"{summary.simulated} simulated"]
     if summary.cached:
         counts.append(f"{summary.cached} from identical configurations")
+    if summary.promoted:
+        counts.append(f"{summary.promoted} of them also at packet level")
     if summary.rejected:
         counts.append(f"{summary.rejected} rejected before simulation")
     print(f"{summary.told} trials in {gens} ({', '.join(counts)}; {summary.infeasible} infeasible) in "
           f"{summary.elapsed_s:.1f} s: {summary.stopped}")
     rows = best_table(study, space.objective_names, args.top)
     print(format_table(rows) if rows else no_feasible_note(study))
+    note = noise_note(study, args.top) if rows else None
+    if note:
+        print(f"note: {note}")
     return summary
+
+
+def _describe_fidelity(space: SearchSpace) -> str:
+    plan = space.fidelity_plan
+    replicates = f", {plan.replicates} seeds each" if plan.replicates > 1 else ""
+    if plan.mode == "multi":
+        return f", multi-fidelity (flow level, then the best {plan.promote:.0%} at packet level{replicates})"
+    return f", {plan.mode} level{replicates}"

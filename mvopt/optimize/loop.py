@@ -11,6 +11,9 @@ One generation:
 4. the remaining configurations are *claimed* (:mod:`mvopt.optimize.claims`): one trial per
    configuration, across all workers, simulates; duplicates wait for it and copy its result;
 5. the evaluator runs once on the distinct claimed configurations; every trial is told.
+   A multi-fidelity run (:mod:`mvopt.optimize.fidelity`) runs them at flow level first, tells the
+   trials it does not promote, records the flow level on the promoted ones (a resumed retry does
+   not simulate it again), then runs the promoted ones at packet level as a second batch.
 
 A heartbeat thread keeps this process's RUNNING trials alive in RDB storages. On an exception
 or an interruption, this process's RUNNING trials are failed and queued again, so nothing is
@@ -33,7 +36,8 @@ from optuna.trial import FrozenTrial, TrialState
 from mvopt.errors import MvoptError
 from mvopt.optimize.artifacts import attach_breakdown_plot
 from mvopt.optimize.claims import Claims, make_claims
-from mvopt.optimize.evaluator import Evaluator, check_results
+from mvopt.optimize.evaluator import Evaluation, Evaluator, check_results
+from mvopt.optimize.fidelity import FidelityPlan, flow_blind_paths, level_configs, combine_replicates, promotion_order
 from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
 from mvopt.optimize.records import Outcome, finish_of, identity_attrs, is_feasible_trial, outcome_from_trial, outcome_of
 from mvopt.optimize.space import Candidate, SearchSpace
@@ -68,6 +72,7 @@ class RunSummary:
     infeasible: int = 0    # every trial told infeasible: rejected, or by the simulation
     cached: int = 0
     recovered: int = 0
+    promoted: int = 0      # simulated at packet level after the flow level (multi-fidelity)
     elapsed_s: float = 0.0
     stopped: str = ""
 
@@ -81,6 +86,12 @@ class _Asked:
     params: dict[str, Any] = field(default_factory=dict)
     distributions: dict[str, Any] = field(default_factory=dict)
     system_attrs: dict[str, Any] = field(default_factory=dict)
+    retry_of: int | None = None  # a queued retry: the trial it retries (the last failed attempt)
+
+
+def _retry_of(study: optuna.Study, trial_id: int) -> int | None:
+    history = study._storage.get_trial_system_attrs(trial_id).get("retry_history") or []
+    return int(history[-1]) if history else None
 
 
 class _Heartbeat:
@@ -120,12 +131,13 @@ class GenerationLoop:
     ``backend_name`` is recorded on every trial (defaults to the evaluator's name). Trials are
     created and told in batches through a :class:`~mvopt.optimize.writer.TrialWriter` (one
     transaction per batch); ``writer`` overrides the storage's default one (``trial_writer``).
+    ``fidelity`` overrides the space's :attr:`~SearchSpace.fidelity_plan`.
     """
 
     def __init__(self, study: optuna.Study, space: SearchSpace, evaluator: Evaluator, *,
                  generation_size: int = 32, claims: Claims | None = None, progress: Progress | None = None,
                  poll_s: float = 1.0, backend_name: str | None = None, artifact_dir: str | None = None,
-                 writer: TrialWriter | None = None) -> None:
+                 writer: TrialWriter | None = None, fidelity: FidelityPlan | None = None) -> None:
         if generation_size < 1:
             raise MvoptError(f"generation size must be >= 1, got {generation_size}")
         self.study, self.space, self.evaluator = study, space, evaluator
@@ -136,6 +148,7 @@ class GenerationLoop:
         self.backend = backend_name or evaluator.name
         self.artifact_dir = artifact_dir
         self.writer = writer or trial_writer(study._storage)
+        self.fidelity = fidelity or space.fidelity_plan
         self._outbox: list[tuple[_Asked, Outcome, Finish]] = []
         self._told = self._told_infeasible = 0  # trials told in the current generation, and of them infeasible
         self._times: dict[str, float] = defaultdict(float)  # seconds per part of the current generation
@@ -167,7 +180,7 @@ class GenerationLoop:
         self._update_best(out)
 
     def _update_best(self, out: Outcome) -> None:
-        if not out.feasible or not all(v < float("inf") for v in out.values):
+        if not self._decided(out) or not out.feasible or not all(v < float("inf") for v in out.values):
             return
         if self._best is None or out.values[0] < self._best[0]:
             self._best = list(out.values)
@@ -200,7 +213,7 @@ class GenerationLoop:
             mark_owner(self.study, trial._trial_id)
             params = self.space.suggest(trial)
             out.append(_Asked(trial._trial_id, trial.number, self.space.candidate(params), params=params,
-                              distributions=dict(trial.distributions)))
+                              distributions=dict(trial.distributions), retry_of=_retry_of(self.study, trial._trial_id)))
         if len(out) < n:
             owner = owner_tag()
             new, cands = [], []
@@ -223,8 +236,12 @@ class GenerationLoop:
                 out.append(_Asked(c.trial_id, c.number, cand, t.user_attrs, t.params, t.distributions, t.system_attrs))
         return out
 
+    def _decided(self, out: Outcome) -> bool:
+        """Whether ``out`` comes from the run's deciding level (a flow-level screen is never a best)."""
+        return out.attrs.get("fidelity", self.fidelity.final_level) == self.fidelity.final_level
+
     def _improves(self, outcome: Outcome) -> bool:
-        return outcome.feasible and all(v < float("inf") for v in outcome.values) and \
+        return self._decided(outcome) and outcome.feasible and all(v < float("inf") for v in outcome.values) and \
             (self._best is None or outcome.values[0] < self._best[0])
 
     def _tell(self, a: _Asked, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
@@ -301,34 +318,98 @@ class GenerationLoop:
         tell_s = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        configs = [groups[k][0].cand.config for k in to_simulate]
-        if configs and not self._simulated_before:
-            self._simulated_before = True
-            getattr(self.progress, "first_batch", lambda n: None)(len(configs))
-        results = check_results(configs, self.evaluator.evaluate(configs), self.evaluator.name) if configs else []
-        rep.simulate_s = time.perf_counter() - t2
-        rep.simulated = len(configs)
-        # the evaluator's wall time for building the generation (built in parallel: less than the sum)
-        walls = [float(ev.sim_stats["build_wall_s"]) for ev in results if "build_wall_s" in ev.sim_stats]
-        rep.build_s = max(walls) if walls else sum(float(ev.sim_stats.get("build_s", 0.0)) for ev in results)
-
-        t3 = time.perf_counter()
-        for key, ev in zip(to_simulate, results):
-            group = groups[key]
-            out = outcome_of(self.space, group[0].cand, ev, self.backend, group[0].written or None)
-            self._tell(group[0], out)
-            self.cache[key] = (group[0].number, out)
-            for a in group[1:]:
-                self._tell(a, out, {"duplicate_of": group[0].number})
-                rep.cached += 1
+        self._sim_s = self._build_s = 0.0
+        if self.fidelity.mode == "multi":
+            rep.promoted = self._multi_fidelity(to_simulate, groups, rep)
+        else:  # every configuration at its own level (the base's, which run.fidelity sets)
+            for key, (ev, attrs) in zip(to_simulate, self._evaluate([groups[k][0] for k in to_simulate], None,
+                                                                   self.fidelity.replicates)):
+                self._tell_group(groups[key], ev, attrs, rep)
+        rep.simulate_s, rep.build_s = self._sim_s, self._build_s
+        rep.simulated = len(to_simulate)
         self._flush()
-        rep.tell_s = tell_s + time.perf_counter() - t3
+        rep.tell_s = tell_s + time.perf_counter() - t2 - rep.simulate_s  # storing, between and after the batches
         t = self._times
         rep.propose_s, rep.map_s, rep.create_s, rep.finish_s = t["propose"], t["map"], t["create"], t["finish"]
         rep.told, rep.infeasible = self._told, self._told_infeasible
         rep.best = self._best
         self._generation += 1
         return rep
+
+    def _evaluate(self, asked: list[_Asked], level: str | None,
+                  replicates: int) -> list[tuple[Evaluation, dict[str, Any]]]:
+        """Simulate the trials' configurations at ``level`` (None: each at its own), each over
+        ``replicates`` seeds, as ONE batch; per trial its (combined) evaluation and the attributes
+        that record the level."""
+        runs = [level_configs(a.cand.config, level, replicates) for a in asked]
+        flat = [c for r in runs for c in r]
+        if not flat:
+            return []
+        if not self._simulated_before:
+            self._simulated_before = True
+            getattr(self.progress, "first_batch", lambda n: None)(len(flat))
+        t0 = time.perf_counter()
+        evs = check_results(flat, self.evaluator.evaluate(flat), self.evaluator.name)
+        self._sim_s += time.perf_counter() - t0
+        # the evaluator's wall time for building the batch (built in parallel: less than the sum)
+        walls = [float(ev.sim_stats["build_wall_s"]) for ev in evs if "build_wall_s" in ev.sim_stats]
+        self._build_s += max(walls) if walls else sum(float(ev.sim_stats.get("build_s", 0.0)) for ev in evs)
+        out = []
+        for i, r in enumerate(runs):
+            ev, attrs = combine_replicates(evs[i * replicates:(i + 1) * replicates], [c.simulation.seed for c in r])
+            reached = r[0].simulation.fidelity
+            level_attrs = {"fidelity": reached, **({f"{reached}_iteration_time_s": ev.iteration_time_s} if ev.ok else {})}
+            out.append((ev, {**level_attrs, **attrs}))
+        return out
+
+    def _tell_group(self, group: list[_Asked], ev: Evaluation, attrs: dict[str, Any], rep: GenerationReport) -> None:
+        """Tell the trial that simulated a configuration, and its duplicates of this generation."""
+        out = outcome_of(self.space, group[0].cand, ev, self.backend, group[0].written or None)
+        out.attrs.update(attrs)
+        self._tell(group[0], out)
+        if group[0].cand.key is not None:
+            self.cache[group[0].cand.key] = (group[0].number, out)
+        for a in group[1:]:
+            self._tell(a, out, {"duplicate_of": group[0].number})
+            rep.cached += 1
+
+    def _screened(self, a: _Asked) -> dict[str, Any] | None:
+        """The flow level an earlier attempt of this (retried) trial finished and promoted, as
+        recorded on it before its packet level was interrupted (None: none)."""
+        if a.retry_of is None:
+            return None
+        attrs = self._trial(a.retry_of).user_attrs
+        if attrs.get("promoted") is not True or "flow_iteration_time_s" not in attrs:
+            return None
+        return {k: attrs[k] for k in ("flow_iteration_time_s", "flow_blind") if k in attrs}
+
+    def _multi_fidelity(self, keys: list[str], groups: dict[str, list[_Asked]], rep: GenerationReport) -> int:
+        """Flow level for every configuration, packet level for the promoted ones; returns how many."""
+        screened = {k: self._screened(groups[k][0]) for k in keys}
+        fresh = [k for k in keys if screened[k] is None]
+        flow = self._evaluate([groups[k][0] for k in fresh], "flow", 1)
+        values, blind = [], []
+        for k, (ev, _) in zip(fresh, flow):
+            out = outcome_of(self.space, groups[k][0].cand, ev, self.backend, groups[k][0].written or None)
+            values.append(out.values if ev.ok and out.feasible else None)
+            blind.append(flow_blind_paths(groups[k][0].cand.overrides))
+        chosen = promotion_order(values, [bool(b) for b in blind], self.fidelity.promote)
+        promoted: dict[str, dict[str, Any]] = {}
+        for i in chosen:
+            ev, _ = flow[i]
+            promoted[fresh[i]] = {"flow_iteration_time_s": ev.iteration_time_s, **({"flow_blind": blind[i]} if blind[i] else {})}
+        for i, k in enumerate(fresh):
+            if k not in promoted:
+                ev, attrs = flow[i]
+                self._tell_group(groups[k], ev, {**attrs, "promoted": False}, rep)
+        promoted.update({k: s for k, s in screened.items() if s is not None})
+        self._flush()  # the flow level's answers are stored before the packet level starts
+        order = [fresh[i] for i in chosen] + [k for k in keys if screened[k] is not None]
+        self.writer.set_user_attrs([(a.trial_id, {**promoted[k], "promoted": True}) for k in order for a in groups[k]])
+        packet = self._evaluate([groups[k][0] for k in order], "packet", self.fidelity.replicates)
+        for k, (ev, attrs) in zip(order, packet):
+            self._tell_group(groups[k], ev, {**promoted[k], "promoted": True, **attrs}, rep)
+        return len(order)
 
     # ------------------------------------------------------------------ the run
 
@@ -411,6 +492,7 @@ class GenerationLoop:
                     summary.infeasible += rep.infeasible
                     summary.cached += rep.cached
                     summary.recovered += rep.recovered
+                    summary.promoted += rep.promoted
                     rep.total_told = summary.told
                     if budget.study_trials is not None:
                         rep.study_complete, rep.study_target = self._study_complete(), budget.study_trials

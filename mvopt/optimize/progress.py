@@ -27,6 +27,7 @@ class GenerationReport:
     cached: int = 0          # told from an earlier identical configuration
     deferred: int = 0        # waiting for another worker simulating the same configuration
     recovered: int = 0       # trials of dead processes failed and queued again
+    promoted: int = 0        # of simulated: also simulated at packet level after the flow level (multi-fidelity)
     sampler_s: float = 0.0   # ask: recovery sweep + proposals + mapping to configurations + creating the trials
     simulate_s: float = 0.0  # the evaluator's batch (building the experiments included)
     tell_s: float = 0.0      # claims + storing the outcomes
@@ -82,7 +83,7 @@ class ConsoleProgress:
         else:
             head = f"{r.total_told} trials"
         best = "-" if not r.best else " / ".join(format_value(n, v) for n, v in zip(r.objective_names, r.best))
-        extra = [f"{r.simulated} simulated"]
+        extra = [f"{r.simulated} simulated" + (f" ({r.promoted} to packet level)" if r.promoted else "")]
         if r.infeasible:
             extra.append(f"{r.infeasible} infeasible")
         if r.cached:

@@ -22,11 +22,17 @@ from mvopt.optimize.evaluator import Evaluation
 from mvopt.optimize.space import Candidate, SearchSpace
 from mvopt.optimize.writer import Finish
 
-__all__ = ["Outcome", "USER_ATTRS", "CONSTRAINT", "identity_attrs", "outcome_of", "outcome_from_trial", "finish_of", "is_feasible_trial",
+__all__ = ["Outcome", "USER_ATTRS", "LEVEL_ATTRS", "CONSTRAINT", "identity_attrs", "outcome_of", "outcome_from_trial", "finish_of", "is_feasible_trial",
            "iteration_time_of"]
 
 USER_ATTRS = ("config", "config_key", "feasible", "reason", "status", "breakdown", "sim_stats", "backend",
               "mvopt_version")
+# What the levels of a simulated trial record (:mod:`mvopt.optimize.fidelity`): ``fidelity``, the
+# level its values come from; ``<level>_iteration_time_s`` for every level it finished (the mean
+# of its replicates); ``promoted`` and ``flow_blind`` (the fields the flow level cannot see) in
+# multi-fidelity studies; with replicates, their seeds, times, standard deviation and spread.
+LEVEL_ATTRS = ("fidelity", "flow_iteration_time_s", "packet_iteration_time_s", "promoted", "flow_blind",
+               "replicate_seeds", "replicate_times_s", "iteration_time_std_s", "iteration_time_spread")
 CONSTRAINT = "violation"
 CONSTRAINT_ATTR = f"constraints:{CONSTRAINT}"  # Optuna 5's system attribute for trial.set_constraint(CONSTRAINT, v)
 
@@ -90,7 +96,7 @@ def outcome_from_trial(t: FrozenTrial) -> Outcome | None:
     """The outcome stored on a COMPLETE trial recorded by mvopt (None for other trials)."""
     if t.state != optuna.trial.TrialState.COMPLETE or "config_key" not in t.user_attrs or t.values is None:
         return None
-    attrs = {k: t.user_attrs[k] for k in USER_ATTRS if k in t.user_attrs}
+    attrs = {k: t.user_attrs[k] for k in USER_ATTRS + LEVEL_ATTRS if k in t.user_attrs}
     violation = float(t.constraints.get(CONSTRAINT, 0.0))
     return Outcome(list(t.values), violation, attrs)
 

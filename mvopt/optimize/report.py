@@ -23,7 +23,7 @@ from mvopt.optimize.importance import ImportanceTable, describe_trials, importan
 from mvopt.optimize.plots import Plot, draw_study_plots, have_matplotlib
 from mvopt.optimize.records import is_feasible_trial
 from mvopt.optimize.study import study_settings
-from mvopt.optimize.summary import best_table, best_trials, no_feasible_note
+from mvopt.optimize.summary import best_table, best_trials, decided_trials, fidelity_counts, no_feasible_note, noise_note
 
 __all__ = ["write_report"]
 
@@ -78,7 +78,8 @@ def write_report(study: optuna.Study, out_dir: str | Path, *, top: int = 5,
         raise InputFileError(str(out), None, f"cannot be made a folder for the report ({e.strerror})") from None
     names = _objective_names(study)
     trials = study.get_trials(deepcopy=False)
-    feasible = [t for t in trials if is_feasible_trial(t)]
+    # a multi-fidelity study's flow-level screens are not ranked, plotted or weighed with packet-level values
+    feasible = decided_trials([t for t in trials if is_feasible_trial(t)])
     states = {s.name: sum(1 for t in trials if t.state == s) for s in TrialState}
     counts = ", ".join(f"{v} {k.lower()}" for k, v in states.items() if v)
 
@@ -97,6 +98,15 @@ def write_report(study: optuna.Study, out_dir: str | Path, *, top: int = 5,
     say("writing the page")
     rows = best_table(study, names, top)
     best = _table(rows) if rows else f"<p>{html.escape(no_feasible_note(study))}</p>"
+    noise = noise_note(study, top) if rows else None
+    if noise:
+        best += f"<p><b>Within noise:</b> {html.escape(noise)}.</p>"
+    levels = fidelity_counts(trials)
+    reached = ""
+    if levels:
+        reached = ("<p>Fidelity reached: " + ", ".join(f"{n} at {level} level" for level, n in levels.items())
+                   + (" (the best configurations, importances and plots use the packet-level trials only)"
+                      if len(levels) > 1 and "packet" in levels else "") + ".</p>")
     note = "" if matplotlib else "<p><i>matplotlib is not installed: no plots (pip install matplotlib).</i></p>"
     figures = "".join(f'<h2>{html.escape(p.title)}</h2><p class=trials>{html.escape(p.caption)}</p>'
                       f'<img src="{p.key}.png" alt="{html.escape(p.title)}">' for p in plots)
@@ -106,6 +116,7 @@ td,th{{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left}}.tr
 img{{max-width:100%}}</style></head><body>
 <h1>Study {html.escape(study.study_name)}</h1>
 <p>{len(trials)} trials ({counts}); {len(feasible)} feasible. Objectives: {html.escape(", ".join(names))} (minimised).</p>
+{reached}
 {note}
 <h2>Best configurations</h2>{best}
 {_importance_section(tables, len(feasible))}

@@ -23,6 +23,7 @@ from mvopt.config import ClusterConfig, ExperimentConfig, config_key, config_to_
 from mvopt.errors import ConfigError
 from mvopt.optimize.cost import PriceTable
 from mvopt.optimize.expr import Expr, ExprError
+from mvopt.optimize.fidelity import DEFAULT_PROMOTE, FIDELITIES, MAX_REPLICATES, FidelityPlan
 from mvopt.optimize.inventory import Inventory, inventory
 from mvopt.optimize.params import Condition, Parameter, TrialLike
 
@@ -44,29 +45,51 @@ class Objective:
 
 @dataclass(frozen=True)
 class RunDefaults:
-    """Defaults of the ``run:`` section (command-line options override them)."""
+    """Defaults of the ``run:`` section (command-line options override them).
+
+    ``fidelity``: ``packet``, ``flow`` or ``multi`` (None: the base experiment's
+    ``simulation.fidelity``); ``promote``: the share of a generation's trials that ``multi``
+    simulates at packet level too; ``replicates``: seeds per simulation of the deciding level
+    (:mod:`mvopt.optimize.fidelity`)."""
 
     sampler: str = "tpe"
     generation_size: int = 32
     n_trials: int | None = None
     timeout_s: float | None = None
     seed: int | None = None
+    fidelity: str | None = None
+    promote: float = DEFAULT_PROMOTE
+    replicates: int = 1
 
     @classmethod
     def parse(cls, raw: Any) -> "RunDefaults":
         """Validate a ``run:`` mapping."""
         if raw is None:
             return cls()
+        kinds = {"sampler": str, "generation_size": int, "n_trials": int, "timeout_s": (int, float), "seed": int,
+                 "fidelity": str, "promote": (int, float), "replicates": int}
         if not isinstance(raw, Mapping):
-            raise ConfigError("run", "must be a mapping (sampler, generation_size, n_trials, timeout_s, seed)", raw)
-        kinds = {"sampler": str, "generation_size": int, "n_trials": int, "timeout_s": (int, float), "seed": int}
+            raise ConfigError("run", f"must be a mapping ({', '.join(kinds)})", raw)
         for key, value in raw.items():
             if key not in kinds:
                 raise ConfigError(f"run.{key}", f"unknown key (known keys: {', '.join(kinds)})", show_value=False)
-            if isinstance(value, bool) or not isinstance(value, kinds[key]) or \
-                    (key in ("generation_size", "n_trials", "timeout_s") and value <= 0):
+            if key == "fidelity":
+                if value not in FIDELITIES:
+                    raise ConfigError("run.fidelity", f"must be one of {', '.join(FIDELITIES)}", value)
+            elif isinstance(value, bool) or not isinstance(value, kinds[key]) or \
+                    (key in ("generation_size", "n_trials", "timeout_s", "promote") and value <= 0):
                 raise ConfigError(f"run.{key}", "must be a positive number" if key != "sampler" else "must be a string", value)
+        if raw.get("promote", DEFAULT_PROMOTE) > 1:
+            raise ConfigError("run.promote", "must be a share of the generation, above 0 and at most 1", raw["promote"])
+        if not 1 <= raw.get("replicates", 1) <= MAX_REPLICATES:
+            raise ConfigError("run.replicates", f"must be from 1 to {MAX_REPLICATES}", raw["replicates"])
         return cls(**dict(raw))
+
+    @property
+    def fidelity_of_base(self) -> str | None:
+        """The ``simulation.fidelity`` this section sets on the base experiment (None: none;
+        ``multi`` decides at packet level)."""
+        return None if self.fidelity is None else ("flow" if self.fidelity == "flow" else "packet")
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,7 @@ class Candidate:
     violation: float = 0.0
     cost: float | None = None
     inventory: Inventory | None = None
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # config paths set: parameters, derived values
 
     @property
     def feasible(self) -> bool:
@@ -176,6 +200,12 @@ class SearchSpace:
     def objective_names(self) -> list[str]:
         return [o.name for o in self.objectives]
 
+    @property
+    def fidelity_plan(self) -> FidelityPlan:
+        """How trials are simulated: ``run.fidelity`` (else the base's level), promotion, replicates."""
+        return FidelityPlan(self.run.fidelity or self.base.simulation.fidelity, float(self.run.promote),
+                            self.run.replicates)
+
     def suggest(self, trial: TrialLike) -> dict[str, Any]:
         """Ask ``trial`` for every active parameter (in dependency order); returns the params."""
         base_env = self._base_env
@@ -236,7 +266,7 @@ class SearchSpace:
                 total += v
                 failed.append(c.expr.source)
         reason = f"constraint violated: {'; '.join(failed)}" if failed else None
-        return Candidate(params, cfg, reason=reason, violation=total, cost=cost, inventory=inv)
+        return Candidate(params, cfg, reason=reason, violation=total, cost=cost, inventory=inv, overrides=overrides)
 
     def grid(self) -> dict[str, list[Any]]:
         """Every parameter's grid (for the grid sampler); inactive values are deduplicated later."""

@@ -78,7 +78,8 @@ def _check_value(where: str, path: str, value: Any, fields: Mapping[str, tuple[A
 
 
 def load_space(source: str | os.PathLike | Mapping[str, Any], *, name: str | None = None,
-               base_overrides: Mapping[str, Any] | None = None, strict: bool = True) -> SearchSpace:
+               base_overrides: Mapping[str, Any] | None = None, strict: bool = True,
+               fidelity: str | None = None) -> SearchSpace:
     """Load and validate a search space from a YAML file or a mapping (see module docstring).
 
     ``base_overrides`` (dotted config path -> value) change the base experiment before anything
@@ -86,16 +87,18 @@ def load_space(source: str | os.PathLike | Mapping[str, Any], *, name: str | Non
     ``collective.bytes`` for a quick run); the stored space carries the changed base.
     ``strict=False`` skips the checks that only catch mistakes (a `when` value its parameter
     never takes, an unknown run.sampler), for spaces stored in studies by earlier versions.
+    ``fidelity`` (``--fidelity``) replaces ``run.fidelity``; either sets the base experiment's
+    ``simulation.fidelity`` (:mod:`mvopt.optimize.fidelity`).
     """
     src = "<search space>" if isinstance(source, Mapping) else str(source)
     try:
-        return _load(source, name, src, base_overrides or {}, strict)
+        return _load(source, name, src, base_overrides or {}, strict, fidelity)
     except ConfigError as e:
         raise (e if e.source else e.with_source(src)) from None
 
 
 def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: str,
-          base_overrides: Mapping[str, Any], strict: bool = True) -> SearchSpace:
+          base_overrides: Mapping[str, Any], strict: bool = True, fidelity: str | None = None) -> SearchSpace:
     if isinstance(source, Mapping):
         data, base_dir, stem = dict(source), Path.cwd(), "search"
     else:
@@ -106,6 +109,12 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
     for key in data:
         if key not in _TOP_KEYS:
             raise ConfigError(str(key), f"unknown key (known keys: {', '.join(_TOP_KEYS)})", show_value=False)
+    run = RunDefaults.parse(data.get("run"))
+    if fidelity is not None:
+        run = RunDefaults.parse({**(data.get("run") or {}), "fidelity": fidelity})
+        data["run"] = {**(data.get("run") or {}), "fidelity": fidelity}
+    if run.fidelity_of_base is not None:
+        base_overrides = {**base_overrides, "simulation.fidelity": run.fidelity_of_base}
     base = _load_base(data.get("base"), base_dir)
     fields = _config_fields()
     if base_overrides:
@@ -169,7 +178,6 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
         raise ConfigError(f"parameters.{v}", "is not a configuration path (no dot) and no derived value, "
                           "condition or constraint uses it", show_value=False)
     description = str(data.get("description", ""))
-    run = RunDefaults.parse(data.get("run"))
     if strict and run.sampler not in sampler_names():   # (whether it suits the objectives: where it is used)
         raise ConfigError("run.sampler", f"must be a sampler's name ({', '.join(sampler_names())})", run.sampler)
     space = SearchSpace(name=str(name or data.get("name") or stem), source=src, base=base,

@@ -105,14 +105,15 @@ def _base_changes(stored: Any, now: ExperimentConfig) -> list[str]:
     return [f"{k}: {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def space_of(study: optuna.Study) -> SearchSpace:
-    """The search space stored in a study by ``optimize``."""
+def space_of(study: optuna.Study, *, fidelity: str | None = None) -> SearchSpace:
+    """The search space stored in a study by ``optimize`` (``fidelity``: a worker's ``--fidelity``
+    in place of the stored ``run.fidelity``)."""
     data = study.user_attrs.get(SPACE_ATTR)
     if data is None:
         raise MvoptError(f"study {study.study_name!r} has no search space: it was not created by "
                          "`python -m mvopt optimize`")
     try:
-        return load_space(data, strict=False)
+        return load_space(data, strict=False, fidelity=fidelity)
     except ConfigError as e:
         raise MvoptError(f"study {study.study_name!r}: its stored search space no longer loads: {e}") from None
 
@@ -123,13 +124,15 @@ def study_settings(study: optuna.Study) -> dict[str, Any]:
 
 
 def join_study(storage: BaseStorage, study_name: str, *, sampler: str | None = None,
-               generation_size: int | None = None, seed: int | None = None) -> tuple[optuna.Study, SearchSpace, int]:
-    """Open an existing study as one more worker: (study, its space, generation size)."""
+               generation_size: int | None = None, seed: int | None = None,
+               fidelity: str | None = None) -> tuple[optuna.Study, SearchSpace, int]:
+    """Open an existing study as one more worker: (study, its space, generation size); ``fidelity``
+    replaces the space's ``run.fidelity``."""
     if not _exists(storage, study_name):
         raise MvoptError(f"no study named {study_name!r} in this storage (create it with `python -m mvopt optimize "
                          "SPACE.yaml --storage URL` first)")
     probe = optuna.load_study(study_name=study_name, storage=storage)
-    space = space_of(probe)
+    space = space_of(probe, fidelity=fidelity)
     settings = study_settings(probe)
     gen = generation_size or int(settings.get("generation_size", 32))
     name = sampler or settings.get("sampler", "tpe")

@@ -116,6 +116,21 @@ class TrialWriter:
                 continue  # failed (recovered) by another worker meanwhile
         return done
 
+    def set_user_attrs(self, items: Sequence[tuple[int, dict[str, Any]]]) -> list[int]:
+        """Set user attributes on RUNNING trials, ``(trial_id, attrs)`` each (what a trial has
+        learnt before it is finished); returns the trial ids written (those still RUNNING)."""
+        done = []
+        for tid, attrs in items:
+            try:
+                if self.storage.get_trial(tid).state != TrialState.RUNNING:
+                    continue
+                for k, v in attrs.items():
+                    self.storage.set_trial_user_attr(tid, k, v)
+                done.append(tid)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # failed (recovered) by another worker meanwhile
+        return done
+
     def heartbeat(self, trial_ids: Sequence[int]) -> None:
         """Record a heartbeat for each trial (no-op when the storage has no heartbeat)."""
         inner = _unwrap(self.storage)
@@ -296,6 +311,22 @@ class RdbTrialWriter(TrialWriter):
                                 for it in todo for k, v in it.user_attrs.items()])
         return [it.trial_id for it in todo]
 
+    def set_user_attrs(self, items: Sequence[tuple[int, dict[str, Any]]]) -> list[int]:
+        import sqlalchemy as sa
+
+        if not items:
+            return []
+        tt = self.m.TrialModel.__table__
+        with self.engine.begin() as conn:
+            running: set[int] = set()
+            for chunk in _chunks([tid for tid, _ in items]):
+                running.update(conn.execute(sa.select(tt.c.trial_id).where(
+                    tt.c.trial_id.in_(chunk), tt.c.state == TrialState.RUNNING)).scalars())
+            self._upsert_attrs(conn, self.m.TrialUserAttributeModel.__table__,
+                               [{"trial_id": tid, "key": k, "value_json": json.dumps(v)}
+                                for tid, attrs in items if tid in running for k, v in attrs.items()])
+        return [tid for tid, _ in items if tid in running]
+
     def heartbeat(self, trial_ids: Sequence[int]) -> None:
         if not trial_ids or self.rdb.heartbeat_interval is None:
             return
@@ -370,6 +401,22 @@ class JournalTrialWriter(TrialWriter):
             if ops:
                 self._append(ops)
         return [it.trial_id for it in todo]
+
+
+    def set_user_attrs(self, items: Sequence[tuple[int, dict[str, Any]]]) -> list[int]:
+        from optuna.storages.journal._storage import JournalOperation
+
+        if not items:
+            return []
+        with self.js._thread_lock:
+            self.js._sync_with_backend()
+            trials = self.js._replay_result._trials
+            todo = [(tid, attrs) for tid, attrs in items if tid in trials and trials[tid].state == TrialState.RUNNING]
+            ops = [(JournalOperation.SET_TRIAL_USER_ATTR, {"trial_id": tid, "user_attr": {k: v}})
+                   for tid, attrs in todo for k, v in attrs.items()]
+            if ops:
+                self._append(ops)
+        return [tid for tid, _ in todo]
 
 
 def _rdb_schema_ok(rdb: RDBStorage) -> bool:
