@@ -37,7 +37,7 @@ PACKAGE_LAYERS: list[tuple[str, ...]] = [
 ENGINE_LAYERS: list[tuple[str, ...]] = [
     ("__init__",),                            # simulate
     ("balance",), ("split",), ("race",),      # the scheduler: spread over workers, split by memory, race
-    ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("ctx", "source"),    # the backends
+    ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("cxx",), ("ctx", "source"),    # the backends
     ("batch", "reference"),                   # the batch (and the reference, which tests compare it with)
     ("threads", "sizing"), ("capacity", "routes"),                     # layout and capacity
     ("params", "progress", "results", "schema", "backend_defaults"), ("tasks",),

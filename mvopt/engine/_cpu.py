@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -23,42 +18,18 @@ from mvopt.engine.backend_defaults import CpuDefaults, check_defines
 from mvopt.engine.batch import ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, scratch_words
 from mvopt.engine.progress import backend_counts
 from mvopt.engine.ctx import Ctx, build_ctx
-from mvopt.engine.source import kernel_source, source_hash
+from mvopt.engine.cxx import FLAGS, compiler, openmp_works, shared_library
+from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 from mvopt.procpool import usable_cores
 
-__all__ = ["SWITCH_SCHEDULES", "CpuBackend", "cache_dir"]
+__all__ = ["SWITCH_SCHEDULES", "CpuBackend"]
 
 # How the CPU runs a switch's window: 'lanes' (port by port when no decision of the window can
 # depend on the order of its ports' events, else the serial loop: the GPU's groups kernel takes
 # the same decisions) or 'serial' (always the serial loop, as the GPU's graph kernel runs it; for
 # tests that compare the two). Results do not depend on it.
 SWITCH_SCHEDULES = ("lanes", "serial")
-_FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
-
-
-def cache_dir() -> Path:
-    d = Path(os.environ.get("MVOPT_CACHE", Path.home() / ".cache" / "mvopt"))
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if not cxx:
-        raise BackendUnavailable("the CPU backend needs a C++ compiler: install g++ "
-                                 "(Debian/Ubuntu: apt-get install g++) or set CXX")
-    return cxx
-
-
-def _openmp_works(cxx: str) -> bool:
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d, "t.cpp")
-        src.write_text("#include <omp.h>\nint main(){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-        r = subprocess.run([cxx, "-fopenmp", str(src), "-o", str(Path(d, "t"))], capture_output=True)
-        return r.returncode == 0
-
-
 def experiment_order(batch: Batch) -> np.ndarray:
     """The batch's experiments in the order the CPU's threads take them: costliest first
     (sizing.experiment_cost), so that the last one a thread starts is a short one and the threads
@@ -85,28 +56,10 @@ class CpuBackend:
         self.switch_lanes = int(switch_schedule == "lanes")
         self._defaults = defaults
         defines = check_defines(defines)
-        cxx = _compiler()
-        self.openmp = _openmp_works(cxx)
-        flags = _FLAGS + (["-fopenmp"] if self.openmp else [])
-        flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
-        src = kernel_source("cpu")
-        key = source_hash(src, cxx, " ".join(flags))
-        lib = cache_dir() / f"mvopt_cpu_{key}.so"
-        if not lib.exists():
-            tmp_dir = Path(tempfile.mkdtemp(dir=cache_dir()))
-            # (tens of seconds, once per version of the kernels: say so rather than sit silent)
-            print(f"mvopt: compiling the CPU engine with {cxx} (once for this version, kept in {cache_dir()}) ...",
-                  file=sys.stderr, flush=True)
-            try:
-                cpp = tmp_dir / "kernels.cpp"
-                cpp.write_text(src)
-                out = tmp_dir / lib.name
-                r = subprocess.run([cxx, *flags, str(cpp), "-o", str(out)], capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise BackendUnavailable(f"compiling the CPU kernels with {cxx} failed:\n{r.stderr[-4000:]}")
-                os.replace(out, lib)
-            finally:
-                shutil.rmtree(tmp_dir, ignore_errors=True)
+        cxx = compiler()
+        self.openmp = openmp_works(cxx)
+        flags = [*FLAGS, *(["-fopenmp"] if self.openmp else []), *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
+        lib = shared_library(kernel_source("cpu"), "mvopt_cpu", "the CPU engine", cxx, flags)
         self.lib = ctypes.CDLL(str(lib))
         self.lib.mv_run.restype = ctypes.c_int64
         self.lib.mv_run.argtypes = [ctypes.POINTER(Ctx), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]

@@ -57,7 +57,7 @@ def races(spec: str) -> bool:
 
 def _cpu_compiles() -> bool:
     """Whether the CPU backend can be built here (it needs a C++ compiler)."""
-    from mvopt.engine._cpu import _compiler
+    from mvopt.engine.cxx import compiler as _compiler
     try:
         _compiler()
     except BackendUnavailable:

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
-import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from mvopt.engine._cpu import _FLAGS, _compiler, _openmp_works, cache_dir
-from mvopt.engine.source import source_hash
+from mvopt.engine.cxx import FLAGS, compiler, openmp_works, shared_library
 from mvopt.errors import BackendUnavailable
 from mvopt.flow.batch import FlowBatch
 from mvopt.flow.paths import WEIGHT_ONE
@@ -56,21 +52,10 @@ class _FlowCtx(ctypes.Structure):
 @lru_cache(maxsize=1)
 def library() -> tuple[ctypes.CDLL, bool]:
     """The compiled loop (built on first use, then cached on disk) and whether it runs threads."""
-    cxx = _compiler()
-    openmp = _openmp_works(cxx)
-    flags = _FLAGS + (["-fopenmp"] if openmp else [])
-    src = SOURCE.read_text()
-    lib = cache_dir() / f"mvopt_flow_{source_hash(src, cxx, ' '.join(flags))}.so"
-    if not lib.exists():
-        tmp_dir = Path(tempfile.mkdtemp(dir=cache_dir()))
-        try:
-            out = tmp_dir / lib.name
-            r = subprocess.run([cxx, *flags, str(SOURCE), "-o", str(out)], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise BackendUnavailable(f"compiling the flow level's loop with {cxx} failed:\n{r.stderr[-4000:]}")
-            os.replace(out, lib)
-        finally:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+    cxx = compiler()
+    openmp = openmp_works(cxx)
+    flags = [*FLAGS, *(["-fopenmp"] if openmp else [])]
+    lib = shared_library(SOURCE.read_text(), "mvopt_flow", "the flow level's loop", cxx, flags)
     dll = ctypes.CDLL(str(lib))
     dll.mv_flow_run.restype = None
     dll.mv_flow_run.argtypes = [ctypes.POINTER(_FlowCtx), ctypes.c_int64]
