@@ -206,11 +206,32 @@ def build(cls: type, data: Any, path: str = "") -> Any:
             msg = check(value)
             if msg:
                 raise ConfigError(fpath, msg, list(value) if isinstance(value, tuple) else value)
+        msg = _representable(f.metadata.get("unit"), value)
+        if msg:
+            raise ConfigError(fpath, msg, list(value) if isinstance(value, tuple) else value)
         kwargs[name] = value
     obj = cls(**kwargs)
     if isinstance(obj, Section):
         obj._check(path)
     return obj
+
+
+# The largest value of each unit that the engine represents exactly: times become int64
+# picoseconds (up to 10^18 ps, about 11.6 days, below the clocks' "never"), sizes int64 bytes
+# exact in float64 arithmetic (2^53), rates bits per second whose per-byte times stay >= 1 ps.
+_UNIT_MAX = {"ns": 1e15, "us": 1e12, "ms": 1e9, "B": 2.0**53, "KB": 2.0**53 / 1e3, "MB": 2.0**53 / 1e6,
+             "GiB": 2.0**53 / 2**30, "Gb/s": 8e3, "Mb/s": 8e6}
+
+
+def _representable(unit: str | None, value: Any) -> str | None:
+    """None when every number of `value` (a number, or a list of them) fits its unit's range."""
+    top = _UNIT_MAX.get(unit or "")
+    if top is None or value is None:
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > top for v in values):
+        return f"must be at most {top:.4g} {unit} (what the engine's 64-bit clocks, sizes and rates hold)"
+    return None
 
 
 def _join(path: str, name: str) -> str:
