@@ -94,6 +94,24 @@ class ClusterConfig(Section):
                                        doc="propagation delay per tier; the last value repeats",
                                        check=lambda v: None if all(x >= 0 for x in v) and len(v) > 0
                                        else "must be a non-empty list of delays >= 0")
+    # --- failures and degradations (docs/topologies.md, section *Failures and degraded links*)
+    failed_links: list[list[int]] = field(
+        [], doc="links down for the whole iteration, each [tier, index] (index among the links of that "
+        "tier, in the topology's order); routing is recomputed over the remaining shortest paths",
+        check=lambda v: None if all(len(x) == 2 and x[0] >= 1 and x[1] >= 0 for x in v)
+        else "must list [tier, index] pairs with tier >= 1 (a host link cannot fail: use slow_nics) and index >= 0")
+    degraded_links: list[list[float]] = field(
+        [], doc="links running slower, each [tier, index, rate_factor] (0 < rate_factor <= 1 scales the "
+        "link's rate, both directions)",
+        check=lambda v: None if all(len(x) == 3 and x[0] >= 0 and x[1] >= 0 and float(x[0]).is_integer()
+                                    and float(x[1]).is_integer() and 0 < x[2] <= 1 for x in v)
+        else "must list [tier, index, rate_factor] triples: whole tier and index >= 0, 0 < rate_factor <= 1")
+    slow_nics: list[list[float]] = field(
+        [], doc="slow NICs, each [host, rate_factor]: the host's link runs at rate_factor x its rate "
+        "(0 < rate_factor <= 1)",
+        check=lambda v: None if all(len(x) == 2 and x[0] >= 0 and float(x[0]).is_integer() and 0 < x[1] <= 1
+                                    for x in v)
+        else "must list [host, rate_factor] pairs: whole host id >= 0, 0 < rate_factor <= 1")
 
     def _check(self, path: str) -> None:
         topo = self.topology

@@ -137,6 +137,12 @@ class WorkloadConfig(Section):
         "its rail (rail-optimised cluster, tp x dp a multiple of gpus_per_server, hierarchical DP "
         "collectives); a rail_optimized cluster may then describe rail 0 alone (nics_per_server: 1: its leaves "
         "and NICs with the whole fabric's spines and cores, about an eighth of the memory)")
+    stragglers: list[list[float]] = field(
+        [], doc="kind training: slow GPUs, each [rank, compute_factor]: every compute task of GPU rank `rank` "
+        "(forward, backward, optimizer step) takes compute_factor x its time (>= 1); communication is unchanged",
+        check=lambda v: None if all(len(x) == 2 and x[0] >= 0 and float(x[0]).is_integer() and x[1] >= 1
+                                    for x in v)
+        else "must list [rank, compute_factor] pairs: whole rank >= 0, compute_factor >= 1")
 
     def _check(self, path: str) -> None:
         if self.kind == "tasks" and not self.tasks:
@@ -145,6 +151,13 @@ class WorkloadConfig(Section):
             raise ConfigError(f"{path}.file", f"is required for kind {self.kind!r}", show_value=False)
         if self.kind == "training" and not self.model:
             raise ConfigError(f"{path}.model", "is required for kind 'training'", show_value=False)
+        if self.stragglers and self.kind != "training":
+            raise ConfigError(f"{path}.stragglers", f"applies to kind 'training' only (kind is {self.kind!r})",
+                              [list(x) for x in self.stragglers])
+        if self.stragglers and self.rail_sample:
+            raise ConfigError(f"{path}.stragglers", "cannot be used with rail_sample: a straggler makes the "
+                              "ranks unequal, so rail 0 no longer stands for the others",
+                              [list(x) for x in self.stragglers])
         ids = {}
         for i, t in enumerate(self.tasks):
             key = t.id if t.id is not None else i

@@ -125,7 +125,7 @@ def training_setup(cfg: ExperimentConfig, topo):
         precision=w.precision, flash_attention=w.flash_attention, dropout=w.dropout, reserve_bytes=reserve,
         iterations=w.iterations, rail_sample=w.rail_sample, nic_bytes_per_s=_nic_bytes_per_s(topo),
         step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg),
-        expert_skew=w.expert_skew)
+        expert_skew=w.expert_skew, stragglers=w.stragglers)
 
 
 def _wire_factor(cfg: ExperimentConfig) -> float:

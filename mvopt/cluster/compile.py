@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
+from mvopt.cluster.faults import LinkFaults, apply_faults
 from mvopt.cluster.ports import make_ports
 from mvopt.cluster.routing import bfs_distances, compute_routes
 from mvopt.cluster.spec import NetworkSpec
@@ -87,17 +88,25 @@ def hop_layers(n_host: int, n_node: int, a: np.ndarray, b: np.ndarray) -> tuple[
 
 
 def compile_network(spec: NetworkSpec, *, source: str = "<topology>",
-                    link_lines: Sequence[int] | None = None) -> CompiledTopology:
-    """Validate ``spec``, number its ports, compute routing and the server/GPU maps.
+                    link_lines: Sequence[int] | None = None, faults: LinkFaults | None = None) -> CompiledTopology:
+    """Validate ``spec``, apply ``faults``, number its ports, compute routing and the server/GPU maps.
 
     Structural problems raise InputFileError naming ``source`` (and the line of the offending
-    link when ``link_lines`` maps link indices to line numbers).
+    link when ``link_lines`` maps link indices to line numbers). Faults that name no existing
+    link or host, or failed links that disconnect the network, raise ConfigError.
     """
     try:
         validate_spec(spec)
     except SpecError as e:
         line = link_lines[e.link] if (link_lines is not None and e.link is not None) else None
         raise InputFileError(source, line, str(e)) from None
+    if faults:
+        spec = apply_faults(spec, faults)
+        try:
+            validate_spec(spec)
+        except SpecError as e:
+            raise ConfigError("cluster.failed_links", f"leave the network without a path between some "
+                              f"nodes ({e})", [list(x) for x in faults.failed]) from None
     n_host, nics, gpus = spec.n_host, spec.nics_per_server, spec.gpus_per_server
     if n_host % nics:
         raise ConfigError("cluster.nics_per_server", f"must divide the number of hosts ({n_host})", nics)

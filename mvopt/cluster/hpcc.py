@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mvopt.cluster.compile import compile_network, hop_layers
+from mvopt.cluster.faults import LinkFaults
 from mvopt.cluster.compiled import CompiledTopology
 from mvopt.cluster.spec import NetworkSpec
 from mvopt.cluster.units import format_delay, format_rate, parse_delay, parse_rate
@@ -36,8 +37,10 @@ def _ints(tokens: list[str], file: str, line: int, what: str) -> list[int]:
 
 
 def read_hpcc_topology(path: str | os.PathLike, *, nics_per_server: int = 1, gpus_per_server: int = 8,
-                       parameters: dict[str, Any] | None = None) -> CompiledTopology:
-    """Read, validate and compile an HPCC topology file; errors raise InputFileError(file, line, ...)."""
+                       parameters: dict[str, Any] | None = None, faults: LinkFaults | None = None) -> CompiledTopology:
+    """Read, validate and compile an HPCC topology file; errors raise InputFileError(file, line, ...).
+
+    ``faults`` name links by their tier and their order among the file's links of that tier."""
     file = str(path)
     text = read_text(path)
     rows = [(i + 1, ln.split()) for i, ln in enumerate(text.splitlines()) if ln.strip()]
@@ -102,7 +105,7 @@ def read_hpcc_topology(path: str | os.PathLike, *, nics_per_server: int = 1, gpu
                        link_a=a.astype(np.int32), link_b=b.astype(np.int32), link_rate_bps=rate,
                        link_delay_ps=delay, link_tier=link_tier, nics_per_server=nics_per_server,
                        gpus_per_server=gpus_per_server)
-    return compile_network(spec, source=file, link_lines=lines)
+    return compile_network(spec, source=file, link_lines=lines, faults=faults)
 
 
 def format_hpcc_topology(topo: CompiledTopology) -> str:

@@ -103,6 +103,7 @@ class TrainingSetup:
     wire_factor: float = 1.0                    # wire bytes per payload byte (in-order connections)
     ideal_comm: bool = False                    # every transfer and collective takes zero time
     expert_skew: float = 1.0                    # MoE routing imbalance (workload.expert_skew)
+    stragglers: tuple[tuple[float, float], ...] = ()   # (rank, compute factor) (workload.stragglers)
 
     def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
         if self.ideal_comm or gpus < 2 or nbytes <= 0:
@@ -304,6 +305,31 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
     step = cm.phase_times(optimizer_ops(local)).total
     return StageCosts(tuple(fc), tuple(ft), tuple(bc), tuple(bt), step, tuple(chunks),
                       tuple(fseg) if a2a else (), tuple(bseg) if a2a else ())
+
+
+def scaled_compute(c: StageCosts, factor: float) -> StageCosts:
+    """``c`` with every compute time (forward, backward, step, compute pieces of segments) times
+    ``factor``; TP communication is unchanged (a straggler computes slowly, its links do not)."""
+    if factor == 1.0:
+        return c
+
+    def seg(chunks: tuple) -> tuple:
+        return tuple(tuple((comp * factor, tp) for comp, tp in ch) for ch in chunks)
+    return replace(c, f_compute=tuple(x * factor for x in c.f_compute),
+                   b_compute=tuple(x * factor for x in c.b_compute), step=c.step * factor,
+                   f_segments=seg(c.f_segments), b_segments=seg(c.b_segments))
+
+
+def straggler_factors(setup: TrainingSetup, world: int) -> np.ndarray:
+    """float[world]: each rank's compute factor (1 where none is given). A rank outside the job
+    raises ConfigError naming ``workload.stragglers[i]``."""
+    factor = np.ones(world)
+    for i, (rank, f) in enumerate(setup.stragglers):
+        if not 0 <= rank < world:
+            raise ConfigError(f"workload.stragglers[{i}]", f"names GPU rank {int(rank)}, which does not exist "
+                              f"(the job's ranks are 0..{world - 1}: tp x pp x dp = {world})", [rank, f])
+        factor[int(rank)] *= f
+    return factor
 
 
 # operators of a MoE layer that run between its dispatch and its combine (besides expert_*)
@@ -686,7 +712,9 @@ def _build(setup: TrainingSetup, count_only: bool):
     pairs = [(st, st + 1) for st in range(p - 1)] + ([(p - 1, 0), (0, p - 1)] if p > 1 else [])
     sv = server[:, pipes[:, 0], pipes[:, 1]]                          # [p, n_pipe]
     hot = (ep_rank[pipes[:, 0]] == 0) & (skew != 1.0)
+    slow = straggler_factors(setup, world)[grid[:, pipes[:, 0], pipes[:, 1]]]      # [p, n_pipe]
     sig_rows = [tuple(bool(sv[a, i] == sv[b, i]) for a, b in pairs) + ((bool(hot[i]),) if E > 1 else ())
+                + ((tuple(float(x) for x in slow[:, i]),) if setup.stragglers else ())
                 for i in range(n_pipe)]
     sigs = sorted(set(sig_rows))
     sig_of = np.asarray([sigs.index(x) for x in sig_rows], np.int64)
@@ -694,8 +722,10 @@ def _build(setup: TrainingSetup, count_only: bool):
     for sig in sigs:
         same = {pr: f for pr, f in zip(pairs, sig)}
         same.update({(b, a): f for (a, b), f in zip(pairs, sig)})
-        pb = _PipeBuilder(setup, hot_costs if (E > 1 and sig[-1]) else costs, same, buckets, bucket_est, ag_est,
-                          has_dp, ag_overlap, emb_bytes)
+        base = hot_costs if (E > 1 and sig[len(pairs)]) else costs
+        if setup.stragglers:
+            base = [scaled_compute(c, f) for c, f in zip(base, sig[-1])]
+        pb = _PipeBuilder(setup, base, same, buckets, bucket_est, ag_est, has_dp, ag_overlap, emb_bytes)
         frozen, stream, launches, steps = pb.build()
         local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
         cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
