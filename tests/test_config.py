@@ -119,12 +119,12 @@ def test_configuration_reference_is_up_to_date():
 @pytest.mark.parametrize("data, path", [
     ({"cluster": {"link_delay_ns": [1e20, 1000, 1000]}}, "cluster.link_delay_ns"),
     ({"network": {"buffer_mb": 1e12}}, "network.buffer_mb"),
-    ({"cluster": {"link_gbps": [1e5, 100, 100]}}, "cluster.link_gbps"),
+    ({"cluster": {"link_gbps": [1e7, 100, 100]}}, "cluster.link_gbps"),
     ({"collective": {"bytes": 10**17}}, "collective.bytes"),
     ({"network": {"rto_us": 1e13}}, "network.rto_us"),
 ])
 def test_a_value_the_engine_cannot_represent_is_refused_by_name(data, path) -> None:
-    """Times become int64 picoseconds, sizes int64 bytes and rates per-byte picoseconds: a value
+    """Times become int64 picoseconds, sizes int64 bytes and rates int64 bits per second: a value
     past what they hold is one message naming the field and the largest value allowed."""
     with pytest.raises(ConfigError, match=rf"{path}: must be at most .* \(what the engine's 64-bit"):
         load_config(data)

@@ -218,9 +218,9 @@ def build(cls: type, data: Any, path: str = "") -> Any:
 
 # The largest value of each unit that the engine represents exactly: times become int64
 # picoseconds (up to 10^18 ps, about 11.6 days, below the clocks' "never"), sizes int64 bytes
-# exact in float64 arithmetic (2^53), rates bits per second whose per-byte times stay >= 1 ps.
+# exact in float64 arithmetic (2^53), rates int64 bits per second (up to 1 Pb/s).
 _UNIT_MAX = {"ns": 1e15, "us": 1e12, "ms": 1e9, "B": 2.0**53, "KB": 2.0**53 / 1e3, "MB": 2.0**53 / 1e6,
-             "GiB": 2.0**53 / 2**30, "Gb/s": 8e3, "Mb/s": 8e6}
+             "GiB": 2.0**53 / 2**30, "Gb/s": 1e6, "Mb/s": 1e9}
 
 
 def _representable(unit: str | None, value: Any) -> str | None:
