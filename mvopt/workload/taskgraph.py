@@ -55,6 +55,8 @@ from mvopt.comm.hierarchical import add_group_collective, group_shape
 from mvopt.comm.tree import ring_time_estimate
 from mvopt.config import CollectiveConfig, ParallelismConfig
 from mvopt.errors import ConfigError
+from mvopt.comm.ring_exchange import add_ring_exchange
+from mvopt.workload.context import cp_attention_ops, fold_context_parallel, ring_block_bytes, ring_pass_factors
 from mvopt.workload.compute import (ComputeModel, embedding_ops, iteration_flops, layer_ops, optimizer_ops,
                                     output_ops, overlap_slowdown, overlapped_time_s)
 from mvopt.cluster.gpus import GpuSpec
@@ -103,6 +105,7 @@ class TrainingSetup:
     wire_factor: float = 1.0                    # wire bytes per payload byte (in-order connections)
     ideal_comm: bool = False                    # every transfer and collective takes zero time
     expert_skew: float = 1.0                    # MoE routing imbalance (workload.expert_skew)
+    context_parallel: int = 1                   # cp of a folded setup (mvopt.workload.context)
 
     def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
         if self.ideal_comm or gpus < 2 or nbytes <= 0:
@@ -222,7 +225,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
         fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * (ag + rs), 2 * ag, ag, rs
     else:
         fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * ar, 0.0, 0.0, ar
-    ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout)
+    cp = setup.context_parallel
+    ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout), cp)
     times = cm.phase_times(ops)
     slow = overlap_slowdown(setup.gpu)
 
@@ -246,8 +250,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
     # a MoE layer: the same TP collectives; its routed experts (between the all-to-alls) apart
     mf_c = mb_c = ef_c = eb_c = 0.0
     if model.is_moe:
-        moe_ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout, moe=True,
-                            load=load)
+        moe_ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention,
+                                             dropout=setup.dropout, moe=True, load=load), cp)
         mt = cm.phase_times(moe_ops)
         et = cm.phase_times([o for o in moe_ops if o.name in _EXPERT_OPS or o.name.startswith("expert_")])
         mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
@@ -368,12 +372,29 @@ class _PipeBuilder:
         self.slow = overlap_slowdown(setup.gpu)
         # all-to-alls of the EP group: (stage, launching task, anchor of their completion, transposed)
         self.a2a: list[tuple[int, int, int, bool]] = []
+        # key/value rings of the CP group: (stage, launching task, anchor of their completion, bytes per step)
+        self.ring: list[tuple[int, int, int, int]] = []
+        cp = setup.context_parallel
+        n_layers = setup.model.layers // (par.pp * par.virtual_stages)
+        f, b = ring_pass_factors(par)
+        # the folded model's sequence is a CP rank's seq_len / cp tokens
+        block = ring_block_bytes(setup.model, par) if cp > 1 else 0.0
+        self.ring_bytes = (int(round(block * n_layers * f)), int(round(block * n_layers * b)))
+
+    def _extra_anchor(self) -> int:
+        return self.n_anchor + len(self.a2a) + len(self.ring)
+
+    def _ring(self, st: int, launch: int, nbytes: int) -> int:
+        """The CP group's key/value ring after ``launch`` on stage ``st``: its completion anchor."""
+        a = self._extra_anchor()
+        self.ring.append((st, launch, a, nbytes))
+        return Part.anchor(a)
 
     def _a2a(self, st: int, launch: int, *, transpose: bool) -> int:
         """An all-to-all of the EP group after ``launch`` on stage ``st``: its completion anchor.
         The first of a chunk's pass moves tokens to their experts (forward: the dispatch;
         backward: the combine's gradient), the next one back (``transpose``), and so on."""
-        a = self.n_anchor + len(self.a2a)
+        a = self._extra_anchor()
         self.a2a.append((st, launch, a, transpose))
         return Part.anchor(a)
 
@@ -392,6 +413,7 @@ class _PipeBuilder:
         gather = s.intra_time("all_gather", act, t) if (t > 1 and not par.sequence_parallel) else 0.0
         first_task: dict[tuple, int] = {}
         last_task: dict[tuple, int] = {}
+        last_deps: dict[tuple, list[int]] = {}
         stream: list[list[tuple[int, str]]] = [[] for _ in range(p)]
         launches: list[list[list[int]]] = [[[] for _ in range(v)] for _ in range(p)]
         last_stream = [0] * p
@@ -434,11 +456,15 @@ class _PipeBuilder:
                 else:
                     nb = max(1, len(self.buckets[st][ch])) if launch else 1
                     pieces = [(c.b_compute[ch] / nb, c.b_tp[ch] / nb)] * nb
+                ring = None
                 for i, (comp, tp) in enumerate(pieces):
                     if segments and i > 0:
                         deps = deps + [self._a2a(st, deps[0], transpose=i % 2 == 0)]
                     k = add(comp, "compute", deps, True)
                     first = k if first is None else first
+                    if i == 0 and self.ring_bytes[0]:
+                        # the ring runs beside the pass; the pass's results wait for it
+                        ring = self._ring(st, deps[0] if deps[0] >= 0 else k, self.ring_bytes[0 if fwd else 1])
                     if tp > 0:
                         k = add(tp, "tp_comm", [k], False)
                     deps = [k]
@@ -448,8 +474,11 @@ class _PipeBuilder:
                 if launch and segments:
                     launches[st][ch] = [deps[0]] * nb
                     outstanding += sum(self.bucket_est[st][ch])
+                if ring is not None:
+                    deps = deps + [ring]
                 first_task[(fwd, ch, j, st)] = first
                 last_task[(fwd, ch, j, st)] = deps[0]
+                last_deps[(fwd, ch, j, st)] = deps
                 prev = deps
             last_stream[st] = prev[0]
             if not par.overlap_grad_reduce and self.has_dp:
@@ -463,14 +492,14 @@ class _PipeBuilder:
                     continue
                 to = mstage + 1 if fwd else mstage - 1
                 dst, dch = to % p, to // p
-                src_task = last_task[(fwd, ch, j, st)]
+                src = last_deps[(fwd, ch, j, st)]
                 if s.ideal_comm:
-                    x = part.delay(dst, 0, after=[src_task], category="pp_comm")
+                    x = part.delay(dst, 0, after=src, category="pp_comm")
                 elif self.same[(st, dst)]:
-                    x = part.delay(dst, _ps(s.intra_time("send_recv", pp_bytes, 2)), after=[src_task],
+                    x = part.delay(dst, _ps(s.intra_time("send_recv", pp_bytes, 2)), after=src,
                                    category="pp_comm")
                 else:
-                    x = part.flow(st, dst, pp_bytes, after=[src_task], category="pp_comm")
+                    x = part.flow(st, dst, pp_bytes, after=src, category="pp_comm")
                 part.add_pred(first_task[(fwd, dch, j, dst)], x)
         # embedding-gradient all-reduce between the first and the last stage, then the step
         before_step: list[list[int]] = [[last_stream[st]] + ([self.anchor(_A_DP, st)] if self.has_dp else [])
@@ -488,7 +517,7 @@ class _PipeBuilder:
             k = part.delay(st, _ps(self.costs[st].step), after=before_step[st], category="compute")
             stream[st].append((k, "compute"))
             steps.append(k)
-        part.n_anchor = self.n_anchor + len(self.a2a)
+        part.n_anchor = self._extra_anchor()
         return part.freeze(), stream, launches, steps
 
 
@@ -520,6 +549,24 @@ def _a2a_template(setup: TrainingSetup, servers: tuple[int, ...], matrix: np.nda
     ends = np.asarray([ids[0] if len(ids) == 1 else part.delay(e, 0, after=ids or [Part.anchor(e)],
                                                                category="ep_comm")
                        for e, ids in sorted(done.items())], np.int64)
+    return part.freeze(), ends
+
+
+def _relative(servers: np.ndarray) -> tuple[int, ...]:
+    """Servers of a group's members renumbered in order of first appearance (its template key)."""
+    first_seen: dict[int, int] = {}
+    return tuple(first_seen.setdefault(int(x), len(first_seen)) for x in servers)
+
+
+def _ring_template(setup: TrainingSetup, servers: tuple[int, ...], nbytes: int, steps: int):
+    """One key/value ring of a CP group as a part over its members (anchor ``e``: member ``e``'s
+    launching task); returns the frozen part and each member's completion task."""
+    E = len(servers)
+    part = Part(E, E)
+    after = {e: [Part.anchor(e)] for e in range(E)}
+    done = after if setup.ideal_comm else add_ring_exchange(
+        part, list(servers), nbytes, steps, intra=setup.intra_time, after=after, category="cp_comm")
+    ends = np.asarray([part.delay(e, 0, after=done[e], category="cp_comm") for e in range(E)], np.int64)
     return part.freeze(), ends
 
 
@@ -577,10 +624,17 @@ def training_counts(setup: TrainingSetup) -> dict:
 
 
 def _build(setup: TrainingSetup, count_only: bool):
-    model, par = setup.model, setup.par
     gps = setup.gpus_per_server
+    check_layout(setup.model, setup.par, gpus_per_server=gps)
+    if setup.par.fsdp:
+        raise ConfigError("parallelism.fsdp", "is modelled in memory and traffic (mvopt.workload.fsdp) but the "
+                          "training task graph does not run it yet", True)
+    user_model, user_par = setup.model, setup.par
+    if setup.par.cp > 1:
+        model, par = fold_context_parallel(setup.model, setup.par)
+        setup = replace(setup, model=model, par=par, context_parallel=user_par.cp)
+    model, par = setup.model, setup.par
     gpu_host = np.asarray(setup.gpu_host, np.int64)
-    check_layout(model, par, gpus_per_server=gps)
     world = Layout(par, gps).world_size
     if world > gpu_host.size:
         raise ConfigError("parallelism", f"tp * pp * dp = {world} GPUs but the cluster has {gpu_host.size}",
@@ -601,6 +655,9 @@ def _build(setup: TrainingSetup, count_only: bool):
     if E > 1 and setup.rail_sample:
         raise ConfigError("workload.rail_sample", "is not available with expert parallelism (ep > 1): the "
                           "all-to-alls of an EP group span several local GPU indices", True)
+    if setup.context_parallel > 1 and setup.rail_sample:
+        raise ConfigError("workload.rail_sample", "is not available with context parallelism (cp > 1): the "
+                          "key/value rings span several local GPU indices", True)
     skew = float(setup.expert_skew) if E > 1 else 1.0
     ep_groups = ep_dp_groups(par) if E > 1 else np.zeros((0, 1), np.int64)       # [dp / ep, ep] dp indices
     ep_rank = np.zeros(D, np.int64)
@@ -700,7 +757,7 @@ def _build(setup: TrainingSetup, count_only: bool):
         local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
         cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
         pipe_parts.append(dict(part=frozen, stream=stream, launches=launches, steps=np.asarray(steps, np.int64),
-                               a2a=pb.a2a, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
+                               a2a=pb.a2a, ring=pb.ring, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
                                local=local, cats=cats, last=np.asarray([x[-2] if len(x) > 1 else x[-1]
                                                                         for x in local], np.int64)))
 
@@ -760,6 +817,23 @@ def _build(setup: TrainingSetup, count_only: bool):
     # (all-to-all of the schedule, EP group); anchors: each member's task before it
     n_fixed = p + p * v + p
     a2a_list = pipe_parts[0]["a2a"] if n_pipe else []
+    a2a_cols = np.asarray([x[2] - n_fixed for x in a2a_list], np.int64)
+    ring_list = pipe_parts[0]["ring"] if n_pipe else []
+    n_extra = len(a2a_list) + len(ring_list)
+    cp = setup.context_parallel
+    # CP groups: the cp consecutive folded DP indices of one DP rank, per TP position
+    cp_d = np.arange(D, dtype=np.int64).reshape(D // cp, cp) if ring_list else np.zeros((0, 1), np.int64)
+    ring_grp_d = np.concatenate([cp_d] * G) if ring_list else cp_d
+    ring_grp_t = np.repeat(np.asarray(tps, np.int64), len(cp_d)) if ring_list else np.zeros(0, np.int64)
+    ring_cache: dict[tuple, tuple] = {}
+    ring_rows: dict[tuple, list[tuple[int, int]]] = {}
+    for qi, (st, _launch, _a, nbytes) in enumerate(ring_list):
+        for gi_ in range(len(ring_grp_d)):
+            rel = _relative(server[st, ring_grp_d[gi_], ring_grp_t[gi_]])
+            key = (rel, nbytes)
+            if key not in ring_cache:
+                ring_cache[key] = _ring_template(setup, rel, nbytes, cp - 1)
+            ring_rows.setdefault(key, []).append((qi, gi_))
     K2 = len(a2a_list)
     q_st = np.asarray([x[0] for x in a2a_list], np.int64)
     q_tr = np.asarray([x[3] for x in a2a_list], bool)
@@ -773,8 +847,7 @@ def _build(setup: TrainingSetup, count_only: bool):
         dispatch = skewed_matrix(E, routed, skew)
         for st in range(p):
             for gi_ in range(len(grp_d)):
-                first_seen: dict[int, int] = {}
-                rel = tuple(first_seen.setdefault(int(x), len(first_seen)) for x in server[st, grp_d[gi_], grp_t[gi_]])
+                rel = _relative(server[st, grp_d[gi_], grp_t[gi_]])
                 for tflag in (False, True):
                     qs = np.nonzero((q_st == st) & (q_tr == tflag))[0]
                     if not qs.size:
@@ -849,9 +922,21 @@ def _build(setup: TrainingSetup, count_only: bool):
                 a2a_done[members, qs[:, None]] = base[:, None] + ends[None, :]
         # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration,
         # all-to-alls
-        anchors = np.full((n_pipe, n_fixed + K2), -1, np.int64)
+        anchors = np.full((n_pipe, n_fixed + n_extra), -1, np.int64)
         anchors[:, p + p * v:n_fixed] = prev_end
-        anchors[:, n_fixed:] = a2a_done
+        anchors[:, n_fixed + a2a_cols] = a2a_done
+        if ring_list:
+            lr = np.stack([np.asarray([x[1] for x in pipe_parts[sig_of[i]]["ring"]], np.int64)
+                           for i in range(n_pipe)]) + pbase[:, None]
+            for key, rows in ring_rows.items():
+                fr, ends = ring_cache[key]
+                ra = np.asarray(rows, np.int64)
+                qs, gs = ra[:, 0], ra[:, 1]
+                h, base = asm.place(fr, gpu_host[grid[np.asarray([ring_list[q][0] for q in qs])[:, None],
+                                                      ring_grp_d[gs], ring_grp_t[gs][:, None]]])
+                members = pipe_of[ring_grp_d[gs], ring_grp_t[gs][:, None]]      # [R, cp]
+                asm.set_anchors(h, lr[members, qs[:, None]])
+                anchors[members, np.asarray([ring_list[q][2] for q in qs])[:, None]] = base[:, None] + ends[None, :]
         gi = np.searchsorted(tps, pipes[:, 1]) if G else np.zeros(n_pipe, np.int64)
         di = pipes[:, 0]
         ends_now = steps_g.copy()
@@ -892,8 +977,8 @@ def _build(setup: TrainingSetup, count_only: bool):
     cols["acyclic"] = True
     ranks = np.asarray(sorted(rank_stream), np.int64)
     end_of = {int(grid[st, d, tr]): int(prev_end[i, st]) for i, (d, tr) in enumerate(pipes) for st in range(p)}
-    flops_par = replace(par, recompute="none")
-    mem = memory_per_stage(model, par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
+    flops_par = replace(user_par, recompute="none")
+    mem = memory_per_stage(user_model, user_par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
                            dropout=setup.dropout, reserve_bytes=setup.reserve_bytes, expert_skew=setup.expert_skew)
     return TrainingPlan(
         columns=cols, setup=setup, world=world, simulated_ranks=ranks,
@@ -901,8 +986,8 @@ def _build(setup: TrainingSetup, count_only: bool):
         rank_end=np.asarray([end_of[int(r)] for r in ranks], np.int64),
         ideal_source=(pipe_parts[0]["part"], pipe_parts[0]["stream"], p),
         stream_cat={r: np.concatenate(x) for r, x in rank_cat.items()},
-        model_flops=iteration_flops(model, flops_par, flash_attention=setup.flash_attention),
-        hardware_flops=iteration_flops(model, par, flash_attention=setup.flash_attention), memory=mem,
+        model_flops=iteration_flops(user_model, flops_par, flash_attention=setup.flash_attention),
+        hardware_flops=iteration_flops(user_model, user_par, flash_attention=setup.flash_attention), memory=mem,
         n_buckets=n_buckets,
         stats=dict(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache)))
 
@@ -937,7 +1022,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
     off, pred = cols["pred_offset"], cols["pred"]
     categories = cols["categories"]
     catcol = cols["category"]
-    waits = {"pp_comm": 0.0, "dp_comm": 0.0, "ep_comm": 0.0}
+    waits = {"pp_comm": 0.0, "dp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
     stream_set = set(ids.tolist())
     for k, gap in zip(ids[gaps > 0].tolist(), gaps[gaps > 0].tolist()):
         ps = pred[off[k]:off[k + 1]]
@@ -947,7 +1032,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
             continue
         q = max(others, key=lambda x: finish[x])
         c = categories[catcol[q]]
-        waits[c if c in ("dp_comm", "ep_comm") else "pp_comm"] += gap
+        waits[c if c in ("dp_comm", "ep_comm", "cp_comm") else "pp_comm"] += gap
     tail = max(0, int(makespan_ps) - int(finish[ids[-1]]))
     waits["dp_comm"] += tail
     p_stage = int(crit // (plan.setup.par.tp * plan.setup.par.dp))
@@ -958,6 +1043,8 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
           "bubble": bubble}
     if plan.setup.par.ep > 1:
         bd["ep_comm"] = waits["ep_comm"]
+    if plan.setup.context_parallel > 1:
+        bd["cp_comm"] = waits["cp_comm"]
     bd = {k: v / PS / it for k, v in bd.items()}
     t_iter = makespan_ps / PS / it
     peak = plan.peak_memory
