@@ -301,7 +301,7 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
             bseg.append(())
     chunks = chunk_param_counts(model, par, stage)
     experts = sum(chunk_expert_param_counts(model, par, stage))
-    if par.distributed_optimizer:      # dense state sharded over dp, routed experts over dp / ep
+    if par.distributed_optimizer or par.fsdp:   # dense state sharded over dp, routed experts over dp / ep
         local = (sum(chunks) - experts) / par.dp + experts * par.ep / par.dp if experts else sum(chunks) / par.dp
     else:
         local = sum(chunks)
@@ -360,11 +360,14 @@ class _PipeBuilder:
 
     def __init__(self, setup: TrainingSetup, costs: list[StageCosts], same_server: dict, buckets: list[list[int]],
                  bucket_est: list[list[list[float]]], ag_est: list[float], has_dp: bool, ag_overlap: bool,
-                 emb_bytes: int):
+                 emb_bytes: int, fsdp: bool = False):
         par = setup.par
         self.s, self.p, self.v, self.m = setup, par.pp, par.virtual_stages, num_microbatches(par)
         p, v = self.p, self.v
-        self.n_anchor = p + p * v + p
+        # FSDP: every pass (forward / backward of a chunk) waits for its parameter all-gather
+        self.fsdp, self.passes = fsdp, 2 * self.m * v
+        self.n_anchor = p + p * v + p + (p * self.passes if fsdp else 0)
+        self.fsdp_launch: list[list[int]] = [[] for _ in range(p)]     # per stage: each pass's last task
         self.part = Part(p, self.n_anchor)
         self.costs, self.same, self.buckets = costs, same_server, buckets
         self.bucket_est, self.ag_est = bucket_est, ag_est
@@ -435,10 +438,12 @@ class _PipeBuilder:
                 stream[st].append((k, cat))
                 return k
 
-            for fwd, ch, j in prog:
+            for i_pass, (fwd, ch, j) in enumerate(prog):
                 mstage = ch * p + st
                 receives = (mstage > 0) if fwd else (mstage < p * v - 1)
                 deps = list(prev)
+                if self.fsdp:
+                    deps.append(Part.anchor(p + p * v + p + st * self.passes + i_pass))
                 if fwd and j == 0 and self.ag_overlap and self.has_dp:
                     deps.append(self.anchor(_A_AG, st, ch))
                 first = None
@@ -479,6 +484,7 @@ class _PipeBuilder:
                 first_task[(fwd, ch, j, st)] = first
                 last_task[(fwd, ch, j, st)] = deps[0]
                 last_deps[(fwd, ch, j, st)] = deps
+                self.fsdp_launch[st].append(deps[0])
                 prev = deps
             last_stream[st] = prev[0]
             if not par.overlap_grad_reduce and self.has_dp:
@@ -550,6 +556,28 @@ def _a2a_template(setup: TrainingSetup, servers: tuple[int, ...], matrix: np.nda
                                                                category="ep_comm")
                        for e, ids in sorted(done.items())], np.int64)
     return part.freeze(), ends
+
+
+def _fsdp_chain(program: list[tuple[bool, int, int]], chunk_params: tuple[float, ...], param_bytes: float,
+                grad_bytes: float) -> tuple[list[tuple], list[int]]:
+    """The FSDP collectives of one stage in communicator order, and the chain index of each
+    pass's all-gather. Pass ``i``'s parameters are gathered when pass ``i - 1`` starts (the
+    first two passes': after the previous iteration); its gradients, for a backward,
+    reduce-scattered when it ends, after the gather of pass ``i + 2``."""
+    def gather(i: int, kind: str, launch: int) -> tuple:
+        c = program[i][1]
+        return ("all_gather", int(math.ceil(chunk_params[c] * param_bytes)), kind, c, launch, False)
+
+    n = len(program)
+    chain = [gather(i, "fsdp_prev", 0) for i in range(min(2, n))]
+    ag = list(range(len(chain)))
+    for i, (fwd, c, _j) in enumerate(program):
+        if i + 2 < n:
+            ag.append(len(chain))
+            chain.append(gather(i + 2, "fsdp", i))
+        if not fwd:
+            chain.append(("reduce_scatter", int(math.ceil(chunk_params[c] * grad_bytes)), "fsdp", c, i, False))
+    return chain, ag
 
 
 def _relative(servers: np.ndarray) -> tuple[int, ...]:
@@ -626,9 +654,6 @@ def training_counts(setup: TrainingSetup) -> dict:
 def _build(setup: TrainingSetup, count_only: bool):
     gps = setup.gpus_per_server
     check_layout(setup.model, setup.par, gpus_per_server=gps)
-    if setup.par.fsdp:
-        raise ConfigError("parallelism.fsdp", "is modelled in memory and traffic (mvopt.workload.fsdp) but the "
-                          "training task graph does not run it yet", True)
     user_model, user_par = setup.model, setup.par
     if setup.par.cp > 1:
         model, par = fold_context_parallel(setup.model, setup.par)
@@ -668,8 +693,9 @@ def _build(setup: TrainingSetup, count_only: bool):
     costs = hot_costs if skew == 1.0 else [stage_costs(setup, st, load=(E - skew) / (E - 1)) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm
     dist = par.distributed_optimizer and has_dp
+    fsdp = par.fsdp and has_dp
     ag_overlap = dist and par.overlap_param_gather
-    rs_op = "reduce_scatter" if dist else "all_reduce"
+    rs_op = "reduce_scatter" if (dist or fsdp) else "all_reduce"
     cap = par.bucket_mb * 1e6
     empty = [[[] for _ in range(v)] for _ in range(p)]
     gcap = cap if par.overlap_grad_reduce else math.inf
@@ -693,6 +719,8 @@ def _build(setup: TrainingSetup, count_only: bool):
                   for st in range(p)] if has_dp else empty
         ag_tagged = [[[(x, False) for x in _bucket_sizes(c * pbytes, cap)] for c in costs[st].chunk_params]
                      for st in range(p)] if dist else empty
+    if fsdp:        # no buckets: the per-pass collectives of the FSDP chain below replace them
+        tagged = empty
     buckets = [[[x for x, _ in c] for c in st] for st in tagged]
     ag_buckets = [[[x for x, _ in c] for c in st] for st in ag_tagged]
 
@@ -752,17 +780,19 @@ def _build(setup: TrainingSetup, count_only: bool):
         same = {pr: f for pr, f in zip(pairs, sig)}
         same.update({(b, a): f for (a, b), f in zip(pairs, sig)})
         pb = _PipeBuilder(setup, hot_costs if (E > 1 and sig[-1]) else costs, same, buckets, bucket_est, ag_est,
-                          has_dp, ag_overlap, emb_bytes)
+                          has_dp, ag_overlap, emb_bytes, fsdp)
         frozen, stream, launches, steps = pb.build()
         local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
         cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
         pipe_parts.append(dict(part=frozen, stream=stream, launches=launches, steps=np.asarray(steps, np.int64),
-                               a2a=pb.a2a, ring=pb.ring, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
+                               a2a=pb.a2a, ring=pb.ring, fsdp_launch=np.asarray(pb.fsdp_launch, np.int64),
+                               n_anchor=pb.n_anchor, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
                                local=local, cats=cats, last=np.asarray([x[-2] if len(x) > 1 else x[-1]
                                                                         for x in local], np.int64)))
 
     # --- the DP chain of every stage: collectives in communicator order, per group member
     chain: list[list[tuple]] = []        # per stage: (op, size, launch kind, chunk, bucket)
+    fsdp_ag: list[list[int]] = [[] for _ in range(p)]   # per stage: chain index of each pass's all-gather
     for st in range(p):
         ch = []
         if ag_overlap:
@@ -771,6 +801,9 @@ def _build(setup: TrainingSetup, count_only: bool):
         ch += [(rs_op, sz, kind, c, b, e) for c in reversed(range(v)) for b, (sz, e) in enumerate(tagged[st][c])]
         if dist and not ag_overlap:
             ch += [("all_gather", sz, "step", c, b, e) for c in range(v) for b, (sz, e) in enumerate(ag_tagged[st][c])]
+        if fsdp:
+            ch, fsdp_ag[st] = _fsdp_chain(stage_program(p, v, num_microbatches(par), st), costs[st].chunk_params,
+                                          pbytes, gbytes)
         chain.append(ch if has_dp else [])
     K = max((len(c) for c in chain), default=0)
     dp_cache: dict[tuple, tuple] = {}
@@ -815,7 +848,7 @@ def _build(setup: TrainingSetup, count_only: bool):
 
     # --- the EP groups' all-to-alls: one template per (group shape, direction), placed per
     # (all-to-all of the schedule, EP group); anchors: each member's task before it
-    n_fixed = p + p * v + p
+    n_fixed = pipe_parts[0]["n_anchor"] if n_pipe else p + p * v + p
     a2a_list = pipe_parts[0]["a2a"] if n_pipe else []
     a2a_cols = np.asarray([x[2] - n_fixed for x in a2a_list], np.int64)
     ring_list = pipe_parts[0]["ring"] if n_pipe else []
@@ -895,8 +928,11 @@ def _build(setup: TrainingSetup, count_only: bool):
             for k, (op, sz, kind, c, b, _expert) in enumerate(chain[st]):
                 mp = member_pipe                                       # [G, D]
                 safe = np.maximum(mp, 0)
-                if kind == "prev_end":
+                if kind in ("prev_end", "fsdp_prev"):
                     ids = prev_end[safe, st]
+                elif kind == "fsdp":
+                    loc = np.asarray([pipe_parts[sig_of[i]]["fsdp_launch"][st][b] for i in range(n_pipe)], np.int64)
+                    ids = (pbase + loc)[safe]
                 elif kind == "step":
                     ids = steps_g[safe, st]
                 elif kind == "last":
@@ -923,7 +959,7 @@ def _build(setup: TrainingSetup, count_only: bool):
         # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration,
         # all-to-alls
         anchors = np.full((n_pipe, n_fixed + n_extra), -1, np.int64)
-        anchors[:, p + p * v:n_fixed] = prev_end
+        anchors[:, p + p * v:p + p * v + p] = prev_end
         anchors[:, n_fixed + a2a_cols] = a2a_done
         if ring_list:
             lr = np.stack([np.asarray([x[1] for x in pipe_parts[sig_of[i]]["ring"]], np.int64)
@@ -951,6 +987,11 @@ def _build(setup: TrainingSetup, count_only: bool):
             ka = [k for k, e in enumerate(chain[st]) if e[2] == "step"]
             if ka:
                 ends_now[:, st] = done_tab[st, gi, ka[-1], di]
+        if fsdp:
+            passes = 2 * num_microbatches(par) * v
+            for st in range(p):
+                for i, k in enumerate(fsdp_ag[st]):
+                    anchors[:, p + p * v + p + st * passes + i] = done_tab[st, gi, k, di]
         for h, rows in handles:
             asm.set_anchors(h, anchors[rows])
         prev_end = ends_now

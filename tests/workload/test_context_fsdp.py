@@ -99,6 +99,32 @@ def test_small_cp_training_simulates_to_the_end():
     assert rep["gpus"] == 8
 
 
-def test_fsdp_training_graph_is_refused_by_name():
-    with pytest.raises(ConfigError, match="parallelism.fsdp"):
-        build(_cp_cfg(cp=1, dp=4, fsdp=True, distributed_optimizer=False))
+@pytest.mark.parametrize("v", [1, 2])
+def test_fsdp_bytes_of_an_iteration(v):
+    """One GPU per server, ring collectives: per micro-batch and chunk two parameter all-gathers
+    and one gradient reduce-scatter, each rank sending (n - 1)/n of the buffer."""
+    from mvopt.workload.taskgraph import chunk_param_counts
+    dp, m = 4, 2
+    par = ParallelismConfig(dp=dp, fsdp=True, micro_batch=1, global_batch=m * dp, virtual_stages=v,
+                            pp=2 if v > 1 else 1)
+    world = dp * par.pp
+    setup = TrainingSetup(model=TINY, par=par, gpu=get_gpu("H100"), compute=ComputeModel("H100"),
+                          intra=default_model(), gpus_per_server=1, gpu_host=np.arange(world))
+    cols = build_training(setup).columns
+    k = cols["categories"].index("dp_comm")
+    flows = (cols["kind"] == FLOW) & (cols["category"] == k)
+    assert not TINY.tied_embeddings       # no embedding-gradient all-reduce between the stages
+    expected = sum(dp * fsdp_traffic_bytes(sum(chunk_param_counts(TINY, par, st)), par, param=2, grad=4)
+                   for st in range(par.pp))
+    assert int(cols["size_bytes"][flows].sum()) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("par", [dict(cp=1, dp=4, fsdp=True, distributed_optimizer=False),
+                                 dict(cp=2, dp=2, fsdp=True, distributed_optimizer=False)])
+def test_small_fsdp_training_simulates_to_the_end(par):
+    b = build(_cp_cfg(**par))
+    r, = simulate([b.experiment], backend="cpu")
+    assert r.status == "done", r.diagnostic
+    rep = training_report(b.plan, r)
+    assert rep["breakdown"]["dp_comm"] > 0
+    assert sum(rep["breakdown"].values()) == pytest.approx(rep["iteration_time_s"], rel=1e-9)
