@@ -75,6 +75,13 @@ class ParallelismConfig(Section):
     dp: int = field(1, doc="data-parallel size", check=positive)
     ep: int = field(1, doc="expert-parallel size: the experts of a MoE layer are spread over ep DP ranks, "
                     "which exchange tokens by all-to-all; must divide dp and the model's experts", check=positive)
+    cp: int = field(1, doc="context-parallel size: each sequence is split over cp ranks, which exchange "
+                    "their key/value blocks in a ring beside the attention (TransformerEngine's ring "
+                    "attention); ranks ordered tp-cp-dp-pp; needs flash_attention", check=positive)
+    fsdp: bool = field(False, doc="fully sharded data parallelism (ZeRO-3): parameters, gradients and "
+                       "optimizer state sharded over the dp x cp ranks; each model chunk's parameters are "
+                       "all-gathered before its forward and its backward (prefetched one pass ahead) and "
+                       "its gradients reduce-scattered after each backward")
     ep_placement: Literal["packed", "spread"] = field(
         "packed", doc="which DP ranks form an EP group: packed = ep consecutive DP ranks (Megatron's "
         "order: inside a server when tp * ep <= GPUs per server); spread = DP ranks dp/ep apart (across "

@@ -24,6 +24,8 @@ from typing import Mapping
 from mvopt.cluster.gpus import GpuSpec, get_gpu
 from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InfeasibleError
+from mvopt.workload.context import fold_context_parallel
+from mvopt.workload.fsdp import fsdp_group_size, fsdp_state_bytes
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import num_microbatches
 
@@ -226,6 +228,13 @@ def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpe
     (``dp / ep`` ranks) instead of the DP group."""
     spec = get_gpu(gpu)
     scheme = _scheme(precision)
+    if par.cp > 1:
+        if not flash_attention:
+            raise ConfigError("workload.flash_attention", "must be true with context parallelism "
+                              f"(parallelism.cp = {par.cp}): ring attention runs on the fused attention "
+                              "kernels", flash_attention)
+        # a CP rank stores the activations of seq_len / cp tokens (FlashAttention: linear in s)
+        model, par = fold_context_parallel(model, par)
     sp_div = par.tp if par.sequence_parallel else 1
     s, b, h = model.seq_len, par.micro_batch, model.hidden
     per_layer = layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout)
@@ -257,12 +266,25 @@ def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpe
         optimizer = n * (scheme.optimizer / par.dp if dist else scheme.optimizer)
         if dist and n_exp:   # routed experts: sharded over the dp / ep ranks that hold them
             optimizer += n_exp * scheme.optimizer * (par.ep - 1) / par.dp
+        weights, grads = n * scheme.param, n * scheme.grad
+        if par.fsdp:
+            weights, grads, optimizer = fsdp_state_bytes(
+                n, _largest_layer_params(model, par), fsdp_group_size(par), param=scheme.param,
+                grad=scheme.grad, optimizer=scheme.optimizer)
         out.append(MemoryBreakdown(
-            stage=stage, weights_bytes=n * scheme.param, gradients_bytes=n * scheme.grad,
+            stage=stage, weights_bytes=weights, gradients_bytes=grads,
             optimizer_bytes=optimizer,
             activations_bytes=acts, transient_bytes=transient, reserve_bytes=float(reserve_bytes),
             capacity_bytes=float(spec.hbm_bytes)))
     return out
+
+
+def _largest_layer_params(model: ModelSpec, par: ParallelismConfig) -> float:
+    """Parameters of the largest transformer layer held by one GPU (TP shard; FSDP's gather unit)."""
+    c, t = model.param_counts(), par.tp
+    replicated = 2 * int(model.bias) * model.hidden + c.norms + model.attention_replicated()
+    dense = (c.per_layer - replicated) / t + replicated
+    return max(dense, sum(moe_layer_params(model, par))) if model.is_moe else dense
 
 
 def peak_memory(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpec, **options) -> MemoryBreakdown:

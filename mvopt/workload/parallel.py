@@ -91,18 +91,31 @@ def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server
                  f"divisible by pp = {pp}")
     if par.sequence_parallel and model.seq_len % tp:
         p.append(f"sequence parallelism needs seq_len ({model.seq_len}) divisible by tp = {tp}")
+    cp = par.cp
+    if cp > 1:
+        if model.seq_len % (2 * cp):
+            p.append(f"parallelism.cp = {cp} needs seq_len ({model.seq_len}) divisible by 2 * cp (each rank "
+                     "holds two of the 2 cp chunks of a sequence)")
+        elif par.sequence_parallel and (model.seq_len // cp) % tp:
+            p.append(f"sequence parallelism with cp = {cp} needs seq_len / cp ({model.seq_len // cp}) "
+                     f"divisible by tp = {tp}")
+    if par.fsdp and par.distributed_optimizer:
+        p.append("parallelism.fsdp already shards the optimizer state: distributed_optimizer must be false")
+    if par.fsdp and par.ep > 1:
+        p.append(f"parallelism.fsdp with ep = {par.ep} is not modelled (expert weights would shard over "
+                 "the expert-data-parallel group)")
     ep = par.ep
     if ep > 1:
         if not model.is_moe:
             p.append(f"parallelism.ep = {ep} needs a model with experts ({model.name} has none)")
         elif model.experts % ep:
             p.append(f"parallelism.ep = {ep} must divide the model's experts ({model.experts})")
-        if dp % ep:
-            p.append(f"parallelism.ep = {ep} must divide dp = {dp} (expert parallelism spreads the experts "
-                     "over DP ranks)")
-    if gpus is not None and tp * pp * dp != gpus:
-        p.append(f"tp * pp * dp = {tp} * {pp} * {dp} = {tp * pp * dp} must equal the {gpus} GPUs "
-                 "of the cluster")
+        if (dp * cp) % ep:
+            p.append(f"parallelism.ep = {ep} must divide dp * cp = {dp} * {cp} (expert parallelism spreads "
+                     "the experts over the data- and context-parallel ranks)")
+    if gpus is not None and tp * pp * dp * cp != gpus:
+        p.append(f"tp * pp * dp * cp = {tp} * {pp} * {dp} * {cp} = {tp * pp * dp * cp} must equal the {gpus} "
+                 "GPUs of the cluster")
     return p
 
 
@@ -123,7 +136,7 @@ class Layout:
 
     @property
     def world_size(self) -> int:
-        return self.par.tp * self.par.pp * self.par.dp
+        return self.par.tp * self.par.pp * self.par.dp * self.par.cp
 
     @property
     def servers(self) -> int:

@@ -55,6 +55,8 @@ from mvopt.comm.hierarchical import add_group_collective, group_shape
 from mvopt.comm.tree import ring_time_estimate
 from mvopt.config import CollectiveConfig, ParallelismConfig
 from mvopt.errors import ConfigError
+from mvopt.comm.ring_exchange import add_ring_exchange
+from mvopt.workload.context import cp_attention_ops, fold_context_parallel, ring_block_bytes, ring_pass_factors
 from mvopt.workload.compute import (ComputeModel, embedding_ops, iteration_flops, layer_ops, optimizer_ops,
                                     output_ops, overlap_slowdown, overlapped_time_s)
 from mvopt.cluster.gpus import GpuSpec
@@ -104,6 +106,7 @@ class TrainingSetup:
     ideal_comm: bool = False                    # every transfer and collective takes zero time
     expert_skew: float = 1.0                    # MoE routing imbalance (workload.expert_skew)
     stragglers: tuple[tuple[float, float], ...] = ()   # (rank, compute factor) (workload.stragglers)
+    context_parallel: int = 1                   # cp of a folded setup (mvopt.workload.context)
 
     def intra_time(self, op: str, nbytes: float, gpus: int) -> float:
         if self.ideal_comm or gpus < 2 or nbytes <= 0:
@@ -223,7 +226,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
         fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * (ag + rs), 2 * ag, ag, rs
     else:
         fwd_comm, bwd_exposed, with_dgrad, with_wgrad = 2 * ar, 0.0, 0.0, ar
-    ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout)
+    cp = setup.context_parallel
+    ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout), cp)
     times = cm.phase_times(ops)
     slow = overlap_slowdown(setup.gpu)
 
@@ -247,8 +251,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
     # a MoE layer: the same TP collectives; its routed experts (between the all-to-alls) apart
     mf_c = mb_c = ef_c = eb_c = 0.0
     if model.is_moe:
-        moe_ops = layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout, moe=True,
-                            load=load)
+        moe_ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention,
+                                             dropout=setup.dropout, moe=True, load=load), cp)
         mt = cm.phase_times(moe_ops)
         et = cm.phase_times([o for o in moe_ops if o.name in _EXPERT_OPS or o.name.startswith("expert_")])
         mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
@@ -298,7 +302,7 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
             bseg.append(())
     chunks = chunk_param_counts(model, par, stage)
     experts = sum(chunk_expert_param_counts(model, par, stage))
-    if par.distributed_optimizer:      # dense state sharded over dp, routed experts over dp / ep
+    if par.distributed_optimizer or par.fsdp:   # dense state sharded over dp, routed experts over dp / ep
         local = (sum(chunks) - experts) / par.dp + experts * par.ep / par.dp if experts else sum(chunks) / par.dp
     else:
         local = sum(chunks)
@@ -382,11 +386,14 @@ class _PipeBuilder:
 
     def __init__(self, setup: TrainingSetup, costs: list[StageCosts], same_server: dict, buckets: list[list[int]],
                  bucket_est: list[list[list[float]]], ag_est: list[float], has_dp: bool, ag_overlap: bool,
-                 emb_bytes: int):
+                 emb_bytes: int, fsdp: bool = False):
         par = setup.par
         self.s, self.p, self.v, self.m = setup, par.pp, par.virtual_stages, num_microbatches(par)
         p, v = self.p, self.v
-        self.n_anchor = p + p * v + p
+        # FSDP: every pass (forward / backward of a chunk) waits for its parameter all-gather
+        self.fsdp, self.passes = fsdp, 2 * self.m * v
+        self.n_anchor = p + p * v + p + (p * self.passes if fsdp else 0)
+        self.fsdp_launch: list[list[int]] = [[] for _ in range(p)]     # per stage: each pass's last task
         self.part = Part(p, self.n_anchor)
         self.costs, self.same, self.buckets = costs, same_server, buckets
         self.bucket_est, self.ag_est = bucket_est, ag_est
@@ -394,12 +401,29 @@ class _PipeBuilder:
         self.slow = overlap_slowdown(setup.gpu)
         # all-to-alls of the EP group: (stage, launching task, anchor of their completion, transposed)
         self.a2a: list[tuple[int, int, int, bool]] = []
+        # key/value rings of the CP group: (stage, launching task, anchor of their completion, bytes per step)
+        self.ring: list[tuple[int, int, int, int]] = []
+        cp = setup.context_parallel
+        n_layers = setup.model.layers // (par.pp * par.virtual_stages)
+        f, b = ring_pass_factors(par)
+        # the folded model's sequence is a CP rank's seq_len / cp tokens
+        block = ring_block_bytes(setup.model, par) if cp > 1 else 0.0
+        self.ring_bytes = (int(round(block * n_layers * f)), int(round(block * n_layers * b)))
+
+    def _extra_anchor(self) -> int:
+        return self.n_anchor + len(self.a2a) + len(self.ring)
+
+    def _ring(self, st: int, launch: int, nbytes: int) -> int:
+        """The CP group's key/value ring after ``launch`` on stage ``st``: its completion anchor."""
+        a = self._extra_anchor()
+        self.ring.append((st, launch, a, nbytes))
+        return Part.anchor(a)
 
     def _a2a(self, st: int, launch: int, *, transpose: bool) -> int:
         """An all-to-all of the EP group after ``launch`` on stage ``st``: its completion anchor.
         The first of a chunk's pass moves tokens to their experts (forward: the dispatch;
         backward: the combine's gradient), the next one back (``transpose``), and so on."""
-        a = self.n_anchor + len(self.a2a)
+        a = self._extra_anchor()
         self.a2a.append((st, launch, a, transpose))
         return Part.anchor(a)
 
@@ -418,6 +442,7 @@ class _PipeBuilder:
         gather = s.intra_time("all_gather", act, t) if (t > 1 and not par.sequence_parallel) else 0.0
         first_task: dict[tuple, int] = {}
         last_task: dict[tuple, int] = {}
+        last_deps: dict[tuple, list[int]] = {}
         stream: list[list[tuple[int, str]]] = [[] for _ in range(p)]
         launches: list[list[list[int]]] = [[[] for _ in range(v)] for _ in range(p)]
         last_stream = [0] * p
@@ -439,10 +464,12 @@ class _PipeBuilder:
                 stream[st].append((k, cat))
                 return k
 
-            for fwd, ch, j in prog:
+            for i_pass, (fwd, ch, j) in enumerate(prog):
                 mstage = ch * p + st
                 receives = (mstage > 0) if fwd else (mstage < p * v - 1)
                 deps = list(prev)
+                if self.fsdp:
+                    deps.append(Part.anchor(p + p * v + p + st * self.passes + i_pass))
                 if fwd and j == 0 and self.ag_overlap and self.has_dp:
                     deps.append(self.anchor(_A_AG, st, ch))
                 first = None
@@ -460,11 +487,15 @@ class _PipeBuilder:
                 else:
                     nb = max(1, len(self.buckets[st][ch])) if launch else 1
                     pieces = [(c.b_compute[ch] / nb, c.b_tp[ch] / nb)] * nb
+                ring = None
                 for i, (comp, tp) in enumerate(pieces):
                     if segments and i > 0:
                         deps = deps + [self._a2a(st, deps[0], transpose=i % 2 == 0)]
                     k = add(comp, "compute", deps, True)
                     first = k if first is None else first
+                    if i == 0 and self.ring_bytes[0]:
+                        # the ring runs beside the pass; the pass's results wait for it
+                        ring = self._ring(st, deps[0] if deps[0] >= 0 else k, self.ring_bytes[0 if fwd else 1])
                     if tp > 0:
                         k = add(tp, "tp_comm", [k], False)
                     deps = [k]
@@ -474,8 +505,12 @@ class _PipeBuilder:
                 if launch and segments:
                     launches[st][ch] = [deps[0]] * nb
                     outstanding += sum(self.bucket_est[st][ch])
+                if ring is not None:
+                    deps = deps + [ring]
                 first_task[(fwd, ch, j, st)] = first
                 last_task[(fwd, ch, j, st)] = deps[0]
+                last_deps[(fwd, ch, j, st)] = deps
+                self.fsdp_launch[st].append(deps[0])
                 prev = deps
             last_stream[st] = prev[0]
             if not par.overlap_grad_reduce and self.has_dp:
@@ -489,14 +524,14 @@ class _PipeBuilder:
                     continue
                 to = mstage + 1 if fwd else mstage - 1
                 dst, dch = to % p, to // p
-                src_task = last_task[(fwd, ch, j, st)]
+                src = last_deps[(fwd, ch, j, st)]
                 if s.ideal_comm:
-                    x = part.delay(dst, 0, after=[src_task], category="pp_comm")
+                    x = part.delay(dst, 0, after=src, category="pp_comm")
                 elif self.same[(st, dst)]:
-                    x = part.delay(dst, _ps(s.intra_time("send_recv", pp_bytes, 2)), after=[src_task],
+                    x = part.delay(dst, _ps(s.intra_time("send_recv", pp_bytes, 2)), after=src,
                                    category="pp_comm")
                 else:
-                    x = part.flow(st, dst, pp_bytes, after=[src_task], category="pp_comm")
+                    x = part.flow(st, dst, pp_bytes, after=src, category="pp_comm")
                 part.add_pred(first_task[(fwd, dch, j, dst)], x)
         # embedding-gradient all-reduce between the first and the last stage, then the step
         before_step: list[list[int]] = [[last_stream[st]] + ([self.anchor(_A_DP, st)] if self.has_dp else [])
@@ -514,7 +549,7 @@ class _PipeBuilder:
             k = part.delay(st, _ps(self.costs[st].step), after=before_step[st], category="compute")
             stream[st].append((k, "compute"))
             steps.append(k)
-        part.n_anchor = self.n_anchor + len(self.a2a)
+        part.n_anchor = self._extra_anchor()
         return part.freeze(), stream, launches, steps
 
 
@@ -546,6 +581,46 @@ def _a2a_template(setup: TrainingSetup, servers: tuple[int, ...], matrix: np.nda
     ends = np.asarray([ids[0] if len(ids) == 1 else part.delay(e, 0, after=ids or [Part.anchor(e)],
                                                                category="ep_comm")
                        for e, ids in sorted(done.items())], np.int64)
+    return part.freeze(), ends
+
+
+def _fsdp_chain(program: list[tuple[bool, int, int]], chunk_params: tuple[float, ...], param_bytes: float,
+                grad_bytes: float) -> tuple[list[tuple], list[int]]:
+    """The FSDP collectives of one stage in communicator order, and the chain index of each
+    pass's all-gather. Pass ``i``'s parameters are gathered when pass ``i - 1`` starts (the
+    first two passes': after the previous iteration); its gradients, for a backward,
+    reduce-scattered when it ends, after the gather of pass ``i + 2``."""
+    def gather(i: int, kind: str, launch: int) -> tuple:
+        c = program[i][1]
+        return ("all_gather", int(math.ceil(chunk_params[c] * param_bytes)), kind, c, launch, False)
+
+    n = len(program)
+    chain = [gather(i, "fsdp_prev", 0) for i in range(min(2, n))]
+    ag = list(range(len(chain)))
+    for i, (fwd, c, _j) in enumerate(program):
+        if i + 2 < n:
+            ag.append(len(chain))
+            chain.append(gather(i + 2, "fsdp", i))
+        if not fwd:
+            chain.append(("reduce_scatter", int(math.ceil(chunk_params[c] * grad_bytes)), "fsdp", c, i, False))
+    return chain, ag
+
+
+def _relative(servers: np.ndarray) -> tuple[int, ...]:
+    """Servers of a group's members renumbered in order of first appearance (its template key)."""
+    first_seen: dict[int, int] = {}
+    return tuple(first_seen.setdefault(int(x), len(first_seen)) for x in servers)
+
+
+def _ring_template(setup: TrainingSetup, servers: tuple[int, ...], nbytes: int, steps: int):
+    """One key/value ring of a CP group as a part over its members (anchor ``e``: member ``e``'s
+    launching task); returns the frozen part and each member's completion task."""
+    E = len(servers)
+    part = Part(E, E)
+    after = {e: [Part.anchor(e)] for e in range(E)}
+    done = after if setup.ideal_comm else add_ring_exchange(
+        part, list(servers), nbytes, steps, intra=setup.intra_time, after=after, category="cp_comm")
+    ends = np.asarray([part.delay(e, 0, after=done[e], category="cp_comm") for e in range(E)], np.int64)
     return part.freeze(), ends
 
 
@@ -603,10 +678,14 @@ def training_counts(setup: TrainingSetup) -> dict:
 
 
 def _build(setup: TrainingSetup, count_only: bool):
-    model, par = setup.model, setup.par
     gps = setup.gpus_per_server
+    check_layout(setup.model, setup.par, gpus_per_server=gps)
+    user_model, user_par = setup.model, setup.par
+    if setup.par.cp > 1:
+        model, par = fold_context_parallel(setup.model, setup.par)
+        setup = replace(setup, model=model, par=par, context_parallel=user_par.cp)
+    model, par = setup.model, setup.par
     gpu_host = np.asarray(setup.gpu_host, np.int64)
-    check_layout(model, par, gpus_per_server=gps)
     world = Layout(par, gps).world_size
     if world > gpu_host.size:
         raise ConfigError("parallelism", f"tp * pp * dp = {world} GPUs but the cluster has {gpu_host.size}",
@@ -627,6 +706,9 @@ def _build(setup: TrainingSetup, count_only: bool):
     if E > 1 and setup.rail_sample:
         raise ConfigError("workload.rail_sample", "is not available with expert parallelism (ep > 1): the "
                           "all-to-alls of an EP group span several local GPU indices", True)
+    if setup.context_parallel > 1 and setup.rail_sample:
+        raise ConfigError("workload.rail_sample", "is not available with context parallelism (cp > 1): the "
+                          "key/value rings span several local GPU indices", True)
     skew = float(setup.expert_skew) if E > 1 else 1.0
     ep_groups = ep_dp_groups(par) if E > 1 else np.zeros((0, 1), np.int64)       # [dp / ep, ep] dp indices
     ep_rank = np.zeros(D, np.int64)
@@ -637,8 +719,9 @@ def _build(setup: TrainingSetup, count_only: bool):
     costs = hot_costs if skew == 1.0 else [stage_costs(setup, st, load=(E - skew) / (E - 1)) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm
     dist = par.distributed_optimizer and has_dp
+    fsdp = par.fsdp and has_dp
     ag_overlap = dist and par.overlap_param_gather
-    rs_op = "reduce_scatter" if dist else "all_reduce"
+    rs_op = "reduce_scatter" if (dist or fsdp) else "all_reduce"
     cap = par.bucket_mb * 1e6
     empty = [[[] for _ in range(v)] for _ in range(p)]
     gcap = cap if par.overlap_grad_reduce else math.inf
@@ -662,6 +745,8 @@ def _build(setup: TrainingSetup, count_only: bool):
                   for st in range(p)] if has_dp else empty
         ag_tagged = [[[(x, False) for x in _bucket_sizes(c * pbytes, cap)] for c in costs[st].chunk_params]
                      for st in range(p)] if dist else empty
+    if fsdp:        # no buckets: the per-pass collectives of the FSDP chain below replace them
+        tagged = empty
     buckets = [[[x for x, _ in c] for c in st] for st in tagged]
     ag_buckets = [[[x for x, _ in c] for c in st] for st in ag_tagged]
 
@@ -725,17 +810,19 @@ def _build(setup: TrainingSetup, count_only: bool):
         base = hot_costs if (E > 1 and sig[len(pairs)]) else costs
         if setup.stragglers:
             base = [scaled_compute(c, f) for c, f in zip(base, sig[-1])]
-        pb = _PipeBuilder(setup, base, same, buckets, bucket_est, ag_est, has_dp, ag_overlap, emb_bytes)
+        pb = _PipeBuilder(setup, base, same, buckets, bucket_est, ag_est, has_dp, ag_overlap, emb_bytes, fsdp)
         frozen, stream, launches, steps = pb.build()
         local = [np.fromiter((k for k, _ in stream[st]), np.int64) for st in range(p)]
         cats = [np.fromiter((CATEGORIES.index(c) for _, c in stream[st]), np.int64) for st in range(p)]
         pipe_parts.append(dict(part=frozen, stream=stream, launches=launches, steps=np.asarray(steps, np.int64),
-                               a2a=pb.a2a, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
+                               a2a=pb.a2a, ring=pb.ring, fsdp_launch=np.asarray(pb.fsdp_launch, np.int64),
+                               n_anchor=pb.n_anchor, a2a_launch=np.asarray([x[1] for x in pb.a2a], np.int64),
                                local=local, cats=cats, last=np.asarray([x[-2] if len(x) > 1 else x[-1]
                                                                         for x in local], np.int64)))
 
     # --- the DP chain of every stage: collectives in communicator order, per group member
     chain: list[list[tuple]] = []        # per stage: (op, size, launch kind, chunk, bucket)
+    fsdp_ag: list[list[int]] = [[] for _ in range(p)]   # per stage: chain index of each pass's all-gather
     for st in range(p):
         ch = []
         if ag_overlap:
@@ -744,6 +831,9 @@ def _build(setup: TrainingSetup, count_only: bool):
         ch += [(rs_op, sz, kind, c, b, e) for c in reversed(range(v)) for b, (sz, e) in enumerate(tagged[st][c])]
         if dist and not ag_overlap:
             ch += [("all_gather", sz, "step", c, b, e) for c in range(v) for b, (sz, e) in enumerate(ag_tagged[st][c])]
+        if fsdp:
+            ch, fsdp_ag[st] = _fsdp_chain(stage_program(p, v, num_microbatches(par), st), costs[st].chunk_params,
+                                          pbytes, gbytes)
         chain.append(ch if has_dp else [])
     K = max((len(c) for c in chain), default=0)
     dp_cache: dict[tuple, tuple] = {}
@@ -788,8 +878,25 @@ def _build(setup: TrainingSetup, count_only: bool):
 
     # --- the EP groups' all-to-alls: one template per (group shape, direction), placed per
     # (all-to-all of the schedule, EP group); anchors: each member's task before it
-    n_fixed = p + p * v + p
+    n_fixed = pipe_parts[0]["n_anchor"] if n_pipe else p + p * v + p
     a2a_list = pipe_parts[0]["a2a"] if n_pipe else []
+    a2a_cols = np.asarray([x[2] - n_fixed for x in a2a_list], np.int64)
+    ring_list = pipe_parts[0]["ring"] if n_pipe else []
+    n_extra = len(a2a_list) + len(ring_list)
+    cp = setup.context_parallel
+    # CP groups: the cp consecutive folded DP indices of one DP rank, per TP position
+    cp_d = np.arange(D, dtype=np.int64).reshape(D // cp, cp) if ring_list else np.zeros((0, 1), np.int64)
+    ring_grp_d = np.concatenate([cp_d] * G) if ring_list else cp_d
+    ring_grp_t = np.repeat(np.asarray(tps, np.int64), len(cp_d)) if ring_list else np.zeros(0, np.int64)
+    ring_cache: dict[tuple, tuple] = {}
+    ring_rows: dict[tuple, list[tuple[int, int]]] = {}
+    for qi, (st, _launch, _a, nbytes) in enumerate(ring_list):
+        for gi_ in range(len(ring_grp_d)):
+            rel = _relative(server[st, ring_grp_d[gi_], ring_grp_t[gi_]])
+            key = (rel, nbytes)
+            if key not in ring_cache:
+                ring_cache[key] = _ring_template(setup, rel, nbytes, cp - 1)
+            ring_rows.setdefault(key, []).append((qi, gi_))
     K2 = len(a2a_list)
     q_st = np.asarray([x[0] for x in a2a_list], np.int64)
     q_tr = np.asarray([x[3] for x in a2a_list], bool)
@@ -803,8 +910,7 @@ def _build(setup: TrainingSetup, count_only: bool):
         dispatch = skewed_matrix(E, routed, skew)
         for st in range(p):
             for gi_ in range(len(grp_d)):
-                first_seen: dict[int, int] = {}
-                rel = tuple(first_seen.setdefault(int(x), len(first_seen)) for x in server[st, grp_d[gi_], grp_t[gi_]])
+                rel = _relative(server[st, grp_d[gi_], grp_t[gi_]])
                 for tflag in (False, True):
                     qs = np.nonzero((q_st == st) & (q_tr == tflag))[0]
                     if not qs.size:
@@ -852,8 +958,11 @@ def _build(setup: TrainingSetup, count_only: bool):
             for k, (op, sz, kind, c, b, _expert) in enumerate(chain[st]):
                 mp = member_pipe                                       # [G, D]
                 safe = np.maximum(mp, 0)
-                if kind == "prev_end":
+                if kind in ("prev_end", "fsdp_prev"):
                     ids = prev_end[safe, st]
+                elif kind == "fsdp":
+                    loc = np.asarray([pipe_parts[sig_of[i]]["fsdp_launch"][st][b] for i in range(n_pipe)], np.int64)
+                    ids = (pbase + loc)[safe]
                 elif kind == "step":
                     ids = steps_g[safe, st]
                 elif kind == "last":
@@ -879,9 +988,21 @@ def _build(setup: TrainingSetup, count_only: bool):
                 a2a_done[members, qs[:, None]] = base[:, None] + ends[None, :]
         # pipeline anchors: last gradient collective, parameter all-gathers, previous iteration,
         # all-to-alls
-        anchors = np.full((n_pipe, n_fixed + K2), -1, np.int64)
-        anchors[:, p + p * v:n_fixed] = prev_end
-        anchors[:, n_fixed:] = a2a_done
+        anchors = np.full((n_pipe, n_fixed + n_extra), -1, np.int64)
+        anchors[:, p + p * v:p + p * v + p] = prev_end
+        anchors[:, n_fixed + a2a_cols] = a2a_done
+        if ring_list:
+            lr = np.stack([np.asarray([x[1] for x in pipe_parts[sig_of[i]]["ring"]], np.int64)
+                           for i in range(n_pipe)]) + pbase[:, None]
+            for key, rows in ring_rows.items():
+                fr, ends = ring_cache[key]
+                ra = np.asarray(rows, np.int64)
+                qs, gs = ra[:, 0], ra[:, 1]
+                h, base = asm.place(fr, gpu_host[grid[np.asarray([ring_list[q][0] for q in qs])[:, None],
+                                                      ring_grp_d[gs], ring_grp_t[gs][:, None]]])
+                members = pipe_of[ring_grp_d[gs], ring_grp_t[gs][:, None]]      # [R, cp]
+                asm.set_anchors(h, lr[members, qs[:, None]])
+                anchors[members, np.asarray([ring_list[q][2] for q in qs])[:, None]] = base[:, None] + ends[None, :]
         gi = np.searchsorted(tps, pipes[:, 1]) if G else np.zeros(n_pipe, np.int64)
         di = pipes[:, 0]
         ends_now = steps_g.copy()
@@ -896,6 +1017,11 @@ def _build(setup: TrainingSetup, count_only: bool):
             ka = [k for k, e in enumerate(chain[st]) if e[2] == "step"]
             if ka:
                 ends_now[:, st] = done_tab[st, gi, ka[-1], di]
+        if fsdp:
+            passes = 2 * num_microbatches(par) * v
+            for st in range(p):
+                for i, k in enumerate(fsdp_ag[st]):
+                    anchors[:, p + p * v + p + st * passes + i] = done_tab[st, gi, k, di]
         for h, rows in handles:
             asm.set_anchors(h, anchors[rows])
         prev_end = ends_now
@@ -922,8 +1048,8 @@ def _build(setup: TrainingSetup, count_only: bool):
     cols["acyclic"] = True
     ranks = np.asarray(sorted(rank_stream), np.int64)
     end_of = {int(grid[st, d, tr]): int(prev_end[i, st]) for i, (d, tr) in enumerate(pipes) for st in range(p)}
-    flops_par = replace(par, recompute="none")
-    mem = memory_per_stage(model, par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
+    flops_par = replace(user_par, recompute="none")
+    mem = memory_per_stage(user_model, user_par, setup.gpu, precision=setup.precision, flash_attention=setup.flash_attention,
                            dropout=setup.dropout, reserve_bytes=setup.reserve_bytes, expert_skew=setup.expert_skew)
     return TrainingPlan(
         columns=cols, setup=setup, world=world, simulated_ranks=ranks,
@@ -931,8 +1057,8 @@ def _build(setup: TrainingSetup, count_only: bool):
         rank_end=np.asarray([end_of[int(r)] for r in ranks], np.int64),
         ideal_source=(pipe_parts[0]["part"], pipe_parts[0]["stream"], p),
         stream_cat={r: np.concatenate(x) for r, x in rank_cat.items()},
-        model_flops=iteration_flops(model, flops_par, flash_attention=setup.flash_attention),
-        hardware_flops=iteration_flops(model, par, flash_attention=setup.flash_attention), memory=mem,
+        model_flops=iteration_flops(user_model, flops_par, flash_attention=setup.flash_attention),
+        hardware_flops=iteration_flops(user_model, user_par, flash_attention=setup.flash_attention), memory=mem,
         n_buckets=n_buckets,
         stats=dict(pipelines=n_pipe, pipeline_signatures=len(sigs), dp_templates=len(dp_cache)))
 
@@ -967,7 +1093,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
     off, pred = cols["pred_offset"], cols["pred"]
     categories = cols["categories"]
     catcol = cols["category"]
-    waits = {"pp_comm": 0.0, "dp_comm": 0.0, "ep_comm": 0.0}
+    waits = {"pp_comm": 0.0, "dp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
     stream_set = set(ids.tolist())
     for k, gap in zip(ids[gaps > 0].tolist(), gaps[gaps > 0].tolist()):
         ps = pred[off[k]:off[k + 1]]
@@ -977,7 +1103,7 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
             continue
         q = max(others, key=lambda x: finish[x])
         c = categories[catcol[q]]
-        waits[c if c in ("dp_comm", "ep_comm") else "pp_comm"] += gap
+        waits[c if c in ("dp_comm", "ep_comm", "cp_comm") else "pp_comm"] += gap
     tail = max(0, int(makespan_ps) - int(finish[ids[-1]]))
     waits["dp_comm"] += tail
     p_stage = int(crit // (plan.setup.par.tp * plan.setup.par.dp))
@@ -988,6 +1114,8 @@ def training_breakdown(plan: TrainingPlan, task_start_ps: np.ndarray, task_finis
           "bubble": bubble}
     if plan.setup.par.ep > 1:
         bd["ep_comm"] = waits["ep_comm"]
+    if plan.setup.context_parallel > 1:
+        bd["cp_comm"] = waits["cp_comm"]
     bd = {k: v / PS / it for k, v in bd.items()}
     t_iter = makespan_ps / PS / it
     peak = plan.peak_memory

@@ -37,7 +37,7 @@ def test_parallelism_space_cannot_propose_a_wrong_product():
     space = load_space(REPO / "search_spaces" / "parallelism.yaml")
     for c in space.sample(200, seed=3):
         p = c.config.parallelism
-        assert p.tp * p.pp * p.dp == c.inventory.gpus == 256
+        assert p.tp * p.pp * p.cp * p.dp == c.inventory.gpus == 256
 
 
 def test_topology_space_switches_topology_cleanly():
