@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 PS_PER_S = 10**12
-SPORT_BASE = 10000          # HPCC: each host numbers its flows' source ports from 10000
+SPORT_BASE = 10000          # HPCC: each host pair numbers its flows' source ports from 10000
 # CC_MODE of config.txt -> network.cc; HPCC's other modes are named in the error that refuses them
 CC_MODES = {c.hpcc_cc_mode: c.name for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None}
 _CC_TITLES = {**{c.hpcc_cc_mode: c.title for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None},
@@ -175,13 +175,14 @@ def node_ip(node_id: int) -> int:
 
 
 def sports(flows: Sequence[HpccFlow]) -> list[int]:
-    """Source ports as HPCC assigns them: per source host 10000, 10001, ... in file order (16-bit)."""
-    nxt: dict[int, int] = {}
+    """Source ports as HPCC assigns them: per (source, destination) pair 10000, 10001, ... in
+    file order (16-bit; third.cc's ``portNumder[src][dst]++``)."""
+    nxt: dict[tuple[int, int], int] = {}
     out = []
     for f in flows:
-        p = nxt.get(f.src, SPORT_BASE)
+        p = nxt.get((f.src, f.dst), SPORT_BASE)
         out.append(p & 0xFFFF)
-        nxt[f.src] = p + 1
+        nxt[f.src, f.dst] = p + 1
     return out
 
 

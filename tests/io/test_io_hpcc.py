@@ -51,7 +51,9 @@ def test_read_flows(tmp_path):
         [(0, 1, 3, 100, 2500), (0, 2, 3, 200, 1000), (2, 1, 0, 100, 1)]
     assert [f.start_ps for f in flows] == [1_000_000, 1_000_001, 10**12]   # exact decimal seconds
     assert [f.line for f in flows] == [2, 3, 4]
-    assert sports(flows) == [10000, 10001, 10000]                          # per source host, file order
+    assert sports(flows) == [10000, 10000, 10000]                          # per host pair, file order
+    again = flows + [flows[0], flows[2]]
+    assert sports(again) == [10000, 10000, 10000, 10001, 10001]
 
 
 @pytest.mark.parametrize("text, line, match", [
@@ -133,7 +135,7 @@ def test_fct_file_end_to_end(tmp_path):
     rows = [ln.split() for ln in out.read_text().splitlines()]
     assert [r[:6] for r in rows] == [
         ["0b000001", "0b000101", "10000", "100", "2500", "1000"],
-        ["0b000001", "0b000201", "10001", "200", "1000", "1000"],   # 1000.001 ns rounds to 1000
+        ["0b000001", "0b000201", "10000", "200", "1000", "1000"],   # 1000.001 ns rounds to 1000
         ["0b000201", "0b000101", "10000", "100", "1", "1000000000"],   # 1 s
     ]
     # flow 2 (1 byte, alone at t = 1 s): 2 hops store-and-forward, then the ACK's 2 hops back

@@ -1,0 +1,132 @@
+"""The HPCC simulator's ECMP: its MurmurHash3, its next-hop order, the paths it gives, and
+explicit per-flow paths (taken as given, refused when not a path of the topology)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvopt.cluster import read_hpcc_topology
+from mvopt.errors import InputFileError
+from mvopt.io.hpcc import read_hpcc_flows
+from mvopt.io.hpcc_paths import (check_paths, hpcc_ecmp_hash, hpcc_flow_paths, hpcc_next_hops, murmur3_32,
+                                 read_hpcc_paths)
+
+# leaf-spine: hosts 0, 1 on leaf 4, hosts 2, 3 on leaf 5, spines 6 and 7
+LEAF_SPINE = """8 4 8
+4 5 6 7
+0 4 100Gbps 0.001ms 0
+1 4 100Gbps 0.001ms 0
+2 5 100Gbps 0.001ms 0
+3 5 100Gbps 0.001ms 0
+4 6 100Gbps 0.001ms 0
+4 7 100Gbps 0.001ms 0
+5 6 100Gbps 0.001ms 0
+5 7 100Gbps 0.001ms 0
+"""
+# the same network with the switches numbered first (file ids differ from mvopt's node ids)
+SWITCHES_FIRST = """8 4 8
+0 1 2 3
+4 0 100Gbps 0.001ms 0
+5 0 100Gbps 0.001ms 0
+6 1 100Gbps 0.001ms 0
+7 1 100Gbps 0.001ms 0
+0 2 100Gbps 0.001ms 0
+0 3 100Gbps 0.001ms 0
+1 2 100Gbps 0.001ms 0
+1 3 100Gbps 0.001ms 0
+"""
+# four flows 0 -> 2 (source ports 10000..10003), then one each 1 -> 3 and 2 -> 0
+FLOWS = "6\n" + "0 2 3 100 1000 2.0\n" * 4 + "1 3 3 100 1000 2.0\n2 0 3 100 1000 2.0\n"
+IP = {h: 0x0B000001 + h * 0x100 for h in range(8)}     # node_id_to_ip of ids below 256
+
+
+def _files(tmp_path, topo=LEAF_SPINE, flows=FLOWS):
+    (tmp_path / "topo.txt").write_text(topo)
+    (tmp_path / "flow.txt").write_text(flows)
+    return read_hpcc_topology(tmp_path / "topo.txt"), read_hpcc_flows(tmp_path / "flow.txt")
+
+
+@pytest.mark.parametrize("key, seed, expected", [
+    # MurmurHash3 x86_32's published test vectors
+    (b"", 0, 0), (b"", 1, 0x514E28B7), (b"", 0xFFFFFFFF, 0x81F16F39), (b"\xff\xff\xff\xff", 0, 0x76293B50),
+    (b"\x21\x43\x65\x87", 0, 0xF55B516B), (b"\x21\x43\x65\x87", 0x5082EDEE, 0x2362F9DE),
+    (b"\x21\x43\x65", 0, 0x7E4A8634), (b"\x21\x43", 0, 0xA0F7B07A), (b"\x21", 0, 0x72661CF4),
+    (b"\x00\x00\x00\x00", 0, 0x2362F9DE), (b"Hello, world!", 1234, 0xFAF6CDB3),
+])
+def test_murmur3_vectors(key, seed, expected):
+    assert murmur3_32(key, seed) == expected
+
+
+def test_ecmp_hash_is_murmur3_of_the_5_tuple_words():
+    key = (IP[0]).to_bytes(4, "little") + (IP[2]).to_bytes(4, "little") + (10000 | 100 << 16).to_bytes(4, "little")
+    assert hpcc_ecmp_hash(IP[0], IP[2], 10000, 100, 4) == murmur3_32(key, 4) == 0x03E6C3E4
+    assert hpcc_ecmp_hash(IP[0], IP[2], 10000, 100, 5) != hpcc_ecmp_hash(IP[0], IP[2], 10000, 100, 4)  # per-switch seed
+
+
+def test_next_hops_in_the_reference_order(tmp_path):
+    topo, _ = _files(tmp_path)
+    # breadth-first from host 2: leaf 5, then its neighbours in descending id (spine 7 before 6)
+    assert hpcc_next_hops(topo, 2) == {5: [2], 7: [5], 6: [5], 4: [7, 6]}
+
+
+def _expected(flows_ports):
+    """Paths through the leaf-spine by hand: source leaf, the spine the hash picks among [7, 6]
+    (the source leaf's next hops), destination leaf."""
+    out = []
+    for src, dst, sport in flows_ports:
+        leaf_s, leaf_d = 4 + src // 2, 4 + dst // 2
+        out.append([leaf_s, [7, 6][hpcc_ecmp_hash(IP[src], IP[dst], sport, 100, leaf_s) % 2], leaf_d])
+    return out
+
+
+def test_hash_reproduces_the_path_list(tmp_path):
+    topo, flows = _files(tmp_path)
+    paths = hpcc_flow_paths(topo, flows)
+    assert paths == _expected([(0, 2, 10000), (0, 2, 10001), (0, 2, 10002), (0, 2, 10003), (1, 3, 10000),
+                               (2, 0, 10000)])
+    assert paths == [[4, 7, 5], [4, 7, 5], [4, 7, 5], [4, 6, 5], [4, 7, 5], [5, 7, 4]]
+
+
+def test_paths_follow_file_ids(tmp_path):
+    # hosts are file ids 4..7 here, switches 0..3: the same paths, renumbered
+    flows = "2\n4 6 3 100 1000 2.0\n6 4 3 100 1000 2.0\n"
+    topo, fl = _files(tmp_path, SWITCHES_FIRST, flows)
+    assert hpcc_next_hops(topo, 6) == {1: [6], 3: [1], 2: [1], 0: [3, 2]}
+    seeds_picks = [hpcc_ecmp_hash(0x0B000401, 0x0B000601, 10000, 100, 0) % 2,
+                   hpcc_ecmp_hash(0x0B000601, 0x0B000401, 10000, 100, 1) % 2]
+    assert hpcc_flow_paths(topo, fl) == [[0, [3, 2][seeds_picks[0]], 1], [1, [3, 2][seeds_picks[1]], 0]]
+
+
+def test_explicit_paths_taken_exactly(tmp_path):
+    topo, flows = _files(tmp_path)
+    text = "6\n4 6 5\n4 7 5\n4 6 5\n4 6 5\n4 7 5\n5 6 4\n"
+    (tmp_path / "paths.txt").write_text(text)
+    assert read_hpcc_paths(tmp_path / "paths.txt", topo, flows) == \
+        [[4, 6, 5], [4, 7, 5], [4, 6, 5], [4, 6, 5], [4, 7, 5], [5, 6, 4]]
+
+
+@pytest.mark.parametrize("text, line, match", [
+    ("", None, "empty file"),
+    ("x\n", 1, "expected the number of paths, got 'x'"),
+    ("2\n4 6 5\n", 1, "says 2 paths but 1 lines follow"),
+    ("1\n4 6 5\n", None, "holds 1 paths for 6 flows"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n5 6 x\n", 7, "cannot parse switch id 'x'"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n5 9 4\n", 7, "flow 5 (2 -> 0): path 5 9 4: 9 is not a switch id"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n5 1 4\n", 7, "1 is not a switch id"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n5 6 7 4\n", 7, "no link between nodes 6 and 7"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n", 7, "flow 5 (2 -> 0): path 4 6 5: no link between nodes 2 and 4"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n5 6 4 6 4\n", 7, "passes a switch twice"),
+    ("6\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n4 6 5\n\n5 6\n", 8, "no link between nodes 6 and 0"),
+])
+def test_bad_paths_refused(tmp_path, text, line, match):
+    topo, flows = _files(tmp_path)
+    (tmp_path / "paths.txt").write_text(text)
+    with pytest.raises(InputFileError) as e:
+        read_hpcc_paths(tmp_path / "paths.txt", topo, flows)
+    assert (e.value.line, match in str(e.value)) == (line, True), str(e.value)
+
+
+def test_empty_path_refused(tmp_path):
+    topo, flows = _files(tmp_path)
+    with pytest.raises(InputFileError, match="flow 0 .*passes at least one switch"):
+        check_paths(topo, flows[:1], [[]])
