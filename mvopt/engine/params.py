@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -111,6 +112,11 @@ class Experiment:
     queue_monitor_ps: int = 0       # sample every port's data queue at every multiple of this (0 = off)
     link_monitor: bool = False      # also sample every port's transmitted bytes (needs queue_monitor_ps)
     monitor_max_samples: int = 1000  # samples stored per port and monitor; later ones are only counted
+    # Explicit per-flow paths (docs/engine.md, "ECMP"): flow task id -> the switches (node ids) its
+    # data passes, in order; its ACKs and NACKs pass ack_paths[task], by default the same switches
+    # backwards. Flows without one hash (network.ecmp_hash).
+    paths: Mapping[int, Sequence[int]] | None = None
+    ack_paths: Mapping[int, Sequence[int]] | None = None
 
     @cached_property
     def params(self) -> "ResolvedParams":
@@ -170,6 +176,8 @@ class ResolvedParams:
     dctcp_rai: float
     dctcp_min: float
     var_win: bool
+    # explicit paths as f_path's rows [n_task, 2, NPATH] (routes.pinned_egress); None: none
+    path_egress: np.ndarray | None = None
 
     @property
     def lb_spray(self) -> bool:
@@ -306,6 +314,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
     # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
     # frame, or the last packet of the flow with the smallest remainder
     min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + smallest_last)
+    path_egress = _explicit_paths(exp)
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
@@ -329,5 +338,36 @@ def resolve(exp: Experiment) -> ResolvedParams:
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
         hpcc_min=net.hpcc.min_rate_mbps * 1e6,
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
-        var_win=net.var_win,
+        var_win=net.var_win, path_egress=path_egress,
     )
+
+
+def _explicit_paths(exp: Experiment) -> np.ndarray | None:
+    """routes.pinned_egress of the experiment's explicit paths (None without any), after the
+    checks that the rest of the configuration lets every packet of those flows take them."""
+    from mvopt.engine import routes
+
+    net, tasks = exp.network, exp.tasks
+    if not exp.paths:
+        if exp.ack_paths:
+            raise ConfigError("ack_paths", "ACK paths go with data paths (paths), which are empty", show_value=False)
+        if net.ecmp_hash == "hpcc":
+            raise ConfigError("network.ecmp_hash", "'hpcc' hashes the 5-tuples of HPCC flow files: give them to "
+                              "mvopt simulate --hpcc-flows, or pass mvopt.io.hpcc_paths.hpcc_flow_paths's paths as "
+                              "Experiment.paths and ack_paths; else 'mvopt'", net.ecmp_hash)
+        return None
+    if net.lb != "ecmp":
+        raise ConfigError("network.lb", "explicit per-flow paths send every packet of a flow one way: 'ecmp'", net.lb)
+    flows = np.flatnonzero(tasks.kind == FLOW)
+    if not routes.wants_paths(exp.topology, int(flows.size)):
+        raise ConfigError("paths", f"explicit paths need a topology with a dense routing table and at most "
+                          f"{routes.FLOW_PATHS_MAX_FLOWS:,} flows", show_value=False)
+    if net.ecmp_hash == "hpcc":
+        missing = sorted(set(flows.tolist()) - set(map(int, exp.paths)))
+        missing_ack = sorted(set(flows.tolist()) - set(map(int, exp.ack_paths or {})))
+        if missing or missing_ack:
+            t = (missing or missing_ack)[0]
+            raise ConfigError(f"{'paths' if missing else 'ack_paths'}[{t}]", "network.ecmp_hash 'hpcc' routes every "
+                              "flow and its ACKs by the HPCC simulator's paths (mvopt.io.hpcc_paths.hpcc_flow_paths)",
+                              "missing")
+    return routes.pinned_egress(exp.topology, tasks.src, tasks.dst, tasks.kind == FLOW, exp.paths, exp.ack_paths)

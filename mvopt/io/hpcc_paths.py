@@ -28,9 +28,10 @@ import numpy as np
 
 from mvopt.errors import InputFileError
 from mvopt.files import read_text
-from mvopt.io.hpcc import HpccFlow, node_ip, sports
+from mvopt.io.hpcc import HpccFlow, _file_to_node, node_ip, sports
 
-__all__ = ["murmur3_32", "hpcc_ecmp_hash", "hpcc_next_hops", "hpcc_flow_paths", "read_hpcc_paths", "check_paths"]
+__all__ = ["murmur3_32", "hpcc_ecmp_hash", "hpcc_next_hops", "hpcc_flow_paths", "experiment_paths", "read_hpcc_paths",
+           "check_paths"]
 
 _M32 = 0xFFFFFFFF
 
@@ -105,26 +106,50 @@ def _next_hops(nbrs: list[list[int]], is_switch: np.ndarray, dst: int) -> dict[i
     return out
 
 
-def hpcc_flow_paths(topo, flows: Sequence[HpccFlow]) -> list[list[int]]:
-    """Each flow's data path as the HPCC simulator routes it: the switches' file ids in order."""
+def _walk(nbrs: list[list[int]], is_switch: np.ndarray, table: dict[int, list[int]], src: int, dst: int,
+          key: tuple[int, int, int, int]) -> list[int]:
+    """The switches a packet with hash key (sip, dip, sport, dport) passes from host src to host dst."""
+    path: list[int] = []
+    node = nbrs[src][0]                    # a host's one link
+    while node != dst:
+        hops = table.get(node)
+        if not is_switch[node] or not hops or len(path) >= len(nbrs):
+            raise ValueError(f"no route from node {node} to host {dst}")
+        path.append(node)
+        node = hops[hpcc_ecmp_hash(*key, node) % len(hops)]
+    return path
+
+
+def hpcc_flow_paths(topo, flows: Sequence[HpccFlow]) -> list[tuple[list[int], list[int]]]:
+    """Each flow's paths as the HPCC simulator routes them, (data, ACKs): the switches' file ids
+    in order. An ACK carries the data's addresses and ports swapped (rdma-hw.cc, ReceiveUdp)."""
     nbrs, is_switch = _adjacency(topo)
     tables: dict[int, dict[int, list[int]]] = {}
-    paths = []
+
+    def table(dst: int) -> dict[int, list[int]]:
+        if dst not in tables:
+            tables[dst] = _next_hops(nbrs, is_switch, dst)
+        return tables[dst]
+
+    out = []
     for f, sport in zip(flows, sports(flows)):
-        table = tables.get(f.dst)
-        if table is None:
-            table = tables[f.dst] = _next_hops(nbrs, is_switch, f.dst)
         sip, dip = node_ip(f.src), node_ip(f.dst)
-        path: list[int] = []
-        node = nbrs[f.src][0] if nbrs[f.src] else f.dst      # a host's one link
-        while node != f.dst and is_switch[node]:
-            path.append(node)
-            hops = table.get(node)
-            if not hops or len(path) > len(nbrs):
-                raise ValueError(f"no route from switch {node} to host {f.dst}")
-            node = hops[hpcc_ecmp_hash(sip, dip, sport, f.dport, node) % len(hops)]
-        paths.append(path)
-    return paths
+        out.append((_walk(nbrs, is_switch, table(f.dst), f.src, f.dst, (sip, dip, sport, f.dport)),
+                    _walk(nbrs, is_switch, table(f.src), f.dst, f.src, (dip, sip, f.dport, sport))))
+    return out
+
+
+def experiment_paths(topo, flows: Sequence[HpccFlow], explicit: Sequence[Sequence[int]] | None = None
+                     ) -> tuple[dict[int, list[int]], dict[int, list[int]] | None]:
+    """Experiment.paths and ack_paths (mvopt node ids, by task id: flow i of the file is task i,
+    :func:`add_hpcc_flows`) for the flows: `explicit` data paths (file ids; ACKs take them
+    backwards), else the HPCC simulator's."""
+    node_of = _file_to_node(topo)
+    ids = lambda p: [int(node_of[v]) for v in p]           # noqa: E731
+    if explicit is not None:
+        return {i: ids(p) for i, p in enumerate(explicit)}, None
+    both = hpcc_flow_paths(topo, flows)
+    return {i: ids(d) for i, (d, _) in enumerate(both)}, {i: ids(a) for i, (_, a) in enumerate(both)}
 
 
 def check_paths(topo, flows: Sequence[HpccFlow], paths: Sequence[Sequence[int]], file: str = "paths",

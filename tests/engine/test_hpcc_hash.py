@@ -81,7 +81,8 @@ def _expected(flows_ports):
 
 def test_hash_reproduces_the_path_list(tmp_path):
     topo, flows = _files(tmp_path)
-    paths = hpcc_flow_paths(topo, flows)
+    both = hpcc_flow_paths(topo, flows)
+    paths = [d for d, _ in both]
     assert paths == _expected([(0, 2, 10000), (0, 2, 10001), (0, 2, 10002), (0, 2, 10003), (1, 3, 10000),
                                (2, 0, 10000)])
     assert paths == [[4, 7, 5], [4, 7, 5], [4, 7, 5], [4, 6, 5], [4, 7, 5], [5, 7, 4]]
@@ -94,7 +95,7 @@ def test_paths_follow_file_ids(tmp_path):
     assert hpcc_next_hops(topo, 6) == {1: [6], 3: [1], 2: [1], 0: [3, 2]}
     seeds_picks = [hpcc_ecmp_hash(0x0B000401, 0x0B000601, 10000, 100, 0) % 2,
                    hpcc_ecmp_hash(0x0B000601, 0x0B000401, 10000, 100, 1) % 2]
-    assert hpcc_flow_paths(topo, fl) == [[0, [3, 2][seeds_picks[0]], 1], [1, [3, 2][seeds_picks[1]], 0]]
+    assert [d for d, _ in hpcc_flow_paths(topo, fl)] == [[0, [3, 2][seeds_picks[0]], 1], [1, [3, 2][seeds_picks[1]], 0]]
 
 
 def test_explicit_paths_taken_exactly(tmp_path):
@@ -130,3 +131,99 @@ def test_empty_path_refused(tmp_path):
     topo, flows = _files(tmp_path)
     with pytest.raises(InputFileError, match="flow 0 .*passes at least one switch"):
         check_paths(topo, flows[:1], [[]])
+
+
+def test_ack_paths_hash_the_swapped_5_tuple(tmp_path):
+    topo, flows = _files(tmp_path)
+    assert hpcc_next_hops(topo, 0)[5] == [7, 6]
+    acks = [a for _, a in hpcc_flow_paths(topo, flows)]
+    expected = [[5, [7, 6][hpcc_ecmp_hash(IP[2], IP[0], 100, sport, 5) % 2], 4] for sport in range(10000, 10004)]
+    assert acks[:4] == expected
+    assert acks[5] == [4, [7, 6][hpcc_ecmp_hash(IP[0], IP[2], 100, 10000, 4) % 2], 5]
+
+
+# ------------------------------------------------------------------------------ in the engine
+
+
+def _shortest_paths(topo, src: int, dst: int) -> list[list[int]]:
+    """Every equal-cost path from host src to host dst, as switch node ids."""
+    out = []
+
+    def extend(node: int, path: list[int]) -> None:
+        if node == dst:
+            out.append(path)
+            return
+        for p in topo.next_hop_ports(node, dst):
+            extend(int(topo.port_peer_node[p]), path + [node])
+
+    extend(int(topo.port_peer_node[topo.node_port_offset[src]]), [])
+    return out
+
+
+def _two_flows(paths=None, ack_paths=None, **net):
+    from engine_cases import fat_tree
+    from mvopt.engine import TaskGraphBuilder
+    from mvopt.testing import scenarios as sc
+
+    topo = fat_tree()
+    g = TaskGraphBuilder()
+    g.flow(0, 15, 200_000)          # two flows of one edge switch to another pod's hosts
+    g.flow(1, 14, 200_000)
+    exp = sc.experiment(topo, g, cc="none", **net)
+    import dataclasses
+    return dataclasses.replace(exp, paths=paths, ack_paths=ack_paths), topo
+
+
+def test_explicit_paths_taken_and_match_the_reference(backend):
+    from engine_cases import assert_matches_reference, run1
+
+    _, topo = _two_flows()
+    a, b = _shortest_paths(topo, 0, 15), _shortest_paths(topo, 1, 14)
+    assert len(a) == len(b) == 4
+    # both flows through the same aggregation and core switches share every link up there...
+    shared, _ = _two_flows({0: a[0], 1: b[0]})
+    # ...or through disjoint ones (another aggregation switch of the edge: no link in common)
+    apart = next(p for p in b if p[1] != a[0][1])
+    disjoint, _ = _two_flows({0: a[0], 1: apart}, {0: list(reversed(a[1])), 1: list(reversed(apart))})
+    r_shared, r_disjoint = run1(backend, shared), run1(backend, disjoint)
+    assert r_shared.status == r_disjoint.status == "done"
+    assert r_shared.makespan_ps > 1.5 * r_disjoint.makespan_ps     # one link's rate shared by two flows
+    assert_matches_reference(r_shared, shared)
+    assert_matches_reference(r_disjoint, disjoint)
+    # the rows the batch holds are the given paths' ports
+    rows = disjoint.params.path_egress
+    for t, (path, back) in enumerate(((a[0], a[1][::-1]), (apart, apart[::-1]))):
+        for way, sw in enumerate((path, back)):
+            nodes = [int(topo.port_peer_node[topo.node_port_offset[v] + k]) for v, k in zip(sw, rows[t, way])]
+            assert nodes[:-1] == list(sw[1:])
+
+
+@pytest.mark.parametrize("paths, net, where, match", [
+    ({0: [99]}, {}, "paths[0]", "is not a switch"),
+    ({0: [16, 16]}, {}, "paths[0]", "each switch once"),
+    ({0: []}, {}, "paths[0]", "at least one switch"),
+    ({5: [16]}, {}, "paths[5]", "ids of flow tasks"),
+    ({0: "first"}, {}, "paths[0]", "switch node ids"),
+    ({0: None}, {"lb": "spray"}, "network.lb", "one way: 'ecmp'"),
+    (None, {"ecmp_hash": "hpcc"}, "network.ecmp_hash", "5-tuples of HPCC flow files"),
+])
+def test_bad_explicit_paths_refused(paths, net, where, match):
+    from mvopt.errors import ConfigError
+    exp, topo = _two_flows(paths, **net)
+    if paths and 0 in paths and paths[0] is None:
+        exp, _ = _two_flows({0: _shortest_paths(topo, 0, 15)[0]}, **net)
+    with pytest.raises(ConfigError) as e:
+        exp.params
+    assert e.value.path == where and match in str(e.value), str(e.value)
+
+
+def test_a_path_not_linked_refused():
+    from mvopt.errors import ConfigError
+    _, topo = _two_flows()
+    a = _shortest_paths(topo, 0, 15)[0]
+    exp, _ = _two_flows({0: [a[0], a[2], a[1], a[3], a[4]]})
+    with pytest.raises(ConfigError, match=r"paths\[0\].*not linked"):
+        exp.params
+    exp, _ = _two_flows({0: a}, {0: a})          # the way back must start at the destination's switch
+    with pytest.raises(ConfigError, match=r"ack_paths\[0\].*not linked"):
+        exp.params
