@@ -172,7 +172,8 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
 
 def pinned_ports(topo: CompiledTopology, src: int, dst: int, switches: Sequence[int], where: str) -> list[int]:
     """The global egress port of each switch of an explicit path from host `src` to host `dst`
-    (`switches`: node ids, in order), each the switch's first port to the next node; ConfigError
+    (`switches`: node ids, in order), each the switch's last port to the next node (of parallel
+    links, the one listed last, as the HPCC simulator keeps one interface per neighbour); ConfigError
     at `where` if the path is not a loop-free walk of the topology through switches."""
     port_lo = np.asarray(topo.node_port_offset, np.int64)
     peer = np.asarray(topo.port_peer_node, np.int64)
@@ -198,7 +199,7 @@ def pinned_ports(topo: CompiledTopology, src: int, dst: int, switches: Sequence[
             raise ConfigError(where, f"a walk of the topology from host {src} to host {dst}; nodes {a} and {b} "
                               "are not linked", shown)
         if i:
-            out.append(int(port_lo[a] + ports[0]))
+            out.append(int(port_lo[a] + ports[-1]))
     return out
 
 

@@ -227,3 +227,76 @@ def test_a_path_not_linked_refused():
     exp, _ = _two_flows({0: a}, {0: a})          # the way back must start at the destination's switch
     with pytest.raises(ConfigError, match=r"ack_paths\[0\].*not linked"):
         exp.params
+
+
+# ------------------------------------------------------------------------------ from HPCC files
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "hpcc"
+
+
+def _hpcc_experiment(topo, flows, explicit=None, cc="dcqcn"):
+    import dataclasses
+
+    from mvopt.engine import TaskGraphBuilder
+    from mvopt.io.hpcc import add_hpcc_flows
+    from mvopt.io.hpcc_paths import experiment_paths
+    from mvopt.testing import scenarios as sc
+
+    g = TaskGraphBuilder()
+    add_hpcc_flows(g, flows, topo)
+    paths, ack_paths = experiment_paths(topo, flows, explicit)
+    exp = sc.experiment(topo, g, cc=cc, ecmp_hash="mvopt" if explicit is not None else "hpcc")
+    return dataclasses.replace(exp, paths=paths, ack_paths=ack_paths)
+
+
+@pytest.mark.parametrize("cc", ["dcqcn", "hpcc"])
+def test_hpcc_hash_in_the_engine_matches_the_reference(backend, tmp_path, cc):
+    from engine_cases import assert_matches_reference, run1
+
+    flows = "8\n" + "".join(f"{s} {d} 3 100 30000 2.0\n" for s, d in [(0, 2), (0, 2), (0, 3), (1, 2), (1, 3), (1, 3),
+                                                                       (2, 0), (3, 1)])
+    topo, fl = _files(tmp_path, flows=flows)
+    exp = _hpcc_experiment(topo, fl, cc=cc)
+    both = hpcc_flow_paths(topo, fl)
+    assert exp.paths == {i: d for i, (d, _) in enumerate(both)}     # file ids are node ids here
+    assert exp.ack_paths == {i: a for i, (_, a) in enumerate(both)}
+    r = run1(backend, exp)
+    assert r.status == "done", r.diagnostic
+    assert_matches_reference(r, exp)
+
+
+def test_parallel_links_use_the_last_listed(backend):
+    # examples/hpcc: two 400 Gb/s links between switches 8 and 9; the HPCC simulator keeps the last
+    from engine_cases import assert_matches_reference, run1
+
+    topo = read_hpcc_topology(EXAMPLES / "topology.txt")
+    flows = read_hpcc_flows(EXAMPLES / "flow.txt")
+    exp = _hpcc_experiment(topo, flows)
+    egress = exp.params.path_egress
+    cross = [t for t, p in exp.paths.items() if len(p) == 2]
+    assert cross
+    for t in cross:
+        first = exp.paths[t][0]
+        port = int(topo.node_port_offset[first]) + int(egress[t, 0, 0])
+        peer_ports = [p for p in range(topo.node_port_offset[first], topo.node_port_offset[first + 1])
+                      if topo.port_peer_node[p] == exp.paths[t][1]]
+        assert len(peer_ports) == 2 and port == peer_ports[-1]
+    r = run1(backend, exp)
+    assert r.status == "done", r.diagnostic
+    assert_matches_reference(r, exp)
+
+
+def test_simulate_hpcc_paths_file(tmp_path, capsys):
+    from mvopt.__main__ import main
+
+    topo, flows = _files(tmp_path)
+    (tmp_path / "paths.txt").write_text("6\n4 6 5\n4 6 5\n4 7 5\n4 6 5\n4 7 5\n5 6 4\n")
+    args = ["simulate", "--hpcc-topology", str(tmp_path / "topo.txt"), "--hpcc-flows", str(tmp_path / "flow.txt"),
+            "--fct-out", str(tmp_path / "fct.txt")]
+    assert main(args + ["--hpcc-paths", str(tmp_path / "paths.txt")]) == 0
+    assert len((tmp_path / "fct.txt").read_text().splitlines()) == 6
+    (tmp_path / "paths.txt").write_text("6\n4 6 5\n4 6 5\n4 7 5\n4 6 5\n4 7 5\n5 6 3\n")
+    assert main(args + ["--hpcc-paths", str(tmp_path / "paths.txt"), "--fct-out", str(tmp_path / "bad.txt")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'paths.txt'}:7: flow 5 (2 -> 0): path 5 6 3: 3 is not a switch id" in err, err
+    assert not (tmp_path / "bad.txt").exists()
