@@ -131,6 +131,8 @@ class NetworkConfig(Section):
     window: Optional[bool] = field(None, doc="window-limit flows to base-RTT x line rate",
                                    default_doc="true for hpcc and dctcp, else false")
     var_win: bool = field(True, doc="scale the window by rate / line rate")
+    global_window: bool = field(False, doc="every flow's window and base RTT are the largest of any pair of hosts "
+                                "(the HPCC simulator's GLOBAL_T 1), not its own pair's")
     nack_interval_us: float = field(500.0, unit="us", doc="at most one NACK per flow per interval",
                                     check=non_negative)
     rto_us: float = field(1000.0, unit="us", doc="sender retransmission timeout (go back to the "

@@ -212,6 +212,24 @@ def _path_stats(topo, src: int, dst: int, payload: int) -> tuple[int, int, int]:
         port = int(nh[0])
 
 
+def _largest_rtt_and_window(topo, payload: int, use_win: bool) -> tuple[int, int]:
+    """The largest base RTT and the largest window (0 without windows) of any ordered pair of
+    distinct hosts, each as resolve() derives a flow's: the HPCC simulator's maxRtt and maxBdp."""
+    off = np.asarray(topo.node_port_offset, np.int64)
+    rate = np.asarray(topo.port_rate_bps, np.int64)
+    n_host = int(topo.n_host)
+    rtt_max = win_max = 0
+    for s in range(n_host):
+        nic = int(rate[off[s]])
+        for d in range(n_host):
+            if d != s:
+                pdelay, pser, _ = _path_stats(topo, s, d, payload)
+                rtt = 2 * pdelay + pser
+                rtt_max = max(rtt_max, rtt)
+                win_max = max(win_max, rtt * nic // (8 * PS_PER_S) if use_win else 0)
+    return rtt_max, win_max
+
+
 def resolve(exp: Experiment) -> ResolvedParams:
     """Derive every per-port, per-switch and per-flow number of one experiment."""
     topo, net, tasks = exp.topology, exp.network, exp.tasks
@@ -307,6 +325,8 @@ def resolve(exp: Experiment) -> ResolvedParams:
         for i in np.nonzero(ppb == 0)[0].tolist():
             ser[i] = ser_ps(int(total[i]), int(bott_p[inv[i]]))
         standalone[fl] = base_rtt[fl] + ser
+        if net.global_window:       # after the standalone times, which stay the pair's own (HPCC)
+            base_rtt[fl], win[fl] = _largest_rtt_and_window(topo, payload, use_win)
     if n and npkt.max() >= 2**31:      # packet indices are int32 (struct Pkt, the flow columns)
         t = int(npkt.argmax())
         raise ConfigError("network.payload_bytes", f"task {t} ({int(tasks.size_bytes[t])} B) would be "

@@ -280,7 +280,6 @@ _PINT_KEYS = frozenset({"PINT_LOG_BASE", "PINT_PROB"})
 # Keys HPCC reads that mvopt does not use (explanations for the warning).
 _IGNORED: dict[str, str] = {
     "DATA_RATE": "link rates come from the topology", "LINK_DELAY": "link delays come from the topology",
-    "GLOBAL_T": "windows use each flow's own base RTT",
 }
 
 
@@ -422,6 +421,8 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["network.window"] = flag(vals, line, key)
         elif key == "VAR_WIN":
             out["network.var_win"] = flag(vals, line, key)
+        elif key == "GLOBAL_T":
+            out["network.global_window"] = flag(vals, line, key)
         elif key == "SIMULATOR_STOP_TIME":
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
         elif key == "CLAMP_TARGET_RATE":

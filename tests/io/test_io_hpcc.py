@@ -227,9 +227,8 @@ def test_config_maps_onto_network_settings(tmp_path):
     assert (o["network.hpcc.eta"], o["network.hpcc.max_stage"]) == (0.95, 5)
     assert o["simulation.time_limit_ms"] == 4000
     assert o["network.dcqcn.clamp_target_rate"] is False
-    # ignored keys: each warned exactly once (GLOBAL_T appears twice), in file order
-    assert s.ignored == ("GLOBAL_T",)
-    assert len(msgs) == 1 and all(m.startswith(f"{path}: ") for m in msgs)
+    assert o["network.global_window"] is True
+    assert s.ignored == () and not msgs
     assert {"L2_BACK_TO_ZERO", "ACK_HIGH_PRIO", "TOPOLOGY_FILE", "FAST_REACT", "INT_MULTI"} <= set(s.used)
     # every override is a valid configuration path and value
     cfg = load_config({}, **{k.replace(".", "__"): v for k, v in o.items()})
@@ -248,20 +247,21 @@ def test_cc_mode_mapping(tmp_path, mode, cc):
 
 
 def test_warnings_by_default(tmp_path):
-    path = _write(tmp_path, "config.txt", "CC_MODE 3\nPINT_PROB 1.0\nGLOBAL_T 1\nFOO 3\nFOO 4\n")
+    path = _write(tmp_path, "config.txt", "CC_MODE 3\nPINT_PROB 1.0\nDATA_RATE 100Gb/s\nFOO 3\nFOO 4\n")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         s = read_hpcc_config(path, host_rate_bps=G100)
     msgs = [str(x.message) for x in w if issubclass(x.category, HpccConfigWarning)]
-    assert len(msgs) == 2 and s.ignored == ("GLOBAL_T", "FOO")
-    assert "own base RTT" in msgs[0] and "not an HPCC key" in msgs[1]
+    # each ignored key warned exactly once (FOO appears twice), in file order
+    assert len(msgs) == 2 and s.ignored == ("DATA_RATE", "FOO")
+    assert msgs[0].startswith(f"{path}: DATA_RATE ignored") and "not an HPCC key" in msgs[1]
 
 
-def test_shipped_config_warns_only_about_global_t(tmp_path):
+def test_shipped_config_warns_about_nothing(tmp_path):
     path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hpcc", "config.txt")
     msgs: list[str] = []
     s = read_hpcc_config(path, host_rate_bps=G100, warn=msgs.append)
-    assert s.ignored == ("GLOBAL_T",) and len(msgs) == 1
+    assert s.ignored == () and not msgs
 
 
 @pytest.mark.parametrize("text", [
@@ -322,3 +322,32 @@ def test_parse_data_rate():
     assert parse_data_rate("5000b/s") == 5000
     with pytest.raises(ValueError):
         parse_data_rate("fast")
+
+
+# hosts 0, 1 on leaf 4; hosts 2, 3 on leaf 5; spines 6, 7
+LEAF_SPINE = ("8 4 8\n4 5 6 7\n" + "".join(f"{h} {4 + h // 2} 100Gbps 1us 0\n" for h in range(4))
+              + "".join(f"{a} {b} 100Gbps 1us 0\n" for a in (4, 5) for b in (6, 7)))
+
+
+@pytest.mark.parametrize("global_t", [0, 1])
+def test_global_t_gives_every_flow_the_largest_window_and_rtt(tmp_path, global_t, backend="cpu"):
+    from mvopt.engine import simulate
+    from mvopt.engine.reference import simulate_reference
+    from mvopt.testing import scenarios as sc
+
+    _, s, msgs = _config(tmp_path, f"GLOBAL_T {global_t}\nHAS_WIN 1\n")
+    assert s.overrides == {"network.global_window": bool(global_t), "network.window": True} and not msgs
+    topo = read_hpcc_topology(_write(tmp_path, "topo.txt", LEAF_SPINE))
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 50_000)            # one switch apart: 2 links each way
+    g.flow(0, 2, 50_000)            # three switches apart: 4 links each way
+    exp = sc.experiment(topo, g, cc="dcqcn", window=True, global_window=bool(global_t))
+    p = exp.params
+    ser = ser_ps(1000, G100)
+    near, far = 2 * 2 * 10**6 + 2 * ser, 2 * 4 * 10**6 + 4 * ser      # 2 x delays + one payload per hop
+    own = [near, far]
+    assert p.flow_base_rtt_ps.tolist() == ([far, far] if global_t else own)
+    assert p.flow_win_bytes.tolist() == [r * G100 // (8 * 10**12) for r in ([far, far] if global_t else own)]
+    assert p.flow_standalone_ps[0] - near == p.flow_standalone_ps[1] - far      # standalone: the pair's own RTT
+    (r,) = simulate([exp], backend=backend)
+    assert r.same_as(simulate_reference(exp))
