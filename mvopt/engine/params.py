@@ -368,6 +368,11 @@ def _explicit_paths(exp: Experiment) -> np.ndarray | None:
     from mvopt.engine import routes
 
     net, tasks = exp.network, exp.tasks
+    for name in ("paths", "ack_paths"):
+        given = getattr(exp, name)
+        if given is not None and not isinstance(given, Mapping):
+            raise ConfigError(name, "a mapping from flow task id to the switch node ids of its path",
+                              type(given).__name__)
     if not exp.paths:
         if exp.ack_paths:
             raise ConfigError("ack_paths", "ACK paths go with data paths (paths), which are empty", show_value=False)

@@ -204,17 +204,24 @@ def test_explicit_paths_taken_and_match_the_reference(backend):
     ({0: []}, {}, "paths[0]", "at least one switch"),
     ({5: [16]}, {}, "paths[5]", "ids of flow tasks"),
     ({0: "first"}, {}, "paths[0]", "switch node ids"),
-    ({0: None}, {"lb": "spray"}, "network.lb", "one way: 'ecmp'"),
     (None, {"ecmp_hash": "hpcc"}, "network.ecmp_hash", "5-tuples of HPCC flow files"),
+    ([[16, 20, 28]], {}, "paths", "a mapping from flow task id"),
 ])
 def test_bad_explicit_paths_refused(paths, net, where, match):
     from mvopt.errors import ConfigError
-    exp, topo = _two_flows(paths, **net)
-    if paths and 0 in paths and paths[0] is None:
-        exp, _ = _two_flows({0: _shortest_paths(topo, 0, 15)[0]}, **net)
+    exp, _ = _two_flows(paths, **net)
     with pytest.raises(ConfigError) as e:
         exp.params
     assert e.value.path == where and match in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("lb", ["spray", "adaptive"])
+def test_explicit_paths_need_ecmp(lb):
+    from mvopt.errors import ConfigError
+    _, topo = _two_flows()
+    exp, _ = _two_flows({0: _shortest_paths(topo, 0, 15)[0]}, lb=lb)
+    with pytest.raises(ConfigError, match=f"network.lb: explicit per-flow paths .*'ecmp', got '{lb}'"):
+        exp.params
 
 
 def test_a_path_not_linked_refused():
