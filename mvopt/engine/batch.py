@@ -198,6 +198,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
+    # explicit per-flow paths, checked before anything is allocated
+    pinned = [routes.explicit_path_rows(e) for e in experiments]
     # experiments of one topology share its dense routing table (engine/routes.py): the first of
     # them brings it
     threads = experiment_threads(experiments)
@@ -431,7 +433,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
     cols["node_order"][:] = node_order(cols)
     if paths:
-        cols["f_path"][:] = batch_flow_paths(cols, spans, threads, [e.params.path_egress for e in experiments]).ravel()
+        cols["f_path"][:] = batch_flow_paths(cols, spans, threads, pinned).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "port_pool", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
@@ -448,7 +450,7 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
     port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
     many such (candidates that differ in CC or buffers only); a benchmark's batch, one. The
     distinct ones in up to `threads` threads (threads.thread_map). `pinned`: per experiment, its
-    explicit paths' rows by task id (ResolvedParams.path_egress) or None; they replace the hashed rows."""
+    explicit paths' rows by task id (routes.explicit_path_rows) or None; they replace the hashed rows."""
     spray = exp_int(cols, "spray")
     out = np.full((cols["f_local"].size, 2, schema.NPATH), -1, np.int16)
     ecmp = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]]

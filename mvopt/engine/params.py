@@ -176,8 +176,6 @@ class ResolvedParams:
     dctcp_rai: float
     dctcp_min: float
     var_win: bool
-    # explicit paths as f_path's rows [n_task, 2, NPATH] (routes.pinned_egress); None: none
-    path_egress: np.ndarray | None = None
 
     @property
     def lb_spray(self) -> bool:
@@ -334,7 +332,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
     # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
     # frame, or the last packet of the flow with the smallest remainder
     min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + smallest_last)
-    path_egress = _explicit_paths(exp)
+    _check_explicit_paths(exp)
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
@@ -358,15 +356,14 @@ def resolve(exp: Experiment) -> ResolvedParams:
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
         hpcc_min=net.hpcc.min_rate_mbps * 1e6,
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
-        var_win=net.var_win, path_egress=path_egress,
+        var_win=net.var_win,
     )
 
 
-def _explicit_paths(exp: Experiment) -> np.ndarray | None:
-    """routes.pinned_egress of the experiment's explicit paths (None without any), after the
-    checks that the rest of the configuration lets every packet of those flows take them."""
-    from mvopt.engine import routes
-
+def _check_explicit_paths(exp: Experiment) -> None:
+    """What the rest of the configuration asks of explicit paths (Experiment.paths): a mapping,
+    ECMP, and every flow's paths under the HPCC simulator's hash. The paths themselves are
+    checked against the topology where they become routes (routes.explicit_path_rows)."""
     net, tasks = exp.network, exp.tasks
     for name in ("paths", "ack_paths"):
         given = getattr(exp, name)
@@ -380,19 +377,15 @@ def _explicit_paths(exp: Experiment) -> np.ndarray | None:
             raise ConfigError("network.ecmp_hash", "'hpcc' hashes the 5-tuples of HPCC flow files: give them to "
                               "mvopt simulate --hpcc-flows, or pass mvopt.io.hpcc_paths.hpcc_flow_paths's paths as "
                               "Experiment.paths and ack_paths; else 'mvopt'", net.ecmp_hash)
-        return None
+        return
     if net.lb != "ecmp":
         raise ConfigError("network.lb", "explicit per-flow paths send every packet of a flow one way: 'ecmp'", net.lb)
-    flows = np.flatnonzero(tasks.kind == FLOW)
-    if not routes.wants_paths(exp.topology, int(flows.size)):
-        raise ConfigError("paths", f"explicit paths need a topology with a dense routing table and at most "
-                          f"{routes.FLOW_PATHS_MAX_FLOWS:,} flows", show_value=False)
     if net.ecmp_hash == "hpcc":
-        missing = sorted(set(flows.tolist()) - set(map(int, exp.paths)))
-        missing_ack = sorted(set(flows.tolist()) - set(map(int, exp.ack_paths or {})))
+        flows = set(np.flatnonzero(tasks.kind == FLOW).tolist())
+        missing = sorted(flows - set(map(int, exp.paths)))
+        missing_ack = sorted(flows - set(map(int, exp.ack_paths or {})))
         if missing or missing_ack:
             t = (missing or missing_ack)[0]
             raise ConfigError(f"{'paths' if missing else 'ack_paths'}[{t}]", "network.ecmp_hash 'hpcc' routes every "
                               "flow and its ACKs by the HPCC simulator's paths (mvopt.io.hpcc_paths.hpcc_flow_paths)",
                               "missing")
-    return routes.pinned_egress(exp.topology, tasks.src, tasks.dst, tasks.kind == FLOW, exp.paths, exp.ack_paths)

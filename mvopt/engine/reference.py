@@ -544,8 +544,9 @@ class Dctcp(CongestionControl):
 def _pinned_routes(exp: Experiment) -> dict[tuple[int, bool], dict[int, int]]:
     """Explicit paths (Experiment.paths, ack_paths) as (flow task, data way) -> {switch: egress
     port}: a path passes each switch once, so the switch alone says where the packet goes."""
-    from mvopt.engine.routes import pinned_ports
+    from mvopt.engine.routes import explicit_path_rows, pinned_ports
 
+    explicit_path_rows(exp)     # the engine's checks: the same inputs refused
     out: dict[tuple[int, bool], dict[int, int]] = {}
     acks = exp.ack_paths or {}
     for t, data in (exp.paths or {}).items():

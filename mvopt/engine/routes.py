@@ -21,10 +21,12 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
+from mvopt.engine.params import Experiment
+from mvopt.engine.tasks import FLOW
 from mvopt.errors import ConfigError
 
-__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "flow_paths", "has_table", "pinned_egress",
-           "pinned_ports", "route_key", "table_owners", "wants_paths"]
+__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "explicit_path_rows", "flow_paths", "has_table",
+           "pinned_egress", "pinned_ports", "route_key", "table_owners", "wants_paths"]
 
 # The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
 DENSE_ROUTE_ENTRIES = 1 << 22
@@ -237,3 +239,18 @@ def pinned_egress(topo: CompiledTopology, task_src: np.ndarray, task_dst: np.nda
             raise ConfigError(f"ack_paths[{missing[0]}]", "an ACK path only for a flow with a data path (paths)",
                               list(ack_paths[missing[0]]))
     return out
+
+
+def explicit_path_rows(exp: Experiment) -> np.ndarray | None:
+    """The f_path rows of the experiment's explicit paths (:func:`pinned_egress`; None without
+    any), once its configuration allows them (resolve) and its topology and flows fit the path
+    table (a dense routing table, at most FLOW_PATHS_MAX_FLOWS flows); ConfigError otherwise."""
+    exp.params      # resolve() checks the configuration's side first
+    if not exp.paths:
+        return None
+    g = exp.tasks
+    is_flow = g.kind == FLOW
+    if not wants_paths(exp.topology, int(is_flow.sum())):
+        raise ConfigError("paths", f"explicit paths need a topology with a dense routing table and at most "
+                          f"{FLOW_PATHS_MAX_FLOWS:,} flows", show_value=False)
+    return pinned_egress(exp.topology, g.src, g.dst, is_flow, exp.paths, exp.ack_paths)

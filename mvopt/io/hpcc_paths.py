@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mvopt.errors import InputFileError
+from mvopt.errors import ConfigError, InputFileError
 from mvopt.files import read_text
 from mvopt.io.hpcc import HpccFlow, _file_to_node, node_ip, sports
 
@@ -114,7 +114,7 @@ def _walk(nbrs: list[list[int]], is_switch: np.ndarray, table: dict[int, list[in
     while node != dst:
         hops = table.get(node)
         if not is_switch[node] or not hops or len(path) >= len(nbrs):
-            raise ValueError(f"no route from node {node} to host {dst}")
+            raise ConfigError("cluster", f"no route from node {node} to host {dst}", show_value=False)
         path.append(node)
         node = hops[hpcc_ecmp_hash(*key, node) % len(hops)]
     return path

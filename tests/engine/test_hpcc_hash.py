@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mvopt.cluster import read_hpcc_topology
+from mvopt.engine.routes import explicit_path_rows
 from mvopt.errors import InputFileError
 from mvopt.io.hpcc import read_hpcc_flows
 from mvopt.io.hpcc_paths import (check_paths, hpcc_ecmp_hash, hpcc_flow_paths, hpcc_next_hops, murmur3_32,
@@ -191,7 +192,7 @@ def test_explicit_paths_taken_and_match_the_reference(backend):
     assert_matches_reference(r_shared, shared)
     assert_matches_reference(r_disjoint, disjoint)
     # the rows the batch holds are the given paths' ports
-    rows = disjoint.params.path_egress
+    rows = explicit_path_rows(disjoint)
     for t, (path, back) in enumerate(((a[0], a[1][::-1]), (apart, apart[::-1]))):
         for way, sw in enumerate((path, back)):
             nodes = [int(topo.port_peer_node[topo.node_port_offset[v] + k]) for v, k in zip(sw, rows[t, way])]
@@ -211,7 +212,7 @@ def test_bad_explicit_paths_refused(paths, net, where, match):
     from mvopt.errors import ConfigError
     exp, _ = _two_flows(paths, **net)
     with pytest.raises(ConfigError) as e:
-        exp.params
+        explicit_path_rows(exp)
     assert e.value.path == where and match in str(e.value), str(e.value)
 
 
@@ -221,7 +222,7 @@ def test_explicit_paths_need_ecmp(lb):
     _, topo = _two_flows()
     exp, _ = _two_flows({0: _shortest_paths(topo, 0, 15)[0]}, lb=lb)
     with pytest.raises(ConfigError, match=f"network.lb: explicit per-flow paths .*'ecmp', got '{lb}'"):
-        exp.params
+        exp.params      # refused with the configuration, before any routing
 
 
 def test_a_path_not_linked_refused():
@@ -230,10 +231,10 @@ def test_a_path_not_linked_refused():
     a = _shortest_paths(topo, 0, 15)[0]
     exp, _ = _two_flows({0: [a[0], a[2], a[1], a[3], a[4]]})
     with pytest.raises(ConfigError, match=r"paths\[0\].*not linked"):
-        exp.params
+        explicit_path_rows(exp)
     exp, _ = _two_flows({0: a}, {0: a})          # the way back must start at the destination's switch
     with pytest.raises(ConfigError, match=r"ack_paths\[0\].*not linked"):
-        exp.params
+        explicit_path_rows(exp)
 
 
 # ------------------------------------------------------------------------------ from HPCC files
@@ -279,7 +280,7 @@ def test_parallel_links_use_the_last_listed(backend):
     topo = read_hpcc_topology(EXAMPLES / "topology.txt")
     flows = read_hpcc_flows(EXAMPLES / "flow.txt")
     exp = _hpcc_experiment(topo, flows)
-    egress = exp.params.path_egress
+    egress = explicit_path_rows(exp)
     cross = [t for t, p in exp.paths.items() if len(p) == 2]
     assert cross
     for t in cross:
