@@ -208,13 +208,16 @@ def _hpcc_config(args: argparse.Namespace):
     return cfg, topo, flows, flows_path
 
 
-def _hpcc_routed(built, topo, flows, args: argparse.Namespace):
-    """`built` with its flows' paths: the path file's (--hpcc-paths), else the HPCC simulator's
-    (network.ecmp_hash 'hpcc': its routing is part of what its files mean)."""
+def _hpcc_built(cfg, topo, flows, args: argparse.Namespace):
+    """The experiment of the HPCC inputs, its flows on their paths: the path file's
+    (--hpcc-paths), else the HPCC simulator's (network.ecmp_hash 'hpcc': its routing is part of
+    what its files mean). Building the experiment first checks the flows' node ids."""
     import dataclasses
 
+    from mvopt.build import build
     from mvopt.io.hpcc_paths import experiment_paths, read_hpcc_paths
 
+    built = build(cfg, topology=topo)
     path_file = getattr(args, "hpcc_paths", None)
     explicit = read_hpcc_paths(path_file, topo, flows) if path_file else None
     paths, ack_paths = experiment_paths(topo, flows, explicit)
@@ -278,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             _usage_error(args, f"HPCC inputs also need {', '.join(missing)}")
         cfg, topo, flows, flows_path = _hpcc_config(args)
-        built = [_hpcc_routed(build(cfg, topology=topo), topo, flows, args)]
+        built = [_hpcc_built(cfg, topo, flows, args)]
     elif from_study:
         built = [build(_trial_config(args))]
     else:

@@ -145,7 +145,10 @@ def experiment_paths(topo, flows: Sequence[HpccFlow], explicit: Sequence[Sequenc
     :func:`add_hpcc_flows`) for the flows: `explicit` data paths (file ids; ACKs take them
     backwards), else the HPCC simulator's."""
     node_of = _file_to_node(topo)
-    ids = lambda p: [int(node_of[v]) for v in p]           # noqa: E731
+
+    def ids(path: Sequence[int]) -> list[int]:
+        return [int(node_of[v]) for v in path]
+
     if explicit is not None:
         return {i: ids(p) for i, p in enumerate(explicit)}, None
     both = hpcc_flow_paths(topo, flows)
