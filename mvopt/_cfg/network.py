@@ -13,6 +13,8 @@ from mvopt._cfg.algorithms import CC_NAMES, LOAD_BALANCERS, PER_PACKET_LOAD_BALA
 from mvopt._cfg.base import Section, at_least, field, in_range, non_negative, positive
 from mvopt.errors import ConfigError
 
+# network.ecmp_hash: mvopt's own per-flow hash, or the HPCC simulator's (mvopt/io/hpcc_paths.py)
+ECMP_HASHES = ("mvopt", "hpcc")
 # the engine's packet record keeps a packet's wire bytes in 16 bits (mvopt/engine/kernels/mv_types.cuh)
 MAX_PACKET_BYTES = 32767
 
@@ -112,6 +114,10 @@ class NetworkConfig(Section):
     cc: Literal[CC_NAMES] = field("dcqcn", doc="congestion control")
     lb: Literal[LOAD_BALANCERS] = field("ecmp", doc="load balancing among equal-cost next hops: per-flow ECMP, "
                                         "per-packet spraying, or adaptive (per packet, the shortest data queue)")
+    ecmp_hash: Literal[ECMP_HASHES] = field(
+        "mvopt", doc="how a switch picks a flow's next hop among equal-cost ones: mvopt's counter-based hash of "
+        "(seed, switch, flow), or hpcc, the HPCC simulator's hash of the flow's 5-tuple (needs HPCC flow files: "
+        "mvopt simulate --hpcc-flows)")
     transport: Optional[Literal[TRANSPORTS]] = field(
         None, doc="hosts' transport: go-back-N with an in-order receiver (gbn) or selective repeat with an "
         "out-of-order receiver and selective acknowledgements (sr)",
@@ -125,6 +131,8 @@ class NetworkConfig(Section):
     window: Optional[bool] = field(None, doc="window-limit flows to base-RTT x line rate",
                                    default_doc="true for hpcc and dctcp, else false")
     var_win: bool = field(True, doc="scale the window by rate / line rate")
+    global_window: bool = field(False, doc="every flow's window and base RTT are the largest of any pair of hosts "
+                                "(the HPCC simulator's GLOBAL_T 1), not its own pair's")
     nack_interval_us: float = field(500.0, unit="us", doc="at most one NACK per flow per interval",
                                     check=non_negative)
     rto_us: float = field(1000.0, unit="us", doc="sender retransmission timeout (go back to the "

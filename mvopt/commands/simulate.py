@@ -5,7 +5,8 @@ Two input styles (docs/simulate.md):
 * ``mvopt simulate SCENARIO.yaml [MORE.yaml ...] [--json]`` — mvopt experiment files, simulated
   together as one batch;
 * ``mvopt simulate --hpcc-topology topology.txt --hpcc-flows flow.txt [--hpcc-config config.txt]
-  --fct-out fct.txt`` — the HPCC ns-3 simulator's files; writes its fct.txt;
+  [--hpcc-paths paths.txt] --fct-out fct.txt`` — the HPCC ns-3 simulator's files, routed by its
+  ECMP hash or by explicit paths; writes its fct.txt;
 * ``mvopt simulate --from-study STORAGE --trial N [--study NAME]`` — the exact experiment that
   trial N of an optimizer study simulated (its stored canonical configuration).
 
@@ -44,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hp.add_argument("--hpcc-topology", metavar="FILE", help="topology.txt of the HPCC simulator")
     hp.add_argument("--hpcc-flows", metavar="FILE", help="flow.txt of the HPCC simulator")
     hp.add_argument("--hpcc-config", metavar="FILE", help="config.txt of the HPCC simulator (optional)")
+    hp.add_argument("--hpcc-paths", metavar="FILE", help="explicit per-flow paths: first line N, then per flow of "
+                    "flow.txt the switch ids its data passes (optional; default: the HPCC simulator's ECMP hash)")
     hp.add_argument("--fct-out", metavar="FILE", help="write the flow completion times here (fct.txt format)")
     st = parser.add_argument_group("a trial of an optimizer study (instead of SCENARIO.yaml)")
     st.add_argument("--from-study", metavar="STORAGE",
@@ -205,6 +208,26 @@ def _hpcc_config(args: argparse.Namespace):
     return cfg, topo, flows, flows_path
 
 
+def _hpcc_built(cfg, topo, flows, args: argparse.Namespace):
+    """The experiment of the HPCC inputs, its flows on their paths: the path file's
+    (--hpcc-paths), else the HPCC simulator's (network.ecmp_hash 'hpcc': its routing is part of
+    what its files mean). Building the experiment first checks the flows' node ids."""
+    import dataclasses
+
+    from mvopt.build import build
+    from mvopt.io.hpcc_paths import experiment_paths, read_hpcc_paths
+
+    built = build(cfg, topology=topo)
+    path_file = getattr(args, "hpcc_paths", None)
+    explicit = read_hpcc_paths(path_file, topo, flows) if path_file else None
+    paths, ack_paths = experiment_paths(topo, flows, explicit)
+    exp = built.experiment
+    network = exp.network if explicit is not None else dataclasses.replace(exp.network, ecmp_hash="hpcc")
+    cfg = built.config and dataclasses.replace(built.config, network=network)
+    return dataclasses.replace(built, config=cfg,
+                               experiment=dataclasses.replace(exp, network=network, paths=paths, ack_paths=ack_paths))
+
+
 def _trial_config(args: argparse.Namespace):
     """The configuration trial ``--trial`` of the study in ``--from-study`` recorded (stderr says which)."""
     import optuna
@@ -243,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     from mvopt.build import build, simulate_built, training_report
     from mvopt.config import load_config
 
-    hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "fct_out"))
+    hpcc = any(getattr(args, a, None) for a in ("hpcc_topology", "hpcc_flows", "hpcc_config", "hpcc_paths", "fct_out"))
     from_study = getattr(args, "from_study", None) is not None or getattr(args, "trial", None) is not None
     if sum(map(bool, (hpcc, bool(args.scenarios), from_study))) > 1:
         _usage_error(args, "give one kind of input: SCENARIO.yaml files, --hpcc-* inputs or --from-study/--trial")
@@ -258,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             _usage_error(args, f"HPCC inputs also need {', '.join(missing)}")
         cfg, topo, flows, flows_path = _hpcc_config(args)
-        built = [build(cfg, topology=topo)]
+        built = [_hpcc_built(cfg, topo, flows, args)]
     elif from_study:
         built = [build(_trial_config(args))]
     else:

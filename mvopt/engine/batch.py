@@ -198,6 +198,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     flags = [bool(compact)] * len(experiments) if isinstance(compact, bool) else [bool(f) for f in compact]
     if len(flags) != len(experiments):
         raise ValueError(f"build_batch: {len(flags)} compact flags for {len(experiments)} experiments")
+    # explicit per-flow paths, checked before anything is allocated
+    pinned = [routes.explicit_path_rows(e) for e in experiments]
     # experiments of one topology share its dense routing table (engine/routes.py): the first of
     # them brings it
     threads = experiment_threads(experiments)
@@ -431,7 +433,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["link_pmax"][:] = links[:, schema.NLK].view(np.float64)
     cols["node_order"][:] = node_order(cols)
     if paths:
-        cols["f_path"][:] = batch_flow_paths(cols, spans, threads).ravel()
+        cols["f_path"][:] = batch_flow_paths(cols, spans, threads, pinned).ravel()
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "port_pool", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",
@@ -440,13 +442,15 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
                  zero_columns=frozenset(zero - filled))
 
 
-def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: int = 1) -> np.ndarray:
+def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: int = 1,
+                     pinned: list[np.ndarray | None] | None = None) -> np.ndarray:
     """routes.flow_paths for every flow of a batch, computed once per distinct experiment: paths
     are egress indices among a switch's ports, so experiments equal in what the paths depend on
     (their ports' wiring, dense tables and ECMP hash states relative to their first node and
     port, their flows' ends and ids, spraying) have equal rows. An optimizer's generation holds
     many such (candidates that differ in CC or buffers only); a benchmark's batch, one. The
-    distinct ones in up to `threads` threads (threads.thread_map)."""
+    distinct ones in up to `threads` threads (threads.thread_map). `pinned`: per experiment, its
+    explicit paths' rows by task id (routes.explicit_path_rows) or None; they replace the hashed rows."""
     spray = exp_int(cols, "spray")
     out = np.full((cols["f_local"].size, 2, schema.NPATH), -1, np.int16)
     ecmp = cols["node_hash"].reshape(-1, schema.NHT)[:, schema.HT["ecmp"]]
@@ -460,10 +464,17 @@ def batch_flow_paths(cols: dict[str, np.ndarray], spans: list[Span], threads: in
                      cols["node_rtnh"][n], ecmp[n], cols["port_node"][p] - sp.node_lo, cols["port_peer"][p] - sp.port_lo,
                      cols["f_local"][f], cols["f_src_local"][f], cols["f_dst_local"][f], spray[i:i + 1]):
             h.update(np.ascontiguousarray(part).tobytes())
+        if pinned is not None and pinned[i] is not None:
+            h.update(b"pinned" + np.ascontiguousarray(pinned[i]).tobytes())
         groups.setdefault(h.digest(), []).append(i)
     def fill(members: list[int]) -> None:
         first = spans[members[0]]
         paths = routes.flow_paths(cols, spray, schema.NPATH, np.arange(first.flow_lo, first.flow_hi))
+        own = pinned[members[0]] if pinned is not None else None
+        if own is not None:
+            rows = own[cols["f_local"][first.flow_lo:first.flow_hi]]
+            given = (rows >= 0).any(axis=(1, 2))
+            paths[given] = rows[given]
         for i in members:
             out[spans[i].flow_lo:spans[i].flow_hi] = paths
 

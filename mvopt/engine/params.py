@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -111,6 +112,11 @@ class Experiment:
     queue_monitor_ps: int = 0       # sample every port's data queue at every multiple of this (0 = off)
     link_monitor: bool = False      # also sample every port's transmitted bytes (needs queue_monitor_ps)
     monitor_max_samples: int = 1000  # samples stored per port and monitor; later ones are only counted
+    # Explicit per-flow paths (docs/engine.md, "ECMP"): flow task id -> the switches (node ids) its
+    # data passes, in order; its ACKs and NACKs pass ack_paths[task], by default the same switches
+    # backwards. Flows without one hash (network.ecmp_hash).
+    paths: Mapping[int, Sequence[int]] | None = None
+    ack_paths: Mapping[int, Sequence[int]] | None = None
 
     @cached_property
     def params(self) -> "ResolvedParams":
@@ -202,6 +208,24 @@ def _path_stats(topo, src: int, dst: int, payload: int) -> tuple[int, int, int]:
         if len(nh) == 0:
             raise ConfigError("cluster", f"no route from host {src} to host {dst}", show_value=False)
         port = int(nh[0])
+
+
+def _largest_rtt_and_window(topo, payload: int, use_win: bool) -> tuple[int, int]:
+    """The largest base RTT and the largest window (0 without windows) of any ordered pair of
+    distinct hosts, each as resolve() derives a flow's: the HPCC simulator's maxRtt and maxBdp."""
+    off = np.asarray(topo.node_port_offset, np.int64)
+    rate = np.asarray(topo.port_rate_bps, np.int64)
+    n_host = int(topo.n_host)
+    rtt_max = win_max = 0
+    for s in range(n_host):
+        nic = int(rate[off[s]])
+        for d in range(n_host):
+            if d != s:
+                pdelay, pser, _ = _path_stats(topo, s, d, payload)
+                rtt = 2 * pdelay + pser
+                rtt_max = max(rtt_max, rtt)
+                win_max = max(win_max, rtt * nic // (8 * PS_PER_S) if use_win else 0)
+    return rtt_max, win_max
 
 
 def resolve(exp: Experiment) -> ResolvedParams:
@@ -299,6 +323,8 @@ def resolve(exp: Experiment) -> ResolvedParams:
         for i in np.nonzero(ppb == 0)[0].tolist():
             ser[i] = ser_ps(int(total[i]), int(bott_p[inv[i]]))
         standalone[fl] = base_rtt[fl] + ser
+        if net.global_window:       # after the standalone times, which stay the pair's own (HPCC)
+            base_rtt[fl], win[fl] = _largest_rtt_and_window(topo, payload, use_win)
     if n and npkt.max() >= 2**31:      # packet indices are int32 (struct Pkt, the flow columns)
         t = int(npkt.argmax())
         raise ConfigError("network.payload_bytes", f"task {t} ({int(tasks.size_bytes[t])} B) would be "
@@ -306,6 +332,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
     # the smallest packet a port can put on the wire (it sizes the wire rings): an ACK/NACK, a PFC
     # frame, or the last packet of the flow with the smallest remainder
     min_wire = min(net.ack_bytes, net.pfc.frame_bytes, header + smallest_last)
+    _check_explicit_paths(exp)
     bw_nic = nic_bps / 1e9
     d = net.dcqcn
     return ResolvedParams(
@@ -331,3 +358,34 @@ def resolve(exp: Experiment) -> ResolvedParams:
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
         var_win=net.var_win,
     )
+
+
+def _check_explicit_paths(exp: Experiment) -> None:
+    """What the rest of the configuration asks of explicit paths (Experiment.paths): a mapping,
+    ECMP, and every flow's paths under the HPCC simulator's hash. The paths themselves are
+    checked against the topology where they become routes (routes.explicit_path_rows)."""
+    net, tasks = exp.network, exp.tasks
+    for name in ("paths", "ack_paths"):
+        given = getattr(exp, name)
+        if given is not None and not isinstance(given, Mapping):
+            raise ConfigError(name, "a mapping from flow task id to the switch node ids of its path",
+                              type(given).__name__)
+    if not exp.paths:
+        if exp.ack_paths:
+            raise ConfigError("ack_paths", "ACK paths go with data paths (paths), which are empty", show_value=False)
+        if net.ecmp_hash == "hpcc":
+            raise ConfigError("network.ecmp_hash", "'hpcc' hashes the 5-tuples of HPCC flow files: give them to "
+                              "mvopt simulate --hpcc-flows, or pass mvopt.io.hpcc_paths.hpcc_flow_paths's paths as "
+                              "Experiment.paths and ack_paths; else 'mvopt'", net.ecmp_hash)
+        return
+    if net.lb != "ecmp":
+        raise ConfigError("network.lb", "explicit per-flow paths send every packet of a flow one way: 'ecmp'", net.lb)
+    if net.ecmp_hash == "hpcc":
+        flows = set(np.flatnonzero(tasks.kind == FLOW).tolist())
+        missing = sorted(flows - set(map(int, exp.paths)))
+        missing_ack = sorted(flows - set(map(int, exp.ack_paths or {})))
+        if missing or missing_ack:
+            t = (missing or missing_ack)[0]
+            raise ConfigError(f"{'paths' if missing else 'ack_paths'}[{t}]", "network.ecmp_hash 'hpcc' routes every "
+                              "flow and its ACKs by the HPCC simulator's paths (mvopt.io.hpcc_paths.hpcc_flow_paths)",
+                              "missing")

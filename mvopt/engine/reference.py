@@ -541,6 +541,23 @@ class Dctcp(CongestionControl):
 # ------------------------------------------------------------------------------------ the simulator
 
 
+def _pinned_routes(exp: Experiment) -> dict[tuple[int, bool], dict[int, int]]:
+    """Explicit paths (Experiment.paths, ack_paths) as (flow task, data way) -> {switch: egress
+    port}: a path passes each switch once, so the switch alone says where the packet goes."""
+    from mvopt.engine.routes import explicit_path_rows, pinned_ports
+
+    explicit_path_rows(exp)     # the engine's checks: the same inputs refused
+    out: dict[tuple[int, bool], dict[int, int]] = {}
+    acks = exp.ack_paths or {}
+    for t, data in (exp.paths or {}).items():
+        t, src, dst = int(t), int(exp.tasks.src[t]), int(exp.tasks.dst[t])
+        back = acks.get(t, list(data)[::-1])
+        for is_data, a, b, sw in ((True, src, dst, data), (False, dst, src, back)):
+            ports = pinned_ports(exp.topology, a, b, sw, "paths")
+            out[t, is_data] = {int(v): p for v, p in zip(sw, ports)}
+    return out
+
+
 class ReferenceSimulator:
     """One experiment, simulated event by event. Use :func:`simulate_reference`."""
 
@@ -563,6 +580,7 @@ class ReferenceSimulator:
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.out_of_order_bytes = 0      # payload of out_of_order_packets (conservation checks)
         self.flows: dict[int, FlowSender] = {}
+        self.pinned = _pinned_routes(exp)
         # tasks
         n = tasks.n
         self.task_start = np.full(n, -1, np.int64)
@@ -891,6 +909,9 @@ class ReferenceSimulator:
     def _route(self, node: int, pkt: Packet) -> int:
         """Egress port: ECMP per flow (all control packets); per data packet, spraying's hash, or
         adaptive routing: the shortest data queue, the first in cyclic order from spraying's."""
+        pinned = self.pinned.get((pkt.flow, pkt.kind == DATA))
+        if pinned is not None:
+            return pinned[node]
         nexthops = [int(p) for p in self.topo.next_hop_ports(node, pkt.dst)]
         lb = self.p.lb if pkt.kind == DATA else LB_ECMP
         if lb == LB_ECMP:

@@ -16,13 +16,17 @@ sets with the same hash.
 from __future__ import annotations
 
 import hashlib
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
+from mvopt.engine.params import Experiment
+from mvopt.engine.tasks import FLOW
+from mvopt.errors import ConfigError
 
-__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "flow_paths", "has_table", "route_key",
-           "table_owners", "wants_paths"]
+__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "explicit_path_rows", "flow_paths", "has_table",
+           "pinned_egress", "pinned_ports", "route_key", "table_owners", "wants_paths"]
 
 # The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
 DENSE_ROUTE_ENTRIES = 1 << 22
@@ -166,3 +170,87 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
             if not live.size:
                 break
     return out
+
+
+def pinned_ports(topo: CompiledTopology, src: int, dst: int, switches: Sequence[int], where: str) -> list[int]:
+    """The global egress port of each switch of an explicit path from host `src` to host `dst`
+    (`switches`: node ids, in order), each the switch's last port to the next node (of parallel
+    links, the one listed last, as the HPCC simulator keeps one interface per neighbour); ConfigError
+    at `where` if the path is not a loop-free walk of the topology through switches."""
+    port_lo = np.asarray(topo.node_port_offset, np.int64)
+    peer = np.asarray(topo.port_peer_node, np.int64)
+    n_host, n_node = int(topo.n_host), int(topo.n_node)
+    if isinstance(switches, (str, bytes)) or not all(isinstance(v, (int, np.integer)) for v in switches):
+        raise ConfigError(where, "a list of switch node ids", switches)
+    path = [int(v) for v in switches]
+    shown = " ".join(map(str, path)) or "(empty)"
+    if not path:
+        raise ConfigError(where, f"a path from host {src} to host {dst} passes at least one switch", shown)
+    bad = next((v for v in path if not n_host <= v < n_node), None)
+    if bad is not None:
+        raise ConfigError(where, f"switch node ids {n_host}..{n_node - 1}; {bad} is not a switch", shown)
+    if len(set(path)) != len(path):
+        raise ConfigError(where, "a path passes each switch once", shown)
+    if len(path) > _npath():
+        raise ConfigError(where, f"a path of at most {_npath()} switches (the engine's per-flow path length)", shown)
+    walk = [src, *path, dst]
+    out = []
+    for i, (a, b) in enumerate(zip(walk, walk[1:])):
+        ports = np.flatnonzero(peer[port_lo[a]:port_lo[a + 1]] == b)
+        if not ports.size:
+            raise ConfigError(where, f"a walk of the topology from host {src} to host {dst}; nodes {a} and {b} "
+                              "are not linked", shown)
+        if i:
+            out.append(int(port_lo[a] + ports[-1]))
+    return out
+
+
+def _npath() -> int:
+    from mvopt.engine.schema import NPATH
+    return NPATH
+
+
+def pinned_egress(topo: CompiledTopology, task_src: np.ndarray, task_dst: np.ndarray, is_flow: np.ndarray,
+                  paths: Mapping[int, Sequence[int]], ack_paths: Mapping[int, Sequence[int]] | None = None) -> np.ndarray:
+    """f_path's rows for explicit per-flow paths: [n_task, 2, NPATH] int16, at each switch of the
+    flow's data way (`paths[task]`: switch node ids from the source's switch on) and of its way
+    back (`ack_paths[task]`, by default the data way reversed) the egress port's index among the
+    switch's ports; -1 where a task has no explicit path (its switches hash) or past its path's end.
+    ConfigError naming ``paths[task]`` for an id that is not a flow task or a path that is not one
+    of the topology's."""
+    n_task = int(task_src.size)
+    out = np.full((n_task, 2, _npath()), -1, np.int16)
+    port_lo = np.asarray(topo.node_port_offset, np.int64)
+    port_node = np.asarray(topo.port_node, np.int64)
+    for name, table in (("paths", paths), ("ack_paths", ack_paths or {})):
+        for t in table:
+            if not (isinstance(t, (int, np.integer)) and 0 <= t < n_task and is_flow[t]):
+                raise ConfigError(f"{name}[{t!r}]", "keys are the ids of flow tasks", t)
+    for t, data in paths.items():
+        t = int(t)
+        back = (ack_paths or {}).get(t, list(data)[::-1])
+        src, dst = int(task_src[t]), int(task_dst[t])
+        for way, (a, b, sw, name) in enumerate(((src, dst, data, "paths"), (dst, src, back, "ack_paths"))):
+            ports = np.asarray(pinned_ports(topo, a, b, sw, f"{name}[{t}]"), np.int64)
+            out[t, way, :ports.size] = ports - port_lo[port_node[ports]]
+    if ack_paths:
+        missing = sorted(set(map(int, ack_paths)) - set(map(int, paths)))
+        if missing:
+            raise ConfigError(f"ack_paths[{missing[0]}]", "an ACK path only for a flow with a data path (paths)",
+                              list(ack_paths[missing[0]]))
+    return out
+
+
+def explicit_path_rows(exp: Experiment) -> np.ndarray | None:
+    """The f_path rows of the experiment's explicit paths (:func:`pinned_egress`; None without
+    any), once its configuration allows them (resolve) and its topology and flows fit the path
+    table (a dense routing table, at most FLOW_PATHS_MAX_FLOWS flows); ConfigError otherwise."""
+    exp.params      # resolve() checks the configuration's side first
+    if not exp.paths:
+        return None
+    g = exp.tasks
+    is_flow = g.kind == FLOW
+    if not wants_paths(exp.topology, int(is_flow.sum())):
+        raise ConfigError("paths", f"explicit paths need a topology with a dense routing table and at most "
+                          f"{FLOW_PATHS_MAX_FLOWS:,} flows", show_value=False)
+    return pinned_egress(exp.topology, g.src, g.dst, is_flow, exp.paths, exp.ack_paths)

@@ -3,7 +3,8 @@
 * ``flow.txt`` — first line ``N``, then ``N`` lines ``src dst priority dport size_bytes start_seconds``
   (:func:`read_hpcc_flows`; :func:`add_hpcc_flows` turns them into tasks).
 * ``config.txt`` — ``KEY value...`` lines (:func:`read_hpcc_config` maps the keys that exist in
-  mvopt's model onto configuration overrides and warns once per key it ignores).
+  mvopt's model onto configuration overrides, refuses a value mvopt does not model, and warns
+  once per key it ignores).
 * ``fct.txt`` — one line per completed flow ``sip dip sport dport size start_ns fct_ns
   standalone_fct_ns`` (:func:`format_fct` / :func:`write_fct`).
 
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 PS_PER_S = 10**12
-SPORT_BASE = 10000          # HPCC: each host numbers its flows' source ports from 10000
+SPORT_BASE = 10000          # HPCC: each host pair numbers its flows' source ports from 10000
 # CC_MODE of config.txt -> network.cc; HPCC's other modes are named in the error that refuses them
 CC_MODES = {c.hpcc_cc_mode: c.name for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None}
 _CC_TITLES = {**{c.hpcc_cc_mode: c.title for c in CONGESTION_CONTROLS if c.hpcc_cc_mode is not None},
@@ -175,13 +176,14 @@ def node_ip(node_id: int) -> int:
 
 
 def sports(flows: Sequence[HpccFlow]) -> list[int]:
-    """Source ports as HPCC assigns them: per source host 10000, 10001, ... in file order (16-bit)."""
-    nxt: dict[int, int] = {}
+    """Source ports as HPCC assigns them: per (source, destination) pair 10000, 10001, ... in
+    file order (16-bit; third.cc's ``portNumder[src][dst]++``)."""
+    nxt: dict[tuple[int, int], int] = {}
     out = []
     for f in flows:
-        p = nxt.get(f.src, SPORT_BASE)
+        p = nxt.get((f.src, f.dst), SPORT_BASE)
         out.append(p & 0xFFFF)
-        nxt[f.src] = p + 1
+        nxt[f.src, f.dst] = p + 1
     return out
 
 
@@ -250,31 +252,44 @@ class HpccSettings:
     ignored: tuple[str, ...] = ()
 
 
-# Keys whose value mvopt's model matches (any other value is ignored with a warning).
-_MODEL_VALUES: dict[str, tuple[set[str], str]] = {
-    "USE_DYNAMIC_PFC_THRESHOLD": ({"1"}, "mvopt always uses the dynamic PFC threshold"),
-    "L2_ACK_INTERVAL": ({"0", "1"}, "mvopt acknowledges every packet"),
-    "L2_CHUNK_SIZE": ({"0"}, "mvopt acknowledges every packet"),
-    "L2_BACK_TO_ZERO": ({"0"}, "mvopt recovers with go-back-N (L2_BACK_TO_ZERO 0)"),
-    "ACK_HIGH_PRIO": ({"1"}, "mvopt always sends ACK/NACK in the high-priority control queue"),
-    "ERROR_RATE_PER_LINK": ({"0", "0.0", "0.00", "0.000", "0.0000"}, "link loss is not modelled"),
-    "LINK_DOWN": ({"0 0 0"}, "link failures are not modelled"),
+# Keys whose value mvopt's model matches: (accepted values, as numbers; what mvopt does; the
+# network.cc they matter to, None: all). Another value is refused by name; a key that does not
+# matter to the experiment's congestion control is accepted whatever its value.
+_MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]] = {
+    "USE_DYNAMIC_PFC_THRESHOLD": (((Decimal(1),),), "mvopt's PFC threshold is always dynamic", None),
+    "L2_ACK_INTERVAL": (((Decimal(0),), (Decimal(1),)), "mvopt acknowledges every packet", None),
+    "L2_CHUNK_SIZE": (((Decimal(0),),), "mvopt acknowledges every packet", None),
+    "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
+    "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
+    "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),
+    "LINK_DOWN": (((Decimal(0), Decimal(0), Decimal(0)),), "link failures are not modelled", None),
+    "RATE_BOUND": (((Decimal(1),),), "senders are always paced at their congestion-control rate", None),
+    "FAST_REACT": (((Decimal(1),),), "mvopt's HPCC updates its rate on every ACK", "hpcc"),
+    "MULTI_RATE": (((Decimal(0),),), "mvopt's HPCC keeps one aggregate rate, not one per hop", "hpcc"),
+    "SAMPLE_FEEDBACK": (((Decimal(0),),), "every ACK carries INT", "hpcc"),
+    "INT_MULTI": (((Decimal(1),),), "INT counts bytes exactly", "hpcc"),
 }
+# Keys naming files the command line gives instead, or traces mvopt does not write: no effect
+# on the results, accepted silently.
+_FILE_KEYS = frozenset({
+    "TOPOLOGY_FILE", "FLOW_FILE", "FCT_OUTPUT_FILE", "TRACE_FILE", "TRACE_OUTPUT_FILE", "ENABLE_TRACE",
+    "PFC_OUTPUT_FILE", "QLEN_MON_FILE", "QLEN_MON_START", "QLEN_MON_END",
+})
+# Keys only HPCC-PINT (CC_MODE 10, refused) reads: no effect on any mode mvopt runs.
+_PINT_KEYS = frozenset({"PINT_LOG_BASE", "PINT_PROB"})
 # Keys HPCC reads that mvopt does not use (explanations for the warning).
 _IGNORED: dict[str, str] = {
-    "TOPOLOGY_FILE": "give the topology with --hpcc-topology",
-    "FLOW_FILE": "give the flows with --hpcc-flows",
-    "FCT_OUTPUT_FILE": "give the output with --fct-out",
-    "TRACE_FILE": "packet traces are not written", "TRACE_OUTPUT_FILE": "packet traces are not written",
-    "ENABLE_TRACE": "packet traces are not written", "PFC_OUTPUT_FILE": "PFC traces are not written",
-    "QLEN_MON_FILE": "use simulation.queue_monitor_ns", "QLEN_MON_START": "use simulation.queue_monitor_ns",
-    "QLEN_MON_END": "use simulation.queue_monitor_ns",
-    "CLAMP_TARGET_RATE": "not modelled", "PAUSE_TIME": "PFC pauses last until resumed",
     "DATA_RATE": "link rates come from the topology", "LINK_DELAY": "link delays come from the topology",
-    "GLOBAL_T": "windows use each flow's own base RTT", "FAST_REACT": "HPCC reacts on every ACK",
-    "MULTI_RATE": "not modelled", "SAMPLE_FEEDBACK": "not modelled", "INT_MULTI": "not modelled",
-    "RATE_BOUND": "not modelled", "PINT_LOG_BASE": "PINT is not modelled", "PINT_PROB": "PINT is not modelled",
 }
+
+
+def _model_value(key: str, vals: list[str]) -> bool:
+    """Whether `vals` is one of the values of _MODEL_VALUES[key] (compared as numbers)."""
+    try:
+        got = tuple(Decimal(v) for v in vals)
+    except InvalidOperation:
+        return False
+    return got in _MODEL_VALUES[key][0]
 
 
 def _ewma(v: Decimal) -> dict[str, float]:
@@ -294,6 +309,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
     out: dict[str, Any] = {}
     used: list[str] = []
     ignored: dict[str, str] = {}
+    modelled: list[tuple[str, list[str], int]] = []     # a model key's value other than mvopt's
 
     def number(toks: list[str], line: int, key: str) -> Decimal:
         if len(toks) != 1:
@@ -405,16 +421,22 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["network.window"] = flag(vals, line, key)
         elif key == "VAR_WIN":
             out["network.var_win"] = flag(vals, line, key)
+        elif key == "GLOBAL_T":
+            out["network.global_window"] = flag(vals, line, key)
         elif key == "SIMULATOR_STOP_TIME":
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
+        elif key == "CLAMP_TARGET_RATE":
+            out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
+        elif key == "PAUSE_TIME":
+            if number(vals, line, key) <= 0:
+                raise InputFileError(file, line, f"PAUSE_TIME {vals[0]} is not supported: a pause frame with "
+                                     "time 0 resumes in the HPCC simulator; mvopt's pauses last until resumed "
+                                     "(supported: any time > 0)")
         elif key in _MODEL_VALUES:
-            accepted, why = _MODEL_VALUES[key]
-            value = " ".join(vals)
-            if value in accepted or (key == "ERROR_RATE_PER_LINK" and _is_zero(value)):
-                used.append(key)
-                continue
-            ignored.setdefault(key, f"value {value!r} ignored: {why}")
-            continue
+            if not _model_value(key, vals):
+                modelled.append((key, vals, line))
+        elif key in _FILE_KEYS or key in _PINT_KEYS:
+            pass
         elif key in _IGNORED:
             ignored.setdefault(key, _IGNORED[key])
             continue
@@ -422,14 +444,16 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             ignored.setdefault(key, "not an HPCC key mvopt knows")
             continue
         used.append(key)
+    cc = out.get("network.cc", NetworkConfig().cc)
+    for key, vals, line in modelled:
+        accepted, why, only = _MODEL_VALUES[key]
+        if only is None or only == cc:
+            allowed = " or ".join(" ".join(str(v) for v in a) for a in accepted)
+            mode = next((m for m, name in CC_MODES.items() if name == only), None)
+            scope = f" with CC_MODE {mode} ({_CC_TITLES[mode]})" if only else ""
+            raise InputFileError(file, line, f"{key} {' '.join(vals)} is not supported{scope}: {why} "
+                                 f"(supported: {allowed})")
     report = warn or (lambda msg: warnings.warn(msg, HpccConfigWarning, stacklevel=3))
     for key, why in ignored.items():
         report(f"{file}: {key} ignored ({why})")
     return HpccSettings(overrides=out, used=tuple(dict.fromkeys(used)), ignored=tuple(ignored))
-
-
-def _is_zero(text: str) -> bool:
-    try:
-        return Decimal(text) == 0
-    except InvalidOperation:
-        return False

@@ -51,7 +51,9 @@ def test_read_flows(tmp_path):
         [(0, 1, 3, 100, 2500), (0, 2, 3, 200, 1000), (2, 1, 0, 100, 1)]
     assert [f.start_ps for f in flows] == [1_000_000, 1_000_001, 10**12]   # exact decimal seconds
     assert [f.line for f in flows] == [2, 3, 4]
-    assert sports(flows) == [10000, 10001, 10000]                          # per source host, file order
+    assert sports(flows) == [10000, 10000, 10000]                          # per host pair, file order
+    again = flows + [flows[0], flows[2]]
+    assert sports(again) == [10000, 10000, 10000, 10001, 10001]
 
 
 @pytest.mark.parametrize("text, line, match", [
@@ -133,7 +135,7 @@ def test_fct_file_end_to_end(tmp_path):
     rows = [ln.split() for ln in out.read_text().splitlines()]
     assert [r[:6] for r in rows] == [
         ["0b000001", "0b000101", "10000", "100", "2500", "1000"],
-        ["0b000001", "0b000201", "10001", "200", "1000", "1000"],   # 1000.001 ns rounds to 1000
+        ["0b000001", "0b000201", "10000", "200", "1000", "1000"],   # 1000.001 ns rounds to 1000
         ["0b000201", "0b000101", "10000", "100", "1", "1000000000"],   # 1 s
     ]
     # flow 2 (1 byte, alone at t = 1 s): 2 hops store-and-forward, then the ACK's 2 hops back
@@ -224,10 +226,10 @@ def test_config_maps_onto_network_settings(tmp_path):
             o["network.dcqcn.rp_timer_us"], o["network.dcqcn.fast_recovery_steps"]) == (1, 4, 300, 1)
     assert (o["network.hpcc.eta"], o["network.hpcc.max_stage"]) == (0.95, 5)
     assert o["simulation.time_limit_ms"] == 4000
-    # ignored keys: each warned exactly once (GLOBAL_T appears twice), in file order
-    assert s.ignored == ("TOPOLOGY_FILE", "FLOW_FILE", "CLAMP_TARGET_RATE", "GLOBAL_T", "FAST_REACT", "INT_MULTI")
-    assert len(msgs) == 6 and all(m.startswith(f"{path}: ") for m in msgs)
-    assert "L2_BACK_TO_ZERO" in s.used and "ACK_HIGH_PRIO" in s.used
+    assert o["network.dcqcn.clamp_target_rate"] is False
+    assert o["network.global_window"] is True
+    assert s.ignored == () and not msgs
+    assert {"L2_BACK_TO_ZERO", "ACK_HIGH_PRIO", "TOPOLOGY_FILE", "FAST_REACT", "INT_MULTI"} <= set(s.used)
     # every override is a valid configuration path and value
     cfg = load_config({}, **{k.replace(".", "__"): v for k, v in o.items()})
     assert cfg.network.cc == "dcqcn" and cfg.network.ecn.kmin_kb == 400
@@ -245,13 +247,36 @@ def test_cc_mode_mapping(tmp_path, mode, cc):
 
 
 def test_warnings_by_default(tmp_path):
-    path = _write(tmp_path, "config.txt", "CC_MODE 3\nPINT_PROB 1.0\nL2_BACK_TO_ZERO 1\nFOO 3\nFOO 4\n")
+    path = _write(tmp_path, "config.txt", "CC_MODE 3\nPINT_PROB 1.0\nDATA_RATE 100Gb/s\nFOO 3\nFOO 4\n")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         s = read_hpcc_config(path, host_rate_bps=G100)
     msgs = [str(x.message) for x in w if issubclass(x.category, HpccConfigWarning)]
-    assert len(msgs) == 3 and s.ignored == ("PINT_PROB", "L2_BACK_TO_ZERO", "FOO")
-    assert "go-back-N" in msgs[1] and "not an HPCC key" in msgs[2]
+    # each ignored key warned exactly once (FOO appears twice), in file order
+    assert len(msgs) == 2 and s.ignored == ("DATA_RATE", "FOO")
+    assert msgs[0].startswith(f"{path}: DATA_RATE ignored") and "not an HPCC key" in msgs[1]
+
+
+def test_shipped_config_warns_about_nothing(tmp_path):
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hpcc", "config.txt")
+    msgs: list[str] = []
+    s = read_hpcc_config(path, host_rate_bps=G100, warn=msgs.append)
+    assert s.ignored == () and not msgs
+
+
+@pytest.mark.parametrize("text", [
+    "CC_MODE 1\nFAST_REACT 0\nINT_MULTI 4\nMULTI_RATE 1\nSAMPLE_FEEDBACK 1\n",   # HPCC's keys, under DCQCN
+    "CC_MODE 3\nFAST_REACT 1.0\nINT_MULTI 1\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\nRATE_BOUND 1\n",
+    "ERROR_RATE_PER_LINK 0.0000\nLINK_DOWN 0 0 0\nL2_ACK_INTERVAL 0\nPAUSE_TIME 5\nPINT_PROB 0.5\n",
+])
+def test_modelled_values_accepted_silently(tmp_path, text):
+    _, s, msgs = _config(tmp_path, text)
+    assert not msgs and not s.ignored
+
+
+def test_clamp_target_rate(tmp_path):
+    _, s, _ = _config(tmp_path, "CLAMP_TARGET_RATE 1\n")
+    assert s.overrides == {"network.dcqcn.clamp_target_rate": True}
 
 
 @pytest.mark.parametrize("text, line, match", [
@@ -268,6 +293,22 @@ def test_warnings_by_default(tmp_path):
     ("PMAX_MAP 1 100000000000 high\n", 1, "cannot parse PMAX_MAP value 'high'"),
     ("EWMA_GAIN 2\n", 1, "must be in [0, 1]"),
     ("\nU_TARGET 0\n", 2, "U_TARGET must be in [0.01, 1]"),
+    # values mvopt does not model: refused by name, with what it does and what it accepts
+    ("L2_BACK_TO_ZERO 1\n", 1, "L2_BACK_TO_ZERO 1 is not supported: mvopt recovers with go-back-N"),
+    ("ACK_HIGH_PRIO 0\n", 1, "ACK_HIGH_PRIO 0 is not supported: mvopt always sends ACK/NACK in the "
+                              "high-priority control queue (supported: 1)"),
+    ("L2_CHUNK_SIZE 4000\n", 1, "L2_CHUNK_SIZE 4000 is not supported"),
+    ("L2_ACK_INTERVAL 4\n", 1, "(supported: 0 or 1)"),
+    ("ERROR_RATE_PER_LINK 0.001\n", 1, "link loss is not modelled"),
+    ("LINK_DOWN 2000000000 8 9\n", 1, "LINK_DOWN 2000000000 8 9 is not supported: link failures"),
+    ("RATE_BOUND 0\n", 1, "RATE_BOUND 0 is not supported"),
+    ("USE_DYNAMIC_PFC_THRESHOLD 0\n", 1, "always dynamic"),
+    ("PAUSE_TIME 0\n", 1, "PAUSE_TIME 0 is not supported"),
+    ("CLAMP_TARGET_RATE 2\n", 1, "must be 0 or 1"),
+    ("FAST_REACT 0\nCC_MODE 3\n", 1, "FAST_REACT 0 is not supported with CC_MODE 3 (HPCC): mvopt's HPCC updates"),
+    ("CC_MODE 3\n\nINT_MULTI 4\n", 3, "INT_MULTI 4 is not supported with CC_MODE 3 (HPCC)"),
+    ("CC_MODE 3\nMULTI_RATE 1\n", 2, "one aggregate rate"),
+    ("CC_MODE 3\nSAMPLE_FEEDBACK 1\n", 2, "every ACK carries INT"),
 ])
 def test_bad_config_files(tmp_path, text, line, match):
     path = _write(tmp_path, "config.txt", text)
@@ -281,3 +322,32 @@ def test_parse_data_rate():
     assert parse_data_rate("5000b/s") == 5000
     with pytest.raises(ValueError):
         parse_data_rate("fast")
+
+
+# hosts 0, 1 on leaf 4; hosts 2, 3 on leaf 5; spines 6, 7
+LEAF_SPINE = ("8 4 8\n4 5 6 7\n" + "".join(f"{h} {4 + h // 2} 100Gbps 1us 0\n" for h in range(4))
+              + "".join(f"{a} {b} 100Gbps 1us 0\n" for a in (4, 5) for b in (6, 7)))
+
+
+@pytest.mark.parametrize("global_t", [0, 1])
+def test_global_t_gives_every_flow_the_largest_window_and_rtt(tmp_path, global_t, backend="cpu"):
+    from mvopt.engine import simulate
+    from mvopt.engine.reference import simulate_reference
+    from mvopt.testing import scenarios as sc
+
+    _, s, msgs = _config(tmp_path, f"GLOBAL_T {global_t}\nHAS_WIN 1\n")
+    assert s.overrides == {"network.global_window": bool(global_t), "network.window": True} and not msgs
+    topo = read_hpcc_topology(_write(tmp_path, "topo.txt", LEAF_SPINE))
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 50_000)            # one switch apart: 2 links each way
+    g.flow(0, 2, 50_000)            # three switches apart: 4 links each way
+    exp = sc.experiment(topo, g, cc="dcqcn", window=True, global_window=bool(global_t))
+    p = exp.params
+    ser = ser_ps(1000, G100)
+    near, far = 2 * 2 * 10**6 + 2 * ser, 2 * 4 * 10**6 + 4 * ser      # 2 x delays + one payload per hop
+    own = [near, far]
+    assert p.flow_base_rtt_ps.tolist() == ([far, far] if global_t else own)
+    assert p.flow_win_bytes.tolist() == [r * G100 // (8 * 10**12) for r in ([far, far] if global_t else own)]
+    assert p.flow_standalone_ps[0] - near == p.flow_standalone_ps[1] - far      # standalone: the pair's own RTT
+    (r,) = simulate([exp], backend=backend)
+    assert r.same_as(simulate_reference(exp))
