@@ -7,20 +7,31 @@ Format (ASTRA-sim 1.0 ``inputs/workload``, SimAI/AICB output)::
     attention -1 1000 ALLREDUCE 4194304 1000 ALLREDUCE 4194304 1000 NONE 0 100
     mlp       -1 2000 ALLREDUCE 4194304 2000 ALLREDUCE 4194304 2000 ALLREDUCE 8388608 100
 
-Line 1: the parallelism policy, then optional ``key: value`` pairs; line 2: the number of layers;
-then one line per layer: ``name reserved fwd_compute fwd_comm_type fwd_comm_bytes ig_compute
-ig_comm_type ig_comm_bytes wg_compute wg_comm_type wg_comm_bytes update_time`` (times in ns,
-sizes in bytes per rank; comm types NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL).
-Blank lines and lines starting with ``#`` or ``//`` are ignored. Any other deviation is an
+Line 1: the parallelism policy, then optional ``key: value`` pairs (SimAI also writes ``pp_comm``
+without the colon); line 2: the number of layers; then one line per layer: ``name reserved
+fwd_compute fwd_comm_type fwd_comm_bytes ig_compute ig_comm_type ig_comm_bytes wg_compute
+wg_comm_type wg_comm_bytes update_time`` (times in ns, sizes in bytes per rank). A comm type is
+NONE or a collective (ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL) with an optional group
+suffix ``_EP`` or ``_DP_EP`` (SimAI's MoE groups). Blank lines and lines starting with ``#`` or
+``//`` are ignored. Any other deviation, SimAI's combined ``ALLREDUCEALLTOALL`` included, is an
 :class:`~mvopt.errors.InputFileError` naming the file and line.
 
 **Groups.** ``n`` GPUs (``all_gpus``, default the cluster's), model-parallel group size ``mp``
 (``model_parallel_NPU_group``): DATA: mp = 1; MODEL: mp = n; HYBRID_DATA_MODEL,
 HYBRID_TRANSFORMER[_FWD_IN_BCKWD], MICRO: MP groups are ``mp`` consecutive GPUs and DP groups
 take one GPU of each; HYBRID_MODEL_DATA: DP groups are ``n/mp`` consecutive GPUs and MP groups
-stride. Forward and input-gradient collectives run over the MP group, weight-gradient
-collectives over the DP group. ``pp`` must be 1 (pipelines are not in this format's layer
-list); ``vpp``, ``ep``, ``checkpoints`` and ``checkpoint_initiates`` are read and ignored.
+stride. A collective without suffix runs over the MP group in the forward and input-gradient
+phases and over the DP group in the weight-gradient phase; ``_EP`` runs it over the EP group and
+``_DP_EP`` over the expert-data-parallel group, in any phase (as SimAI's Workload.cc maps them).
+Each DP group of ``n/mp`` GPUs splits into ``n/(mp ep)`` EP groups of ``ep`` consecutive members
+(mvopt's ``packed`` placement, :func:`mvopt.workload.parallel.ep_dp_groups`); the DP_EP groups
+take one member of each. ``ep`` must divide ``n/mp``.
+
+**Pipelines.** SimAI's packet-level loop builds its communicators with one pipeline stage (DP
+size ``all_gpus / mp``) and issues no pipeline sends: every GPU runs every layer, and
+``pp_comm`` enters only its analytical estimate of exposed pipeline time. This module does the
+same: ``pp``, ``pp_comm``, ``vpp``, ``checkpoints`` and ``checkpoint_initiates`` are read and
+do not change the task graph.
 
 **Task graph** per GPU and iteration (:func:`astra_graph`): ``ga`` passes of forward (each
 layer: compute, then its collective, blocking) and backward in reverse (input-gradient compute
@@ -28,7 +39,9 @@ and collective, blocking; weight-gradient compute); in the last pass each weight
 collective starts after its compute and runs beside the rest of the backward, one after the
 other on the DP communicator; then each layer's update (``update_time``) once its weight
 gradients are reduced. Collectives use :func:`mvopt.comm.hierarchical.add_group_collective`
-(NVLink model inside a server, flows on the network between servers).
+(NVLink model inside a server, flows on the network between servers); all-to-alls use
+:func:`mvopt.comm.alltoall.add_all_to_all` with ``size / members`` bytes to each peer and the
+``collective.all_to_all`` algorithm.
 """
 
 from __future__ import annotations
@@ -40,12 +53,17 @@ from typing import Callable, Sequence
 from mvopt.errors import InputFileError
 from mvopt.files import read_text
 
-__all__ = ["AstraLayer", "AstraWorkload", "parse_astra", "read_astra", "astra_graph", "POLICIES", "COMM_TYPES"]
+__all__ = ["AstraLayer", "AstraWorkload", "parse_astra", "read_astra", "astra_graph", "groups", "comm_groups",
+           "POLICIES", "COMM_TYPES", "GROUP_SUFFIXES", "GROUPS"]
 
 POLICIES = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER",
             "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "MICRO")
 COMM_TYPES = {"NONE": None, "ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather",
               "REDUCESCATTER": "reduce_scatter", "ALLTOALL": "all_to_all"}
+# comm-type suffix -> group; no suffix: the phase's own group (mp forward/input gradient, dp weight gradient)
+GROUP_SUFFIXES = {"_DP_EP": "dp_ep", "_EP": "ep"}
+GROUPS = ("mp", "dp", "ep", "dp_ep")
+_CATEGORY = {"mp": "tp_comm", "dp": "dp_comm", "ep": "ep_comm", "dp_ep": "dp_comm"}  # blocking collectives' task category
 _KEYS = {"model_parallel_npu_group": "mp", "ep": "ep", "pp": "pp", "vpp": "vpp", "ga": "ga",
          "all_gpus": "all_gpus", "checkpoints": "checkpoints", "checkpoint_initiates": "checkpoint_initiates",
          "pp_comm": "pp_comm"}
@@ -64,6 +82,9 @@ class AstraLayer:
     wg_comm: str | None
     wg_bytes: int
     update_ns: float
+    fwd_group: str = "mp"
+    ig_group: str = "mp"
+    wg_group: str = "dp"
 
 
 @dataclass(frozen=True)
@@ -79,6 +100,10 @@ class AstraWorkload:
     @property
     def ga(self) -> int:
         return int(self.options.get("ga", 1))
+
+    @property
+    def ep(self) -> int:
+        return int(self.options.get("ep", 1))
 
 
 def _content(text: str):
@@ -105,6 +130,8 @@ def parse_astra(text: str, file: str = "<string>") -> AstraWorkload:
     i = 0
     while i < len(rest):
         key = rest[i]
+        if key.lower() == "pp_comm":  # SimAI writes this one without the colon
+            key += ":"
         if not key.endswith(":"):
             raise InputFileError(file, ln, f"expected 'key: value' after the policy, got {key!r}")
         name = key[:-1].lower()
@@ -116,13 +143,10 @@ def parse_astra(text: str, file: str = "<string>") -> AstraWorkload:
             val = int(rest[i + 1])
         except ValueError:
             raise InputFileError(file, ln, f"option {key[:-1]!r} must be an integer, got {rest[i + 1]!r}") from None
-        if val < 0 or (val == 0 and _KEYS[name] in ("mp", "ga", "all_gpus", "pp")):
+        if val < 0 or (val == 0 and _KEYS[name] in ("mp", "ga", "all_gpus", "pp", "ep")):
             raise InputFileError(file, ln, f"option {key[:-1]!r} must be a positive integer, got {val}")
         opts[_KEYS[name]] = val
         i += 2
-    if opts.get("pp", 1) != 1:
-        raise InputFileError(file, ln, f"pp: {opts['pp']} is not supported (the layer list has no "
-                             "pipeline stages; use the training workload for pipelines)")
     if len(lines) < 2:
         raise InputFileError(file, None, "missing the layer count (line 2)")
     ln, count = lines[1]
@@ -153,21 +177,33 @@ def parse_astra(text: str, file: str = "<string>") -> AstraWorkload:
                 raise InputFileError(file, ln, f"{what} must be >= 0, got {f[k]}")
             return x
 
-        def comm(k: int, what: str):
+        def comm(k: int, what: str, default_group: str) -> tuple[str | None, str]:
             t = f[k].upper()
-            if t not in COMM_TYPES:
-                raise InputFileError(file, ln, f"{what} must be one of {', '.join(COMM_TYPES)}, got {f[k]!r}")
-            return COMM_TYPES[t]
+            base, group = t, default_group
+            for suffix, g in GROUP_SUFFIXES.items():
+                if t.endswith(suffix) and t != "NONE":
+                    base, group = t[:-len(suffix)], g
+                    break
+            if base == "ALLREDUCEALLTOALL":
+                raise InputFileError(file, ln, f"{what} {f[k]!r} (SimAI's combined all-reduce + all-to-all) is not "
+                                     "supported; write the two collectives on separate layers")
+            if base not in COMM_TYPES or (base == "NONE" and t != "NONE"):
+                raise InputFileError(file, ln, f"{what} must be one of {', '.join(COMM_TYPES)}, the collectives "
+                                     f"optionally suffixed {' or '.join(sorted(GROUP_SUFFIXES))}; got {f[k]!r}")
+            return COMM_TYPES[base], group
 
         try:
             int(f[1])
         except ValueError:
             raise InputFileError(file, ln, f"the reserved field (2nd) must be an integer such as -1, got {f[1]!r}") from None
+        fwd_comm, fwd_group = comm(3, "fwd_comm_type", "mp")
+        ig_comm, ig_group = comm(6, "ig_comm_type", "mp")
+        wg_comm, wg_group = comm(9, "wg_comm_type", "dp")
         layers.append(AstraLayer(
-            name=f[0], fwd_ns=num(2, "fwd_compute"), fwd_comm=comm(3, "fwd_comm_type"),
-            fwd_bytes=num(4, "fwd_comm_size", True), ig_ns=num(5, "ig_compute"), ig_comm=comm(6, "ig_comm_type"),
-            ig_bytes=num(7, "ig_comm_size", True), wg_ns=num(8, "wg_compute"), wg_comm=comm(9, "wg_comm_type"),
-            wg_bytes=num(10, "wg_comm_size", True), update_ns=num(11, "update_time")))
+            name=f[0], fwd_ns=num(2, "fwd_compute"), fwd_comm=fwd_comm, fwd_bytes=num(4, "fwd_comm_size", True),
+            ig_ns=num(5, "ig_compute"), ig_comm=ig_comm, ig_bytes=num(7, "ig_comm_size", True),
+            wg_ns=num(8, "wg_compute"), wg_comm=wg_comm, wg_bytes=num(10, "wg_comm_size", True),
+            update_ns=num(11, "update_time"), fwd_group=fwd_group, ig_group=ig_group, wg_group=wg_group))
     return AstraWorkload(policy=policy, options=opts, layers=tuple(layers))
 
 
@@ -196,22 +232,43 @@ def groups(w: AstraWorkload, n: int, file: str = "<workload>") -> tuple[list[lis
     return mpg, dpg
 
 
+def comm_groups(w: AstraWorkload, n: int, file: str = "<workload>") -> dict[str, list[list[int]]]:
+    """Every group of GPUs ``0..n-1`` by name (:data:`GROUPS`): MP and DP as :func:`groups`, EP
+    groups of ``ep`` consecutive members of each DP group and DP_EP groups striding them."""
+    from types import SimpleNamespace
+
+    from mvopt.workload.parallel import ep_dp_groups
+
+    mpg, dpg = groups(w, n, file)
+    dp, ep = len(dpg[0]), w.ep
+    if dp % ep:
+        raise InputFileError(file, 1, f"ep ({ep}) must divide the data-parallel size all_gpus / "
+                             f"model_parallel_NPU_group ({dp})")
+    # mvopt's packed layout of EP ranks inside DP (Megatron's order); rows are EP groups
+    layout = ep_dp_groups(SimpleNamespace(dp=dp, ep=ep, ep_placement="packed"))
+    epg = [[d[k] for k in row] for d in dpg for row in layout]
+    dp_epg = [[d[k] for k in col] for d in dpg for col in layout.T]
+    return {"mp": mpg, "dp": dpg, "ep": epg, "dp_ep": dp_epg}
+
+
 def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_server: int,
                 intra: Callable[[str, float, int], float], iterations: int = 1, collective=None,
                 nic_bytes_per_s: float = 12.5e9, step_latency_s: float = 5e-6, chunk_gap_ps: int = 0,
                 wire_factor: float | None = None, file: str = "<workload>") -> dict:
     """Append the workload's iterations to ``builder`` (hosts = NICs); returns per-GPU stream
     end task ids and counts. ``collective`` is a CollectiveConfig (algorithm, channels, ...)."""
+    from mvopt.comm.alltoall import add_all_to_all, even_matrix
     from mvopt.comm.hierarchical import add_group_collective
 
     n_cluster = len(gpu_host)
     n = int(w.options.get("all_gpus", n_cluster))
     if n > n_cluster:
         raise InputFileError(file, 1, f"all_gpus: {n} exceeds the cluster's {n_cluster} GPUs")
-    mpg, dpg = groups(w, n, file)
+    grps_by_name = comm_groups(w, n, file)
     host = [int(gpu_host[g]) for g in range(n)]
     server = [g // gpus_per_server for g in range(n)]
     ckw = {}
+    a2a_algorithm = "concurrent" if collective is None else collective.all_to_all
     if collective is not None:
         ckw = dict(algorithm=collective.algorithm, channels=collective.channels, chunk_bytes=collective.chunk_bytes,
                    hierarchical=collective.hierarchical)
@@ -227,15 +284,21 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
     def compute(g: int, ns: float, cat: str = "compute") -> None:
         prev[g] = [builder.delay(host[g], ps(ns), after=prev[g], category=cat)]
 
-    def blocking(op: str | None, nbytes: int, grps: list[list[int]], cat: str) -> None:
+    def collective_over(op: str, grp: list[int], nbytes: int, after: dict, cat: str) -> dict[int, list[int]]:
+        hosts, servers = [host[g] for g in grp], [server[g] for g in grp]
+        if op == "all_to_all":
+            return add_all_to_all(builder, hosts, servers, even_matrix(len(grp), nbytes), algorithm=a2a_algorithm,
+                                  intra=intra, after=after, category=cat)
+        return add_group_collective(builder, op, hosts, servers, nbytes, intra=intra, after=after, category=cat,
+                                    **ckw)
+
+    def blocking(op: str | None, nbytes: int, group: str, cat: str) -> None:
         if op is None or nbytes <= 0:
             return
-        for grp in grps:
+        for grp in grps_by_name[group]:
             if len(grp) < 2:
                 continue
-            done = add_group_collective(builder, op, [host[g] for g in grp], [server[g] for g in grp], nbytes,
-                                        intra=intra, after={i: prev[g] for i, g in enumerate(grp)}, category=cat,
-                                        **ckw)
+            done = collective_over(op, grp, nbytes, {i: prev[g] for i, g in enumerate(grp)}, cat)
             for i, g in enumerate(grp):
                 ids = done[i]
                 prev[g] = [builder.delay(host[g], 0, after=ids, category=cat)] if len(ids) != 1 else ids
@@ -249,23 +312,21 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
             for layer in layers:
                 for g in range(n):
                     compute(g, layer.fwd_ns)
-                blocking(layer.fwd_comm, layer.fwd_bytes, mpg, "tp_comm")
+                blocking(layer.fwd_comm, layer.fwd_bytes, layer.fwd_group, _CATEGORY[layer.fwd_group])
             for li in reversed(range(len(layers))):
                 layer = layers[li]
                 for g in range(n):
                     compute(g, layer.ig_ns)
-                blocking(layer.ig_comm, layer.ig_bytes, mpg, "tp_comm")
+                blocking(layer.ig_comm, layer.ig_bytes, layer.ig_group, _CATEGORY[layer.ig_group])
                 for g in range(n):
                     compute(g, layer.wg_ns)
                 if last and layer.wg_comm is not None and layer.wg_bytes > 0:
                     wg_done[li] = {}
-                    for grp in dpg:
+                    for grp in grps_by_name[layer.wg_group]:
                         if len(grp) < 2:
                             continue
                         after = {i: prev[g] + comm_prev[g] for i, g in enumerate(grp)}
-                        done = add_group_collective(builder, layer.wg_comm, [host[g] for g in grp],
-                                                    [server[g] for g in grp], layer.wg_bytes, intra=intra,
-                                                    after=after, category="dp_comm", **ckw)
+                        done = collective_over(layer.wg_comm, grp, layer.wg_bytes, after, "dp_comm")
                         for i, g in enumerate(grp):
                             ids = done[i]
                             j = builder.delay(host[g], 0, after=ids, category="dp_comm") if len(ids) != 1 else ids[0]
