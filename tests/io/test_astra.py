@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from mvopt.build import build_experiment, evaluate, run
 from mvopt.config import load_config
 from mvopt.errors import InputFileError
-from mvopt.io.astra import groups, parse_astra, read_astra
+from mvopt.engine.tasks import FLOW, TaskGraphBuilder
+from mvopt.io.astra import astra_graph, comm_groups, groups, parse_astra, read_astra
+
+DATA = Path(__file__).parent / "data"
 
 GOOD = """HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 4 ep: 1 pp: 1 vpp: 8 ga: 2 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0
 2
@@ -38,11 +44,14 @@ def test_plain_astra_1_header():
     ("PIPELINE\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 1, "unknown parallelism policy"),
     ("DATA foo: 3\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 1, "unknown option"),
     ("DATA ga: x\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 1, "must be an integer"),
-    ("DATA pp: 2\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 1, "pp: 2 is not supported"),
+    ("DATA ep: 0\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 1, "'ep' must be a positive integer"),
     ("DATA\nmany\n", 2, "number of layers"),
     ("DATA\n2\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n", None, "announces 2 layers"),
     ("DATA\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0\n", 3, "12 fields"),
     ("DATA\n1\nx -1 1 BROADCAST 0 1 NONE 0 1 NONE 0 1\n", 3, "fwd_comm_type must be one of"),
+    ("DATA\n1\nx -1 1 ALLREDUCE_TP 0 1 NONE 0 1 NONE 0 1\n", 3, "fwd_comm_type must be one of"),
+    ("DATA\n1\nx -1 1 NONE 0 1 NONE_EP 0 1 NONE 0 1\n", 3, "ig_comm_type must be one of"),
+    ("DATA\n1\nx -1 1 NONE 0 1 NONE 0 1 ALLREDUCEALLTOALL_EP 8 1\n", 3, "ALLREDUCEALLTOALL_EP.*not supported"),
     ("DATA\n1\nx -1 1 NONE 0 -4 NONE 0 1 NONE 0 1\n", 3, "ig_compute must be >= 0"),
     ("DATA\n1\nx -1 1 NONE 0 1 NONE 1.5 1 NONE 0 1\n", 3, "ig_comm_size must be a number"),
     ("DATA\n1\nx r 1 NONE 0 1 NONE 0 1 NONE 0 1\n", 3, "reserved field"),
@@ -69,13 +78,14 @@ def test_groups_by_policy():
         groups(parse_astra(GOOD.replace("group: 4", "group: 3")), 8)
 
 
-def _cfg(tmp_path, text: str, **extra):
+def _cfg(tmp_path, text: str, collective: dict | None = None, **extra):
     f = tmp_path / "w.txt"
     f.write_text(text)
     return load_config({"cluster": {"topology": "leaf_spine", "leaves": 1, "hosts_per_leaf": 2, "gpus_per_server": 4,
                                     "gpu": "A100", "link_gbps": [100, 100]},
                         "network": {"cc": "none", "payload_bytes": 4096},
-                        "workload": {"kind": "astra", "file": str(f), **extra}})
+                        "workload": {"kind": "astra", "file": str(f), **extra},
+                        **({"collective": collective} if collective else {})})
 
 
 def test_data_parallel_workload_simulates_compute_plus_collectives(tmp_path):
@@ -112,3 +122,85 @@ def test_bad_file_is_an_infeasible_evaluation(tmp_path):
 def test_too_many_gpus(tmp_path):
     with pytest.raises(InputFileError, match="exceeds"):
         build_experiment(_cfg(tmp_path, GOOD.replace("all_gpus: 8", "all_gpus: 16")))
+
+
+# --- SimAI workloads: group suffixes, pipelines, all-to-all -------------------------------------
+
+MOE = """HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 2 pp: 2 vpp: 1 ga: 1 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm 65536
+3
+attention -1 1000 ALLGATHER 65536 1000 REDUCESCATTER 65536 1000 ALLREDUCE 131072 100
+moe       -1 2000 ALLTOALL_EP 131072 2000 ALLTOALL_EP 131072 1000 NONE 0 100
+moe_grad  -1 1 NONE 0 1 NONE 0 1000 ALLREDUCE_DP_EP 262144 100
+"""
+
+
+def _flows(text: str, n: int = 8) -> tuple[int, int]:
+    """(flows, bytes) of one iteration with every GPU on its own server and host."""
+    b = TaskGraphBuilder()
+    astra_graph(b, parse_astra(text), gpu_host=np.arange(n), gpus_per_server=1, intra=lambda op, size, k: 0.0)
+    g = b.build()
+    flow = g.kind == FLOW
+    return int(flow.sum()), int(g.size_bytes[flow].sum())
+
+
+def test_simai_micro_allreduce_example_round_trips():
+    """SimAI's example/microAllReduce.txt: two forward all-reduces over one MP group of 8. A ring
+    all-reduce over 8 GPUs on 8 servers is 2 x 7 steps of one S/8 flow per GPU: 112 flows, 14 S bytes."""
+    w = read_astra(DATA / "simai_microAllReduce.txt")
+    assert (w.policy, w.mp, w.ga, w.options["all_gpus"]) == ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", 8, 1, 8)
+    assert [(la.fwd_comm, la.fwd_group, la.fwd_bytes) for la in w.layers] == [
+        ("all_reduce", "mp", 16777216), ("all_reduce", "mp", 67108864)]
+    assert comm_groups(w, 8)["mp"] == [list(range(8))]
+    flows, nbytes = _flows((DATA / "simai_microAllReduce.txt").read_text())
+    assert flows == 2 * 112 and nbytes == 14 * (16777216 + 67108864)
+
+
+def test_simai_moe_example_header_and_suffixes():
+    """SimAI's example/workload_analytical.txt (head): pp 12, ``pp_comm`` without a colon, MoE
+    all-to-alls over EP groups and expert-gradient collectives over DP_EP groups."""
+    w = read_astra(DATA / "simai_workload_analytical_head.txt")
+    assert (w.mp, w.ep, w.options["pp"], w.options["pp_comm"], w.options["all_gpus"]) == (2, 16, 12, 50331648, 9216)
+    assert len(w.layers) == 22
+    by = {(la.name, la.fwd_comm, la.fwd_group, la.wg_comm, la.wg_group) for la in w.layers}
+    assert ("moe_grad_norm1", None, "mp", "all_gather", "dp_ep") in by
+    assert ("moe_grad_norm2", None, "mp", "reduce_scatter", "dp_ep") in by
+    assert ("mlp_moelayer", "all_to_all", "ep", None, "dp") in by
+    assert ("mlp_moelayer", "all_to_all", "mp", None, "dp") in by
+    g = comm_groups(w, 9216)   # SimAI's packet loop: one stage, DP = all_gpus / mp
+    assert [(len(g[k]), len(g[k][0])) for k in ("mp", "dp", "ep", "dp_ep")] == [(4608, 2), (2, 4608), (576, 16), (32, 288)]
+    assert g["ep"][0] == list(range(0, 32, 2)) and g["dp_ep"][0][:3] == [0, 32, 64]
+
+
+def test_ep_groups_are_packed_inside_dp():
+    g = comm_groups(parse_astra(MOE), 8)
+    assert g["mp"] == [[0, 1], [2, 3], [4, 5], [6, 7]] and g["dp"] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert g["ep"] == [[0, 2], [4, 6], [1, 3], [5, 7]]
+    assert g["dp_ep"] == [[0, 4], [2, 6], [1, 5], [3, 7]]
+    with pytest.raises(InputFileError, match=r"ep \(3\) must divide .* \(4\)"):
+        comm_groups(parse_astra(MOE.replace("ep: 2", "ep: 3")), 8)
+
+
+def test_moe_flows_by_hand():
+    """Every GPU on its own server; sizes are per rank as in nccl-tests (all-gather: the gathered
+    buffer). Forward: all-gather of 64 KiB over 4 MP pairs (one 32 KiB flow each way: 8 flows); all-to-all of 128 KiB over 4 EP pairs (64 KiB to the peer: 8 flows).
+    Backward, reversed: moe_grad's all-reduce of 256 KiB over 4 DP_EP pairs (ring of 2: 2 steps of
+    one 128 KiB flow per GPU: 16 flows); moe's all-to-all again (8 flows); attention's
+    reduce-scatter of 64 KiB over the MP pairs (one 32 KiB flow per GPU: 8 flows) and all-reduce
+    of 128 KiB over 2 DP groups of 4 (2 x 3 steps of one 32 KiB flow per GPU: 48 flows)."""
+    k = 1024
+    flows, nbytes = _flows(MOE)
+    assert flows == 8 + 8 + 16 + 8 + 8 + 48
+    assert nbytes == 8 * 32 * k + 8 * 64 * k + 16 * 128 * k + 8 * 64 * k + 8 * 32 * k + 48 * 32 * k
+
+
+def test_pp_and_pp_comm_leave_the_graph_unchanged():
+    """SimAI's packet-level loop runs one pipeline stage and issues no pipeline sends."""
+    one = MOE.replace("pp: 2", "pp: 1").replace(" pp_comm 65536", "")
+    assert _flows(one) == _flows(MOE)
+
+
+def test_simai_pp2_moe_workload_simulates(tmp_path):
+    r, = run([_cfg(tmp_path, MOE)])
+    assert r.status == "done" and r.makespan_s > 0
+    h, = run([_cfg(tmp_path, MOE, collective={"all_to_all": "hierarchical"})])
+    assert h.status == "done" and h.makespan_s > 0
