@@ -24,7 +24,7 @@ stride. A collective without suffix runs over the MP group in the forward and in
 phases and over the DP group in the weight-gradient phase; ``_EP`` runs it over the EP group and
 ``_DP_EP`` over the expert-data-parallel group, in any phase (as SimAI's Workload.cc maps them).
 Each DP group of ``n/mp`` GPUs splits into ``n/(mp ep)`` EP groups of ``ep`` consecutive members
-(mvopt's ``packed`` placement, :func:`mvopt.workload.parallel.ep_dp_groups`); the DP_EP groups
+(the ``packed`` placement of :func:`mvopt.workload.parallel.ep_dp_groups`); the DP_EP groups
 take one member of each. ``ep`` must divide ``n/mp``.
 
 **Pipelines.** SimAI's packet-level loop builds its communicators with one pipeline stage (DP
@@ -235,19 +235,14 @@ def groups(w: AstraWorkload, n: int, file: str = "<workload>") -> tuple[list[lis
 def comm_groups(w: AstraWorkload, n: int, file: str = "<workload>") -> dict[str, list[list[int]]]:
     """Every group of GPUs ``0..n-1`` by name (:data:`GROUPS`): MP and DP as :func:`groups`, EP
     groups of ``ep`` consecutive members of each DP group and DP_EP groups striding them."""
-    from types import SimpleNamespace
-
-    from mvopt.workload.parallel import ep_dp_groups
-
     mpg, dpg = groups(w, n, file)
     dp, ep = len(dpg[0]), w.ep
     if dp % ep:
         raise InputFileError(file, 1, f"ep ({ep}) must divide the data-parallel size all_gpus / "
                              f"model_parallel_NPU_group ({dp})")
-    # mvopt's packed layout of EP ranks inside DP (Megatron's order); rows are EP groups
-    layout = ep_dp_groups(SimpleNamespace(dp=dp, ep=ep, ep_placement="packed"))
-    epg = [[d[k] for k in row] for d in dpg for row in layout]
-    dp_epg = [[d[k] for k in col] for d in dpg for col in layout.T]
+    # the packed layout of mvopt.workload.parallel.ep_dp_groups (Megatron's order), which io may not import
+    epg = [d[k:k + ep] for d in dpg for k in range(0, dp, ep)]
+    dp_epg = [d[e::ep] for d in dpg for e in range(ep)]
     return {"mp": mpg, "dp": dpg, "ep": epg, "dp_ep": dp_epg}
 
 
