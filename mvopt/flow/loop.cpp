@@ -67,10 +67,10 @@ struct Exp {
     std::vector<i64> rate;                   // by flow (units)
     // the flows transferring, by slot: flow, bits left, rate (as the double the arithmetic uses)
     std::vector<i64> act_flow, active_pos;   // active_pos: a flow's slot, -1 when not active
-    std::vector<double> act_rem, act_rate;
+    std::vector<double> act_rem, act_rate, left_ps;
     typedef std::pair<i64, i64> Due;         // (ready time, flow)
     std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
-    std::vector<i64> stack, ended, ends, changed;    // scratch of a step
+    std::vector<i64> stack, ended, changed;    // scratch of a step
     // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
@@ -282,19 +282,25 @@ struct Exp {
         int8_t status = RUNNING;
         while (true) {
             const size_t n = act_flow.size();
-            ends.resize(n);
-            i64 nxt = INF;
+            // a transfer ends at T + ceil(left), left = its time left in ps (a double); ceil is
+            // monotone, so the earliest end is that of the smallest left, and a transfer ends by
+            // T + d (d whole) exactly when left <= d: one conversion a step, not one a flow
+            left_ps.resize(n);
+            double least = 0.0;
             for (size_t i = 0; i < n; i++) {
-                ends[i] = T + ceil_nonneg(act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]);
-                nxt = std::min(nxt, ends[i]);
+                const double q = act_rem[i] * PS_PER_BIT_UNIT / act_rate[i];
+                left_ps[i] = q;
+                least = (i == 0 || q < least) ? q : least;
             }
+            i64 nxt = n ? T + ceil_nonneg(least) : INF;
             if (!pending.empty() && pending.top().first < nxt) nxt = pending.top().first;
             if (nxt >= INF) { status = DONE; break; }
             if (nxt > limit) { status = TIMEOUT; T = limit; break; }
             // transfers that end now finish their task after the flow's latency; the others move on
             ended.clear();
+            const double by = (double)(nxt - T);
             for (size_t i = 0; i < n; i++)
-                if (ends[i] <= nxt) ended.push_back(act_flow[i]);
+                if (left_ps[i] <= by) ended.push_back(act_flow[i]);
             const double dt = (double)(nxt - T) / PS_PER_BIT_UNIT;
             for (size_t i = 0; i < n; i++) act_rem[i] = act_rem[i] - act_rate[i] * dt;
             changed.clear();
