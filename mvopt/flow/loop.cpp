@@ -4,11 +4,15 @@
 // in the same order for the fluid transfers (compiled without contraction or fast math), so its
 // results are the array path's bit for bit. sim.py's docstring describes the model.
 //
-// Rates are computed again only for the flows of the link-sharing components an event touched
-// (flows are linked when any of their data or ACK entries share a port, transitively): max-min
-// rates of disjoint components are independent, and the water-filling of a component alone takes
-// the decisions it takes inside the whole set, round by round, so the other flows keep their
-// rates exactly.
+// Rates are computed again only where they can change. Flows are linked when their data entries
+// share a port (transitively); max-min rates of disjoint components are independent, and the
+// water-filling of a component alone takes the decisions it takes inside the whole set, round by
+// round. The dependency runs one way: data rates without ACKs (first pass) -> each port's ACK load
+// -> data rates in what the ACKs leave (second pass). So the first pass is recomputed for the
+// components of the flows that started or ended, each port's ACK load is an integer total updated
+// in place from the flows whose first-pass rate changed, and the second pass is recomputed for
+// those components and the components of the ports whose ACK load changed. Every other flow keeps
+// both its rates exactly.
 
 #include <algorithm>
 #include <cstdint>
@@ -63,13 +67,16 @@ struct Exp {
     std::vector<i64> rate;                   // by flow (units)
     // the flows transferring, by slot: flow, bits left, rate (as the double the arithmetic uses)
     std::vector<i64> act_flow, active_pos;   // active_pos: a flow's slot, -1 when not active
-    std::vector<double> act_rem, act_rate;
+    std::vector<double> act_rem, act_rate, left_ps;
     typedef std::pair<i64, i64> Due;         // (ready time, flow)
     std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
-    std::vector<i64> stack, ended, ends, changed;    // scratch of a step
-    // the active flows on each port (data and ACK entries), for the components
+    std::vector<i64> stack, ended, changed;    // scratch of a step
+    // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
+    // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
+    // the ports whose load an event may have changed, with their load before it
+    std::vector<i64> ack_load, ack_before, ack_mark, ack_dirty;
     i64 mark = 0;
     // water-filling scratch (per port, per flow)
     std::vector<i64> w_left, w_weight, w_share, w_link_min, w_cap2, f_min, f_first, cur, next, live;
@@ -100,6 +107,7 @@ struct Exp {
         active_pos.assign(n_flow, -1);
         port_flows.resize(n_port);
         port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
+        ack_load.assign(n_port, 0); ack_before.assign(n_port, 0); ack_mark.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
         w_link_min.assign(n_port, 0); w_cap2.assign(n_port, 0);
         f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
@@ -140,7 +148,8 @@ struct Exp {
         act_flow.push_back(f);
         act_rem.push_back(c.flow_bits[f0 + f]);
         act_rate.push_back(0.0);
-        for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+        f_first[f] = 0;                      // no ACK load until its first pass
+        for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
             changed.push_back(ent_port[k]);
         }
@@ -152,11 +161,23 @@ struct Exp {
         active_pos[act_flow[i]] = i;
         act_flow.pop_back(); act_rem.pop_back(); act_rate.pop_back();
         active_pos[f] = -1;
-        for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+        for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             std::vector<int32_t> &on = port_flows[ent_port[k]];
             for (size_t j = 0; j < on.size(); j++)
                 if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
             changed.push_back(ent_port[k]);
+        }
+        add_acks(f, -1);
+    }
+
+    // Add (sign 1) or take off (-1) flow f's ACK load at its first-pass rate (sim._Run._rates'
+    // load, an integer: sums of it are exact in any order).
+    void add_acks(i64 f, i64 sign) {
+        const i64 one = c.weight_one;
+        for (i64 k = ent_ack[f]; k < ent_lo[f + 1]; k++) {
+            i64 p = ent_port[k], w = ent_w[k];
+            if (ack_mark[p] != mark) { ack_mark[p] = mark; ack_before[p] = ack_load[p]; ack_dirty.push_back(p); }
+            ack_load[p] += sign * ((w * f_first[f]) / (one + w) * one);
         }
     }
 
@@ -170,7 +191,7 @@ struct Exp {
             if (flow_mark[f] != mark) { flow_mark[f] = mark; comp.push_back(f); }
         for (; head < comp.size(); head++) {
             i64 f = comp[head];
-            for (i64 k = ent_lo[f]; k < ent_lo[f + 1]; k++) {
+            for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
                 i64 q = ent_port[k];
                 if (port_mark[q] == mark) continue;
                 port_mark[q] = mark;
@@ -228,19 +249,21 @@ struct Exp {
         }
     }
 
-    // Rates of the flows of `comp` (sim._Run._rates): max-min without the ACKs, their load off
-    // the way back, max-min of the data in what is left.
+    // Rates after a step's starts and ends (sim._Run._rates: max-min without the ACKs, their
+    // load off the way back, max-min of the data in what is left), recomputed where they can
+    // change: the first pass for the components of the ports in `changed`, the second for those
+    // and the components of the ports whose ACK load changed.
     void rates() {
+        comp.clear(); touched.clear();
+        for (i64 p : changed) spread_from(p);
+        for (i64 f : comp) add_acks(f, -1);
         max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first);
-        for (i64 p : touched) w_cap2[p] = 0;
-        const i64 one = c.weight_one;
-        for (i64 f : comp)
-            for (i64 k = ent_ack[f]; k < ent_lo[f + 1]; k++) {
-                i64 w = ent_w[k];
-                w_cap2[ent_port[k]] += (w * f_first[f]) / (one + w) * one;
-            }
+        for (i64 f : comp) add_acks(f, 1);
+        for (i64 p : ack_dirty)
+            if (ack_load[p] != ack_before[p]) spread_from(p);
+        ack_dirty.clear();
         for (i64 p : touched) {
-            i64 room = c.port_cap[p0 + p] - w_cap2[p];
+            i64 room = c.port_cap[p0 + p] - ack_load[p];
             w_cap2[p] = room > 0 ? room : 0;
         }
         max_min([this](i64 p) { return w_cap2[p]; }, rate);
@@ -259,22 +282,29 @@ struct Exp {
         int8_t status = RUNNING;
         while (true) {
             const size_t n = act_flow.size();
-            ends.resize(n);
-            i64 nxt = INF;
+            // a transfer ends at T + ceil(left), left = its time left in ps (a double); ceil is
+            // monotone, so the earliest end is that of the smallest left, and a transfer ends by
+            // T + d (d whole) exactly when left <= d: one conversion a step, not one a flow
+            left_ps.resize(n);
+            double least = 0.0;
             for (size_t i = 0; i < n; i++) {
-                ends[i] = T + ceil_nonneg(act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]);
-                nxt = std::min(nxt, ends[i]);
+                const double q = act_rem[i] * PS_PER_BIT_UNIT / act_rate[i];
+                left_ps[i] = q;
+                least = (i == 0 || q < least) ? q : least;
             }
+            i64 nxt = n ? T + ceil_nonneg(least) : INF;
             if (!pending.empty() && pending.top().first < nxt) nxt = pending.top().first;
             if (nxt >= INF) { status = DONE; break; }
             if (nxt > limit) { status = TIMEOUT; T = limit; break; }
             // transfers that end now finish their task after the flow's latency; the others move on
             ended.clear();
+            const double by = (double)(nxt - T);
             for (size_t i = 0; i < n; i++)
-                if (ends[i] <= nxt) ended.push_back(act_flow[i]);
+                if (left_ps[i] <= by) ended.push_back(act_flow[i]);
             const double dt = (double)(nxt - T) / PS_PER_BIT_UNIT;
             for (size_t i = 0; i < n; i++) act_rem[i] = act_rem[i] - act_rate[i] * dt;
             changed.clear();
+            mark++;
             for (i64 f : ended) {
                 c.flow_end_ps[f0 + f] = nxt;
                 c.task_finish_ps[c.flow_task[f0 + f]] = nxt + c.flow_latency_ps[f0 + f];
@@ -293,9 +323,6 @@ struct Exp {
                 attach(f);
             }
             steps++;
-            mark++;
-            comp.clear(); touched.clear();
-            for (i64 p : changed) spread_from(p);
             rates();
         }
         c.exp_T_ps[e] = T;
