@@ -104,7 +104,7 @@ def test_the_cpu_engine_matches_the_reference_on_the_incast() -> None:
     assert_matches_reference(run1("cpu", exp), exp)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(exp=experiments(), timely=st.fixed_dictionaries({
     "t_low_us": st.sampled_from([2.0, 4.5, 50.0]), "t_high_us": st.sampled_from([8.0, 12.0, 500.0]),
     "min_rtt_us": st.sampled_from([1.0, 4.0, 20.0]), "delta_mbps": st.sampled_from([10.0, 500.0]),
