@@ -48,6 +48,8 @@ def test_hpcc_cc_modes_map_to_the_declared_algorithms(tmp_path) -> None:
         path = tmp_path / f"config{mode}.txt"
         path.write_text(f"CC_MODE {mode}\n")
         assert read_hpcc_config(path, host_rate_bps=100 * 10**9).overrides["network.cc"] == name
+    # the HPCC simulator's TIMELY is not mvopt's (docs/decisions/0150-timely.md): refused
+    assert congestion_control("timely").hpcc_cc_mode is None
     path = tmp_path / "timely.txt"
     path.write_text("CC_MODE 7\n")
     with pytest.raises(InputFileError, match=r"CC_MODE 7 \(TIMELY\) is not supported \(supported: 1 = DCQCN, "
@@ -59,5 +61,6 @@ def test_the_bench_cli_accepts_every_algorithm_and_only_those() -> None:
     from mvopt.commands.bench import _ccs
 
     assert _ccs(",".join(CC_NAMES)) == list(CC_NAMES)
-    with pytest.raises(argparse.ArgumentTypeError, match="congestion control must be none, dcqcn, hpcc or dctcp"):
-        _ccs("timely")
+    with pytest.raises(argparse.ArgumentTypeError,
+                       match="congestion control must be none, dcqcn, hpcc, dctcp or timely, got 'swift'"):
+        _ccs("swift")

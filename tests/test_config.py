@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
      "cluster.link_delay_ns: must be a non-empty list of delays >= 0, got [1000.0, -5.0]"),
     ({"cluster": {"topology": "torus", "k": 4}}, "cluster.k: is not a parameter of topology 'torus'"),
     ({"cluster": {"topology": "torus"}}, "cluster.torus_dims: is required for topology 'torus'"),
-    ({"network": {"cc": "cubic"}}, "network.cc: must be one of 'none', 'dcqcn', 'hpcc', 'dctcp', got 'cubic'"),
+    ({"network": {"cc": "cubic"}}, "network.cc: must be one of 'none', 'dcqcn', 'hpcc', 'dctcp', 'timely', got 'cubic'"),
     ({"network": {"ecn": {"kmin_kb": 50, "kmax_kb": 10}}}, "network.ecn.kmax_kb: must be >= kmin_kb (50.0), got 10.0"),
     ({"network": {"pfc": {"enabled": "yes"}}}, "network.pfc.enabled: must be true or false, got 'yes'"),
     ({"network": {"payload_bytes": 32720}},

@@ -32,6 +32,9 @@ CONGESTION_CONTROLS: tuple[CongestionControl, ...] = (
     CongestionControl("dcqcn", 1, "DCQCN", 1, windowed=False),
     CongestionControl("hpcc", 2, "HPCC", 3, windowed=True),
     CongestionControl("dctcp", 3, "DCTCP", 8, windowed=True),
+    # the HPCC simulator's CC_MODE 7 is its own TIMELY variant (per-packet RTT from a timestamp
+    # in the packet), not this one: its configurations are refused rather than approximated
+    CongestionControl("timely", 4, "TIMELY", None, windowed=False),
 )
 CC_NAMES: tuple[str, ...] = tuple(c.name for c in CONGESTION_CONTROLS)
 

@@ -75,6 +75,28 @@ class DctcpConfig(Section):
 
 
 @dataclass(frozen=True)
+class TimelyConfig(Section):
+    """TIMELY (Mittal et al., SIGCOMM'15): rate control on the RTT and its gradient. Defaults are
+    the paper's."""
+
+    t_low_us: float = field(50.0, unit="us", doc="T_low: below this RTT the rate increases additively",
+                            check=positive)
+    t_high_us: float = field(500.0, unit="us", doc="T_high: above this RTT the rate decreases multiplicatively",
+                             check=positive)
+    delta_mbps: float = field(10.0, unit="Mb/s", doc="additive increase step delta", check=positive)
+    beta: float = field(0.8, doc="multiplicative decrease factor beta", check=in_range(0.0, 1.0))
+    alpha: float = field(0.875, doc="EWMA weight of the newest RTT difference", check=in_range(0.0, 1.0))
+    min_rtt_us: float = field(20.0, unit="us", doc="minimum RTT that normalises the gradient", check=positive)
+    hai_after: int = field(5, doc="N: after N consecutive completions with a non-positive gradient, "
+                           "increase by N x delta (hyperactive increase)", check=at_least(1))
+    min_rate_mbps: float = field(100.0, unit="Mb/s", doc="minimum sending rate", check=positive)
+
+    def _check(self, path: str) -> None:
+        if self.t_low_us > self.t_high_us:
+            raise ConfigError(f"{path}.t_high_us", f"must be >= t_low_us ({self.t_low_us})", self.t_high_us)
+
+
+@dataclass(frozen=True)
 class EcnConfig(Section):
     """RED-style ECN marking on egress queues (at dequeue)."""
 
@@ -143,6 +165,7 @@ class NetworkConfig(Section):
     dcqcn: DcqcnConfig = field(DcqcnConfig, doc="DCQCN parameters")
     hpcc: HpccConfig = field(HpccConfig, doc="HPCC parameters")
     dctcp: DctcpConfig = field(DctcpConfig, doc="DCTCP parameters")
+    timely: TimelyConfig = field(TimelyConfig, doc="TIMELY parameters")
     switch_packet_slots: Optional[int] = field(
         None, doc="packet descriptors per switch (a packet arriving when none is free is treated "
                   "as arriving at a full buffer)",

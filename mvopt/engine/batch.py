@@ -85,7 +85,8 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "payload": p.payload, "header": p.header, "ack": p.ack_bytes, "pfc_frame": p.pfc_frame_bytes,
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
-         "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools)}
+         "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools),
+         "timely_hai_n": p.timely_hai_n}
     return [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
 
 

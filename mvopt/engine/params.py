@@ -20,13 +20,13 @@ from mvopt.engine.tasks import FLOW, TaskGraph
 from mvopt.errors import ConfigError
 
 __all__ = ["Experiment", "ResolvedParams", "resolve", "ser_ps", "mix64", "mix64_array", "hash64", "hash_from", "hash_prefixes", "uniform01",
-           "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_CODES", "LB_ECMP", "LB_SPRAY", "LB_ADAPTIVE",
+           "CC_NONE", "CC_DCQCN", "CC_HPCC", "CC_DCTCP", "CC_TIMELY", "CC_CODES", "LB_ECMP", "LB_SPRAY", "LB_ADAPTIVE",
            "TR_GBN", "TR_SR", "TAG_ECN", "TAG_ECMP", "TAG_SPRAY"]
 
 PS_PER_S = 10**12
 # the kernels' CC_* codes of the congestion-control algorithms (declared in mvopt/_cfg/algorithms.py)
 CC_CODES = {c.name: c.code for c in CONGESTION_CONTROLS}
-CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP = (CC_CODES[n] for n in ("none", "dcqcn", "hpcc", "dctcp"))
+CC_NONE, CC_DCQCN, CC_HPCC, CC_DCTCP, CC_TIMELY = (CC_CODES[n] for n in ("none", "dcqcn", "hpcc", "dctcp", "timely"))
 # the kernels' LB_* and TR_* codes: positions in mvopt/_cfg/algorithms.py
 LB_ECMP, LB_SPRAY, LB_ADAPTIVE = (LOAD_BALANCERS.index(n) for n in ("ecmp", "spray", "adaptive"))
 TR_GBN, TR_SR = (TRANSPORTS.index(n) for n in ("gbn", "sr"))
@@ -175,6 +175,14 @@ class ResolvedParams:
     dctcp_g: float
     dctcp_rai: float
     dctcp_min: float
+    timely_alpha: float
+    timely_beta: float
+    timely_delta: float
+    timely_t_low_ps: int
+    timely_t_high_ps: int
+    timely_min_rtt_ps: int
+    timely_min: float
+    timely_hai_n: int
     var_win: bool
 
     @property
@@ -356,6 +364,10 @@ def resolve(exp: Experiment) -> ResolvedParams:
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
         hpcc_min=net.hpcc.min_rate_mbps * 1e6,
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
+        timely_alpha=net.timely.alpha, timely_beta=net.timely.beta, timely_delta=net.timely.delta_mbps * 1e6,
+        timely_t_low_ps=_ps(net.timely.t_low_us), timely_t_high_ps=_ps(net.timely.t_high_us),
+        timely_min_rtt_ps=_ps(net.timely.min_rtt_us), timely_min=net.timely.min_rate_mbps * 1e6,
+        timely_hai_n=net.timely.hai_after,
         var_win=net.var_win,
     )
 

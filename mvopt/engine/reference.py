@@ -78,7 +78,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, LB_ADAPTIVE, LB_ECMP, TAG_ECMP, TAG_ECN, TAG_SPRAY,
+from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, CC_TIMELY, LB_ADAPTIVE, LB_ECMP, TAG_ECMP, TAG_ECN, TAG_SPRAY,
                                  TR_SR, Experiment, ResolvedParams, hash64, ser_ps, uniform01)
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
 from mvopt.engine.schema import SR_DUPTHRESH, SR_WINDOW
@@ -383,6 +383,9 @@ class CongestionControl:
     def on_feedback(self, flow: FlowSender, fb: Packet, now: int) -> None:
         """React to an ACK/NACK (after snd_una/snd_nxt were updated)."""
 
+    def on_send(self, flow: FlowSender, seq: int, fresh: bool, now: int) -> None:
+        """A data packet ``seq`` leaves (``fresh``: for the first time)."""
+
     def on_timer(self, flow: FlowSender, kind: int, now: int) -> None:
         raise AssertionError("no timers")
 
@@ -536,6 +539,55 @@ class Dctcp(CongestionControl):
             flow.rate = max(p.dctcp_min, flow.rate * (1 - self.alpha / 2))
         if not self.cwr and new_batch:
             flow.rate = min(self.line, flow.rate + p.dctcp_rai)
+
+
+class Timely(CongestionControl):
+    """TIMELY (Mittal et al., SIGCOMM'15, Algorithm 1) on one timed packet per flow at a time
+    (docs/engine.md, "Congestion control")."""
+
+    def __init__(self, p: ResolvedParams, line: float) -> None:
+        self.p = p
+        self.line = line
+        self.timed = -1          # the timed data packet (-1: none)
+        self.sent_at = 0
+        self.prev_rtt: Optional[float] = None
+        self.rtt_diff = 0.0
+        self.calm = 0            # consecutive samples with a gradient <= 0
+
+    def on_send(self, flow: FlowSender, seq: int, fresh: bool, now: int) -> None:
+        if seq == self.timed:    # retransmitted: whose ACK it would be is ambiguous (Karn)
+            self.timed = -1
+        if self.timed < 0 and fresh:
+            self.timed, self.sent_at = seq, now
+
+    def on_feedback(self, flow: FlowSender, fb: Packet, now: int) -> None:
+        sacked = fb.sacked if flow.sr else -1
+        if self.timed < 0 or (fb.seq <= self.timed and sacked != self.timed):
+            return
+        self.timed = -1
+        self.update(flow, float(now - self.sent_at))
+
+    def update(self, flow: FlowSender, rtt: float) -> None:
+        """One RTT sample (ps); the first only sets the previous RTT."""
+        p = self.p
+        if self.prev_rtt is None:
+            self.prev_rtt = rtt
+            return
+        self.rtt_diff = (1.0 - p.timely_alpha) * self.rtt_diff + p.timely_alpha * (rtt - self.prev_rtt)
+        self.prev_rtt = rtt
+        gradient = self.rtt_diff / float(p.timely_min_rtt_ps)
+        self.calm = self.calm + 1 if gradient <= 0.0 else 0
+        t_high, r = float(p.timely_t_high_ps), flow.rate
+        if rtt < float(p.timely_t_low_ps):
+            r = r + p.timely_delta
+        elif rtt > t_high:
+            r = r * (1.0 - p.timely_beta * (1.0 - t_high / rtt))
+        elif gradient <= 0.0:
+            n = p.timely_hai_n
+            r = r + float(n if self.calm >= n else 1) * p.timely_delta
+        else:
+            r = r * (1.0 - p.timely_beta * gradient)
+        flow.rate = min(self.line, max(p.timely_min, r))
 
 
 # ------------------------------------------------------------------------------------ the simulator
@@ -738,6 +790,8 @@ class ReferenceSimulator:
             return Hpcc(self.p, float(flow.line))
         if cc == CC_DCTCP:
             return Dctcp(self.p, float(flow.line))
+        if cc == CC_TIMELY:
+            return Timely(self.p, float(flow.line))
         return CongestionControl()
 
     def _arm_cc_timer(self, flow: FlowSender, kind: int, due: Optional[int]) -> None:
@@ -828,9 +882,11 @@ class ReferenceSimulator:
         payload = flow.packet_payload(seq)
         pkt = Packet(DATA, payload + self.p.header, flow=flow.id, seq=seq, payload=payload, dst=flow.dst,
                      sends=flow.sends)
-        if seq < flow.max_sent:
+        fresh = seq >= flow.max_sent
+        if not fresh:
             self.counters["data_packets_retransmitted"] += 1
         flow.max_sent = max(flow.max_sent, seq + 1)
+        flow.cc.on_send(flow, seq, fresh, t)
         flow.sends += 1
         flow.next_tx = t + ser_ps(pkt.wire_bytes, math.floor(flow.rate))
         flow.last_bytes = pkt.wire_bytes

@@ -24,19 +24,21 @@ __all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
-NCCD = 4           # double-valued congestion-control state per flow (CD_* in mv_common.cuh)
-NCCI = 11          # integer congestion-control state per flow (CI_*)
+NCCD = 6           # double-valued congestion-control state per flow (CD_* in mv_common.cuh)
+NCCI = 13          # integer congestion-control state per flow (CI_*)
 NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with HPCC experiments only
-NEXP_D = 16        # double parameters per experiment
-NEXP_I = 24        # integer parameters per experiment
+NEXP_D = 24        # double parameters per experiment
+NEXP_I = 32        # integer parameters per experiment
 # an experiment's integer and double parameters, slot by slot (exp_i, exp_d): the EI_* / ED_*
 # enums of mv_common.cuh list the same slots in the same order (c_check_source stops the build
 # otherwise)
 EI = ("seed", "cc", "spray", "transport", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
-      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools")
+      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools", "timely_hai_n")
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
-      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min")
+      "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min",
+      "timely_alpha", "timely_beta", "timely_delta", "timely_t_low_ps", "timely_t_high_ps", "timely_min_rtt_ps",
+      "timely_min")
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 # Selective repeat (docs/engine.md): a flow's receive window, in packets from the first missing
 # one, is a ring of SR_WORDS 64-bit words at each end (f_rx_map, f_sack_map); a hole counts as

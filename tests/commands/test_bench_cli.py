@@ -17,7 +17,7 @@ def test_bench_prints_json_rows(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [(["--batch", "0"], "expected positive integers, got '0'"),
-                                           (["--cc", "cubic"], "must be none, dcqcn, hpcc or dctcp, got 'cubic'"),
+                                           (["--cc", "cubic"], "must be none, dcqcn, hpcc, dctcp or timely, got 'cubic'"),
                                            (["--mib", "-1"], "--mib: must be a size in MiB of at least one byte, got '-1'"),
                                            (["--mib", "x"], "--mib: must be a size in MiB"),
                                            (["--mib", "inf"], "--mib: must be a size in MiB")])

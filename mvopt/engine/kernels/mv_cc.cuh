@@ -1,4 +1,4 @@
-// Congestion control at the sender (one flow = one row): DCQCN, HPCC, DCTCP, none.
+// Congestion control at the sender (one flow = one row): DCQCN, HPCC, DCTCP, TIMELY, none.
 // Semantics: docs/engine.md and the design note network-model.md.
 #pragma once
 
@@ -19,6 +19,7 @@ MV_DEV void cc_init(Ctx* c, int64_t e, int64_t f) {
   *CI(c, f, CI_ALPHA_T) = MV_INF;
   *CI(c, f, CI_DEC_T) = MV_INF;
   *CI(c, f, CI_INC_T) = MV_INF;
+  *CI(c, f, CI_RTT_SEQ) = -1;
 }
 
 // ---- DCQCN ---------------------------------------------------------------------------------
@@ -177,10 +178,60 @@ MV_DEV void dctcp_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, bool ecn) {
     c->f_rate[f] = mv_fmin((double)c->f_line_bps[f], c->f_rate[f] + ED(c, e, ED_DCTCP_RAI));
 }
 
-// Reaction to an ACK or NACK carrying cumulative `ack`, ECN echo `ecn`, INT in `slot`.
-MV_DEV void cc_on_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, bool ecn, int64_t slot, int nint) {
+// ---- TIMELY (Mittal et al., SIGCOMM'15, Algorithm 1) -----------------------------------------
+// The RTT sample: one data packet per flow is timed at a time (TCP's RTT timing): the first new
+// packet sent while none is timed; its sample is the arrival of the ACK that acknowledges it
+// minus its send time. A retransmission of the timed packet drops the timing (Karn: whose ACK
+// it would be is ambiguous).
+MV_DEV void timely_on_send(Ctx* c, int64_t f, int64_t seq, bool fresh, int64_t t) {
+  int64_t* timed = CI(c, f, CI_RTT_SEQ);
+  if (seq == *timed) *timed = -1;
+  if (*timed < 0 && fresh) { *timed = seq; *CI(c, f, CI_RTT_SENT_T) = t; }
+}
+
+// One RTT sample (ps): the EWMA of RTT differences, then the rate by the RTT's region (below
+// T_low, above T_high) or by the normalised gradient. The first sample only sets the previous RTT.
+MV_DEV void timely_update(Ctx* c, int64_t e, int64_t f, double rtt) {
+  int64_t* fl = CI(c, f, CI_FLAGS);
+  double* prev = CD(c, f, CD_PREV_RTT);
+  if (!(*fl & CF_STARTED)) { *fl |= CF_STARTED; *prev = rtt; return; }
+  double a = ED(c, e, ED_TIMELY_ALPHA), beta = ED(c, e, ED_TIMELY_BETA), delta = ED(c, e, ED_TIMELY_DELTA);
+  double* diff = CD(c, f, CD_RTT_DIFF);
+  *diff = (1.0 - a) * *diff + a * (rtt - *prev);
+  *prev = rtt;
+  double gradient = *diff / ED(c, e, ED_TIMELY_MIN_RTT_PS);
+  int64_t* calm = CI(c, f, CI_STAGE);   // consecutive samples with a gradient <= 0
+  *calm = gradient <= 0.0 ? *calm + 1 : 0;
+  double t_high = ED(c, e, ED_TIMELY_T_HIGH_PS), r = c->f_rate[f];
+  if (rtt < ED(c, e, ED_TIMELY_T_LOW_PS)) r = r + delta;
+  else if (rtt > t_high) r = r * (1.0 - beta * (1.0 - t_high / rtt));
+  else if (gradient <= 0.0) {
+    int64_t n = EI(c, e, EI_TIMELY_HAI_N);
+    r = r + (double)(*calm >= n ? n : 1) * delta;
+  } else r = r * (1.0 - beta * gradient);
+  c->f_rate[f] = mv_fmin((double)c->f_line_bps[f], mv_fmax(ED(c, e, ED_TIMELY_MIN), r));
+}
+
+// `sacked`: the data packet a selective-repeat ACK acknowledges (-1 under go-back-N)
+MV_DEV void timely_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, int64_t sacked) {
+  int64_t* timed = CI(c, f, CI_RTT_SEQ);
+  if (*timed < 0 || (ack <= *timed && sacked != *timed)) return;
+  *timed = -1;
+  timely_update(c, e, f, (double)(t - *CI(c, f, CI_RTT_SENT_T)));
+}
+
+// A data packet `seq` of flow f leaves at t; `fresh`: sent for the first time.
+MV_DEV void cc_on_send(Ctx* c, int64_t e, int64_t f, int64_t seq, bool fresh, int64_t t) {
+  if (EI(c, e, EI_CC) == CC_TIMELY) timely_on_send(c, f, seq, fresh, t);
+}
+
+// Reaction to an ACK or NACK carrying cumulative `ack`, ECN echo `ecn`, INT in `slot`, and the
+// selectively acknowledged packet `sacked` (-1 under go-back-N).
+MV_DEV void cc_on_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, bool ecn, int64_t slot, int nint,
+                      int64_t sacked) {
   int64_t cc = EI(c, e, EI_CC);
   if (cc == CC_DCQCN) { if (ecn) dcqcn_cnp(c, e, f, t); }
   else if (cc == CC_HPCC) hpcc_ack(c, e, f, ack, slot, nint);
   else if (cc == CC_DCTCP) dctcp_ack(c, e, f, ack, ecn);
+  else if (cc == CC_TIMELY) timely_ack(c, e, f, t, ack, sacked);
 }

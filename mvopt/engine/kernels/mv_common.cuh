@@ -27,11 +27,13 @@ enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_TRANSPORT, EI_PFC, EI_ECN, EI_PAYLOAD, E
        // monitors: sampling period (ps, 0 = off), samples kept per port, the experiment's ports, and the
        // first row of its queue / link tables in mon_q / mon_w (-1: that monitor is off)
        EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO,
-       EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */, EI_COUNT };
+       EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */,
+       EI_TIMELY_HAI_N, EI_COUNT };
 // exp_d[e * NEXP_D + k]
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
-       ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, ED_COUNT };
+       ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, ED_TIMELY_ALPHA, ED_TIMELY_BETA, ED_TIMELY_DELTA,
+       ED_TIMELY_T_LOW_PS, ED_TIMELY_T_HIGH_PS, ED_TIMELY_MIN_RTT_PS, ED_TIMELY_MIN, ED_COUNT };
 // Counters (node_ctr[v * NCTR + k]), same order as mvopt.engine.results.COUNTERS.
 enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
        C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,
@@ -39,10 +41,12 @@ enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_D
        C_COUNT };
 // Congestion-control state of a flow: f_ccd[f * NCCD + k], f_cci[f * NCCI + k]; HPCC's last INT
 // per hop in f_hop[f * NHOPI + k] (rows only in batches with HPCC experiments).
-enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, CD_COUNT };
+// TIMELY: the previous RTT sample and the EWMA of RTT differences (ps), the timed packet's sequence
+// number (-1: none in flight) and send time.
+enum { CD_RT = 0, CD_ALPHA, CD_U, CD_RC, CD_PREV_RTT, CD_RTT_DIFF, CD_COUNT };
 enum { CI_FLAGS = 0, CI_ALPHA_T, CI_DEC_T, CI_INC_T, CI_STAGE, CI_LAST_SEQ, CI_ECN_CNT, CI_BATCH,
        CI_HIGH_SEQ, CI_CWR, CI_LAST_BYTES /* wire bytes of the last data packet (HPCC pacing) */,
-       CI_COUNT };
+       CI_RTT_SEQ, CI_RTT_SENT_T, CI_COUNT };
 enum { HI_NHOP = 0, HI_HOP0 /* HOP0 + 3*i: ts, tx, qlen */, HI_COUNT = HI_HOP0 + 3 * MAX_INT_HOPS };
 // A port's transmit record (port_tx[p * NPT + k], 64 bytes): ring tails by parity, busy-until time
 // and wire bytes in the first 32-byte sector; queued bytes by class, bytes and data packets

@@ -139,7 +139,7 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
     sr_settle(c, f);
   } else if (pk.type == PK_NACK) c->f_snd_nxt[f] = c->f_snd_una[f];
   else if (c->f_snd_nxt[f] < c->f_snd_una[f]) c->f_snd_nxt[f] = c->f_snd_una[f];
-  cc_on_ack(c, e, f, t, a, (pk.flags & FL_ECHO) != 0, slot, pk.nint);
+  cc_on_ack(c, e, f, t, a, (pk.flags & FL_ECHO) != 0, slot, pk.nint, flow_sr(c, e) ? (int64_t)pk.sendno : -1);
   if (c->f_snd_una[f] == c->f_npkt[f]) {
     c->f_done_ps[f] = t;
     c->node_flows_acked[v] += 1;
@@ -249,7 +249,9 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     pk.type = PK_DATA; pk.flags = 0; pk.next = -1; pk.in_port = -1; pk.nint = 0; pk.hop = 0;
     pk.sendno = (int32_t)c->f_sends[f];
     c->f_sends[f] += 1;
-    if (seq < c->f_max_sent[f]) ctr_add(c, v, C_RETX, 1); else c->f_max_sent[f] = seq + 1;
+    bool fresh = seq >= c->f_max_sent[f];
+    if (!fresh) ctr_add(c, v, C_RETX, 1); else c->f_max_sent[f] = seq + 1;
+    cc_on_send(c, e, f, seq, fresh, t);
     c->f_next_tx[f] = t + mv_ser(pk.bytes, (int64_t)c->f_rate[f]);
     *CI(c, f, CI_LAST_BYTES) = pk.bytes;   // for a later rate change (HPCC)
     ctr_add(c, v, C_DATA_SENT, 1);
