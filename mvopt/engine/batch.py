@@ -396,6 +396,9 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     counts["n_int"] = max(1, n_int_slots * schema.MAX_INT_HOPS)
     counts["has_int"] = int(n_int_slots > 0)
     counts["n_hop"] = max(1, counts["n_flow"]) if n_int_slots > 0 else 1     # HPCC's per-flow hop state
+    # selective repeat's per-flow rings (the kernels touch them only for selective-repeat flows)
+    sr = any(e.network.resolved_transport == "sr" for e in experiments)
+    counts["n_sr"] = max(1, counts["n_flow"]) if sr else 1
     # the flows' ECMP paths, for every flow if one experiment wants them (routes.wants_paths)
     paths = any(sp.flow_hi > sp.flow_lo and routes.wants_paths(e.topology, sp.flow_hi - sp.flow_lo)
                 for e, sp in zip(experiments, spans))

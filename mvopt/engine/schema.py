@@ -79,12 +79,12 @@ PKT_DTYPE = np.dtype([("t", "<i8"), ("flow", "<i4"), ("seq", "<i4"), ("next", "<
 INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<i8")])
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route", "n_nh",
-          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_heap", "n_list", "n_monq", "n_monw", "n_fpath",
-          "n_link")
+          "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_sr", "n_heap", "n_list", "n_monq", "n_monw",
+          "n_fpath", "n_link")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
-# column has a valid address): INT records, HPCC's per-flow hop state, the monitor tables, the
-# dense routing tables and the flows' paths.
-MIN_ONE_COUNTS = ("n_int", "n_hop", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath", "n_link")
+# column has a valid address): INT records, HPCC's per-flow hop state, selective repeat's
+# per-flow rings, the monitor tables, the dense routing tables and the flows' paths.
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_sr", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath", "n_link")
 SCALARS = COUNTS + ("has_int", "has_paths")
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -254,10 +254,12 @@ COLUMNS: tuple[Column, ...] = (
     _c("f_hop", "i64", "n_hop", "scratch: HPCC's last INT per hop (HI_*; written when the flow starts); a row "
        "per flow when the batch has HPCC experiments, else one", NHOPI),
     _c("f_rx_next", "i32", "n_flow", "state [dst]: next expected packet"),
-    _c("f_rx_map", "i64", "n_flow", "state [dst]: selective repeat: packets received beyond f_rx_next, bit "
-       "s % SR_WINDOW of a ring of SR_WORDS words for packet s", SR_WORDS),
-    _c("f_sack_map", "i64", "n_flow", "state [src]: selective repeat: packets selectively acknowledged beyond "
-       "f_snd_una, bit s % SR_WINDOW for packet s (valid for f_snd_una <= s < f_snd_nxt)", SR_WORDS),
+    _c("f_rx_map", "i64", "n_sr", "state [dst]: selective repeat: packets received beyond f_rx_next, bit "
+       "s % SR_WINDOW of a ring of SR_WORDS words for packet s; a row per flow when the batch has "
+       "selective-repeat experiments, else one", SR_WORDS),
+    _c("f_sack_map", "i64", "n_sr", "state [src]: selective repeat: packets selectively acknowledged beyond "
+       "f_snd_una, bit s % SR_WINDOW for packet s (valid for f_snd_una <= s < f_snd_nxt); rows as "
+       "f_rx_map's", SR_WORDS),
     _c("f_lost_hi", "i32", "n_flow", "state [src]: selective repeat: packets below it not acknowledged are "
        "presumed lost"),
     _c("f_rtx_nxt", "i32", "n_flow", "state [src]: selective repeat: the next packet to retransmit if it is "
