@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mvopt.engine import simulate
+from mvopt.engine.backends import get_backend
 from mvopt.engine.sizing import batch_bytes, experiment_counts
 from mvopt.engine.split import run_share, split_by_memory
 from mvopt.engine.workers import Worker
@@ -47,6 +50,10 @@ def test_progress_reports_a_long_run_and_changes_nothing(backend, monkeypatch) -
 
     monkeypatch.setattr(progress, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(backend_defaults, "CPU", backend_defaults.CpuDefaults(progress_windows=10))
+    if backend == "gpu":   # short launches, so that reports come while experiments run (the GPU's
+        # backend is made once per process: its row is changed on the object)
+        gpu = get_backend("gpu")
+        monkeypatch.setattr(gpu, "defaults", dataclasses.replace(gpu.defaults, chunk_windows=2))
     memory = int(1.5 * max(batch_bytes(experiment_counts(e)) for e in EXPS))
     plain = simulate(EXPS, backend=backend, memory_bytes=memory, capacities="full")
     seen: list = []
