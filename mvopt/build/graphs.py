@@ -3,7 +3,8 @@
 Kind ``tasks``: the explicit graph; ``collective``: the flows of :mod:`mvopt.comm.collectives`
 (ring), :mod:`mvopt.comm.tree` or :mod:`mvopt.comm.hierarchical`; ``hpcc_flows``: an HPCC
 flow.txt (:mod:`mvopt.io.hpcc`); ``training``: the per-rank graph of
-:mod:`mvopt.workload.taskgraph`; ``astra``: an ASTRA-sim/SimAI workload (:mod:`mvopt.io.astra`).
+:mod:`mvopt.workload.taskgraph`; ``astra``: an ASTRA-sim/SimAI workload (:mod:`mvopt.io.astra`);
+``chakra``: Chakra execution traces (:mod:`mvopt.io.chakra`).
 """
 
 from __future__ import annotations
@@ -219,6 +220,22 @@ def _astra_graph(cfg: ExperimentConfig, topo):
     return b.build()
 
 
+def _chakra_graph(cfg: ExperimentConfig, topo):
+    from mvopt.io.chakra import chakra_graph, read_chakra
+    from mvopt.workload import DEFAULT_EFFICIENCY, get_gpu
+
+    w = cfg.workload
+    trace = read_chakra(cfg.resolve_path(w.file), cfg.resolve_path(w.comm_groups) if w.comm_groups else None)
+    gpu = get_gpu(cfg.cluster.gpu)
+    gemm_rate = gpu.peak_bf16_flops * gpu.matmul_efficiency * DEFAULT_EFFICIENCY.gemm_fraction
+    b = TaskGraphBuilder()
+    chakra_graph(b, trace, gpu_host=np.asarray(topo.gpu_host), gpus_per_server=int(topo.gpus_per_server),
+                 intra=_intra_fn(cfg, gpu), flop_s=lambda flops: flops / gemm_rate, iterations=w.iterations,
+                 collective=cfg.collective, nic_bytes_per_s=_nic_bytes_per_s(topo), step_latency_s=_step_latency_s(topo),
+                 chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg))
+    return b.build()
+
+
 def build_tasks(cfg: ExperimentConfig, topo, *, plan_out: list | None = None):
     """The task graph of ``cfg.workload`` on ``topo`` (validated against it). For kind
     ``training`` the training plan is appended to ``plan_out`` when given."""
@@ -244,6 +261,8 @@ def build_tasks(cfg: ExperimentConfig, topo, *, plan_out: list | None = None):
         return graph     # built by construction: ids, hosts and acyclicity hold
     elif kind == "astra":
         graph = _astra_graph(cfg, topo)
+    elif kind == "chakra":
+        graph = _chakra_graph(cfg, topo)
     else:  # pragma: no cover - the config's Literal lists every kind
         raise ConfigError("workload.kind", "is not a known workload kind", kind)
     graph.validate(int(topo.n_host))
