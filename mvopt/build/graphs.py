@@ -177,7 +177,7 @@ def _collective_graph(cfg: ExperimentConfig, topo):
 def _all_to_all_graph(cfg: ExperimentConfig, topo):
     """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm: over the
     listed hosts (one member each), or with ``hierarchical: true`` over every GPU of those hosts
-    (NVLink between GPUs of a server)."""
+    (NVLink between GPUs of a server; one host is enough when it holds several GPUs)."""
     from mvopt.comm.alltoall import add_all_to_all, even_matrix
     from mvopt.workload import get_gpu
 
@@ -187,8 +187,8 @@ def _all_to_all_graph(cfg: ExperimentConfig, topo):
     for i, h in enumerate(hosts):
         if not 0 <= h < n_host:
             raise ConfigError(f"collective.hosts[{i}]", f"must be a host id in 0..{n_host - 1}", h)
-    if len(hosts) < 2 or len(set(hosts)) != len(hosts):
-        raise ConfigError("collective.hosts", "must list at least 2 distinct hosts", hosts)
+    if len(set(hosts)) != len(hosts):
+        raise ConfigError("collective.hosts", "must not list a host twice", hosts)
     if c.hierarchical:
         gpu_host = np.asarray(topo.gpu_host)
         gps = int(topo.gpus_per_server)
@@ -196,6 +196,9 @@ def _all_to_all_graph(cfg: ExperimentConfig, topo):
         members, servers = [int(gpu_host[g]) for g in gpus], [g // gps for g in gpus]
     else:
         members, servers = hosts, list(range(len(hosts)))
+    if len(members) < 2:
+        raise ConfigError("collective.hosts", "must list at least 2 hosts, or with hierarchical: true hosts "
+                          "holding at least 2 GPUs", hosts)
     if c.bytes < len(members):
         raise ConfigError("collective.bytes", f"must be at least the ranks ({len(members)}) so that every "
                           "block carries a byte", c.bytes)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mvopt.build import build_experiment, evaluate, run
-from mvopt.config import load_config
+from mvopt.config import config_to_dict, load_config
 from mvopt.engine.tasks import DELAY, FLOW, TaskGraphBuilder
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.io.chakra import chakra_graph, parse_chakra, read_chakra
@@ -261,6 +261,9 @@ def test_custom_allreduce_simulates():
     assert r.makespan_s == pytest.approx(14 * step + 7 * 7e-6, rel=0.01)
     two, = run([_cfg(None, DATA / "custom_allreduce", iterations=2)])
     assert two.makespan_s == pytest.approx(2 * r.makespan_s, rel=0.01)
+    cfg = _cfg(None, DATA / "custom_allreduce")
+    flow, = run([load_config(dict(config_to_dict(cfg), simulation={"fidelity": "flow"}))])
+    assert flow.extra["fidelity"] == "flow" and flow.makespan_s == pytest.approx(r.makespan_s, rel=0.01)
 
 
 def test_config_wiring(tmp_path):
