@@ -141,7 +141,7 @@ def _collective_graph(cfg: ExperimentConfig, topo):
     c = cfg.collective
     builder = TaskGraphBuilder()
     gap = _chunk_gap_ps(cfg, topo)
-    if c.op == "all_to_all" and c.all_to_all != "concurrent":
+    if c.op == "all_to_all" and (c.all_to_all != "concurrent" or c.hierarchical):
         return _all_to_all_graph(cfg, topo)
     if c.algorithm == "ring" and not c.hierarchical:
         add_collective_workload(builder, c, int(topo.n_host), chunk_gap_ps=gap)
@@ -175,9 +175,10 @@ def _collective_graph(cfg: ExperimentConfig, topo):
 
 
 def _all_to_all_graph(cfg: ExperimentConfig, topo):
-    """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm: over the
-    listed hosts (one member each), or with ``hierarchical: true`` over every GPU of those hosts
-    (NVLink between GPUs of a server; one host is enough when it holds several GPUs)."""
+    """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm over the
+    listed hosts (one member each), or with ``hierarchical: true`` any algorithm over every GPU of
+    those hosts (NVLink between GPUs of a server, as the training graph's MoE exchanges; one
+    host is enough when it holds several GPUs)."""
     from mvopt.comm.alltoall import add_all_to_all, even_matrix
     from mvopt.workload import get_gpu
 

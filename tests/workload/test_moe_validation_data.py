@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mvopt.engine.tasks import DELAY, FLOW
+
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
@@ -51,5 +53,9 @@ def test_every_simulated_row_builds(script) -> None:
         b = build(script.training_config(row, "flow"))
         assert b.experiment.tasks.n > 0 and b.config.parallelism.dp == 16
     for row in data["all_to_all"]:
-        b = build(script.alltoall_config(row))
-        assert int(b.experiment.tasks.n) == row["gpus"]     # one NVLink all-to-all step per GPU
+        for algo in script.A2A_ALGORITHMS:
+            g = build(script.alltoall_config(row, row["points"][0]["size_bytes"], algo)).experiment.tasks
+            n, gps = row["servers"] * row["gpus_per_server"], row["gpus_per_server"]
+            # one NVLink all-to-all step per GPU with server peers, a flow per pair of GPUs in two servers
+            assert int((g.kind == FLOW).sum()) == n * (n - gps)
+            assert int((g.kind == DELAY).sum()) == (n if gps > 1 else 0)
