@@ -123,8 +123,8 @@ class WorkloadConfig(Section):
         default_doc="none: every collective runs over all ranks")
     model: Optional[str] = field(None, doc="kind training: model name from the zoo", default_doc="required for training")
     seq_len: Optional[int] = field(None, doc="kind training: sequence length", default_doc="the model's", check=positive)
-    iterations: int = field(1, doc="kind training, astra, chakra: iterations simulated (the reported iteration time "
-                            "is the mean)", check=positive)
+    iterations: int = field(1, doc="kind training, astra, chakra: iterations simulated (training: the reported "
+                            "iteration time is the mean; astra, chakra: one after another)", check=positive)
     precision: Literal["bf16_fp32_grad", "mixed_adam"] = field(
         "bf16_fp32_grad", doc="kind training: bytes per parameter of model state (bf16_fp32_grad: "
         "Megatron-LM bf16 with fp32 gradients, 2+4+12 B; mixed_adam: ZeRO paper, 2+2+12 B); the "
