@@ -2,7 +2,7 @@
 written, and writes that never leave a half-written file behind.
 
 Every reader of an input file (configurations, search spaces, foreign formats) takes its text
-through :func:`read_text`; every writer of an output file goes through :func:`write_atomic`
+through :func:`read_text` (binary ones through :func:`read_bytes`); every writer of an output file goes through :func:`write_atomic`
 (a temporary file in the same folder, renamed over the target once complete).
 """
 
@@ -17,7 +17,7 @@ from typing import IO
 
 from mvopt.errors import InputFileError, MvoptError
 
-__all__ = ["read_text", "write_atomic", "write_text_atomic"]
+__all__ = ["read_bytes", "read_text", "write_atomic", "write_text_atomic"]
 
 
 def read_text(path: str | os.PathLike, error: Callable[[str], MvoptError] | None = None) -> str:
@@ -87,3 +87,13 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO], None], binary: b
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """:func:`write_atomic` of `text`."""
     write_atomic(path, lambda f: f.write(text))
+
+
+def read_bytes(path: str | os.PathLike, error: Callable[[str], MvoptError] | None = None) -> bytes:
+    """The bytes of the file at `path`; a missing, folder or unreadable file raises
+    ``error(reason)`` (default: InputFileError naming the file)."""
+    make = error or (lambda why: InputFileError(str(path), None, why))
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise make(f"cannot be read ({e.strerror or e})") from None

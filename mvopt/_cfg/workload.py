@@ -110,15 +110,21 @@ class ParallelismConfig(Section):
 class WorkloadConfig(Section):
     """What runs on the cluster."""
 
-    kind: Literal["tasks", "collective", "training", "hpcc_flows", "astra"] = field(
+    kind: Literal["tasks", "collective", "training", "hpcc_flows", "astra", "chakra"] = field(
         "collective", doc="tasks (explicit graph), collective, training, hpcc_flows (HPCC flow.txt), "
-        "astra (ASTRA-sim/SimAI workload file)")
+        "astra (ASTRA-sim/SimAI workload file), chakra (Chakra execution traces, one file per rank)")
     tasks: list[TaskSpec] = field([], doc="kind tasks: the task graph")
-    file: Optional[str] = field(None, doc="kind hpcc_flows / astra: input file (relative to the config file)")
+    file: Optional[str] = field(None, doc="kind hpcc_flows / astra: input file; kind chakra: the traces' prefix "
+                                "PREFIX, whose files PREFIX.0.et, PREFIX.1.et, ... are ranks 0, 1, ... (relative to "
+                                "the config file)")
+    comm_groups: Optional[str] = field(
+        None, doc="kind chakra: communicator-group JSON file (ASTRA-sim's --comm-group-configuration: "
+        "{\"1\": [0, 1], ...}) giving the ranks of each pg_name the traces use (relative to the config file)",
+        default_doc="none: every collective runs over all ranks")
     model: Optional[str] = field(None, doc="kind training: model name from the zoo", default_doc="required for training")
     seq_len: Optional[int] = field(None, doc="kind training: sequence length", default_doc="the model's", check=positive)
-    iterations: int = field(1, doc="kind training: iterations simulated (the reported iteration time "
-                            "is the mean)", check=positive)
+    iterations: int = field(1, doc="kind training, astra, chakra: iterations simulated (training: the reported "
+                            "iteration time is the mean; astra, chakra: one after another)", check=positive)
     precision: Literal["bf16_fp32_grad", "mixed_adam"] = field(
         "bf16_fp32_grad", doc="kind training: bytes per parameter of model state (bf16_fp32_grad: "
         "Megatron-LM bf16 with fp32 gradients, 2+4+12 B; mixed_adam: ZeRO paper, 2+2+12 B); the "
@@ -154,10 +160,13 @@ class WorkloadConfig(Section):
     def _check(self, path: str) -> None:
         if self.kind == "tasks" and not self.tasks:
             raise ConfigError(f"{path}.tasks", "must list at least one task for kind 'tasks'", [])
-        if self.kind in ("hpcc_flows", "astra") and not self.file:
+        if self.kind in ("hpcc_flows", "astra", "chakra") and not self.file:
             raise ConfigError(f"{path}.file", f"is required for kind {self.kind!r}", show_value=False)
         if self.kind == "training" and not self.model:
             raise ConfigError(f"{path}.model", "is required for kind 'training'", show_value=False)
+        if self.comm_groups is not None and self.kind != "chakra":
+            raise ConfigError(f"{path}.comm_groups", f"applies to kind 'chakra' only (kind is {self.kind!r})",
+                              self.comm_groups)
         if self.stragglers and self.kind != "training":
             raise ConfigError(f"{path}.stragglers", f"applies to kind 'training' only (kind is {self.kind!r})",
                               [list(x) for x in self.stragglers])

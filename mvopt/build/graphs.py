@@ -3,7 +3,8 @@
 Kind ``tasks``: the explicit graph; ``collective``: the flows of :mod:`mvopt.comm.collectives`
 (ring), :mod:`mvopt.comm.tree` or :mod:`mvopt.comm.hierarchical`; ``hpcc_flows``: an HPCC
 flow.txt (:mod:`mvopt.io.hpcc`); ``training``: the per-rank graph of
-:mod:`mvopt.workload.taskgraph`; ``astra``: an ASTRA-sim/SimAI workload (:mod:`mvopt.io.astra`).
+:mod:`mvopt.workload.taskgraph`; ``astra``: an ASTRA-sim/SimAI workload (:mod:`mvopt.io.astra`);
+``chakra``: Chakra execution traces (:mod:`mvopt.io.chakra`).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def _collective_graph(cfg: ExperimentConfig, topo):
     c = cfg.collective
     builder = TaskGraphBuilder()
     gap = _chunk_gap_ps(cfg, topo)
-    if c.op == "all_to_all" and c.all_to_all != "concurrent":
+    if c.op == "all_to_all" and (c.all_to_all != "concurrent" or c.hierarchical):
         return _all_to_all_graph(cfg, topo)
     if c.algorithm == "ring" and not c.hierarchical:
         add_collective_workload(builder, c, int(topo.n_host), chunk_gap_ps=gap)
@@ -174,9 +175,10 @@ def _collective_graph(cfg: ExperimentConfig, topo):
 
 
 def _all_to_all_graph(cfg: ExperimentConfig, topo):
-    """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm: over the
-    listed hosts (one member each), or with ``hierarchical: true`` over every GPU of those hosts
-    (NVLink between GPUs of a server)."""
+    """Kind ``collective``, op ``all_to_all`` with the pairwise or hierarchical algorithm over the
+    listed hosts (one member each), or with ``hierarchical: true`` any algorithm over every GPU of
+    those hosts (NVLink between GPUs of a server, as the training graph's MoE exchanges; one
+    host is enough when it holds several GPUs)."""
     from mvopt.comm.alltoall import add_all_to_all, even_matrix
     from mvopt.workload import get_gpu
 
@@ -186,8 +188,8 @@ def _all_to_all_graph(cfg: ExperimentConfig, topo):
     for i, h in enumerate(hosts):
         if not 0 <= h < n_host:
             raise ConfigError(f"collective.hosts[{i}]", f"must be a host id in 0..{n_host - 1}", h)
-    if len(hosts) < 2 or len(set(hosts)) != len(hosts):
-        raise ConfigError("collective.hosts", "must list at least 2 distinct hosts", hosts)
+    if len(set(hosts)) != len(hosts):
+        raise ConfigError("collective.hosts", "must not list a host twice", hosts)
     if c.hierarchical:
         gpu_host = np.asarray(topo.gpu_host)
         gps = int(topo.gpus_per_server)
@@ -195,6 +197,9 @@ def _all_to_all_graph(cfg: ExperimentConfig, topo):
         members, servers = [int(gpu_host[g]) for g in gpus], [g // gps for g in gpus]
     else:
         members, servers = hosts, list(range(len(hosts)))
+    if len(members) < 2:
+        raise ConfigError("collective.hosts", "must list at least 2 hosts, or with hierarchical: true hosts "
+                          "holding at least 2 GPUs", hosts)
     if c.bytes < len(members):
         raise ConfigError("collective.bytes", f"must be at least the ranks ({len(members)}) so that every "
                           "block carries a byte", c.bytes)
@@ -216,6 +221,22 @@ def _astra_graph(cfg: ExperimentConfig, topo):
                 collective=cfg.collective, nic_bytes_per_s=_nic_bytes_per_s(topo),
                 step_latency_s=_step_latency_s(topo), chunk_gap_ps=_chunk_gap_ps(cfg, topo),
                 wire_factor=_wire_factor(cfg), file=path)
+    return b.build()
+
+
+def _chakra_graph(cfg: ExperimentConfig, topo):
+    from mvopt.io.chakra import chakra_graph, read_chakra
+    from mvopt.workload import DEFAULT_EFFICIENCY, get_gpu
+
+    w = cfg.workload
+    trace = read_chakra(cfg.resolve_path(w.file), cfg.resolve_path(w.comm_groups) if w.comm_groups else None)
+    gpu = get_gpu(cfg.cluster.gpu)
+    gemm_rate = gpu.peak_bf16_flops * gpu.matmul_efficiency * DEFAULT_EFFICIENCY.gemm_fraction
+    b = TaskGraphBuilder()
+    chakra_graph(b, trace, gpu_host=np.asarray(topo.gpu_host), gpus_per_server=int(topo.gpus_per_server),
+                 intra=_intra_fn(cfg, gpu), flop_s=lambda flops: flops / gemm_rate, iterations=w.iterations,
+                 collective=cfg.collective, nic_bytes_per_s=_nic_bytes_per_s(topo), step_latency_s=_step_latency_s(topo),
+                 chunk_gap_ps=_chunk_gap_ps(cfg, topo), wire_factor=_wire_factor(cfg))
     return b.build()
 
 
@@ -244,6 +265,8 @@ def build_tasks(cfg: ExperimentConfig, topo, *, plan_out: list | None = None):
         return graph     # built by construction: ids, hosts and acyclicity hold
     elif kind == "astra":
         graph = _astra_graph(cfg, topo)
+    elif kind == "chakra":
+        graph = _chakra_graph(cfg, topo)
     else:  # pragma: no cover - the config's Literal lists every kind
         raise ConfigError("workload.kind", "is not a known workload kind", kind)
     graph.validate(int(topo.n_host))

@@ -252,8 +252,7 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
                 wire_factor: float | None = None, file: str = "<workload>") -> dict:
     """Append the workload's iterations to ``builder`` (hosts = NICs); returns per-GPU stream
     end task ids and counts. ``collective`` is a CollectiveConfig (algorithm, channels, ...)."""
-    from mvopt.comm.alltoall import add_all_to_all, even_matrix
-    from mvopt.comm.hierarchical import add_group_collective
+    from mvopt.io.groupcomm import GroupCollectives
 
     n_cluster = len(gpu_host)
     n = int(w.options.get("all_gpus", n_cluster))
@@ -262,13 +261,9 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
     grps_by_name = comm_groups(w, n, file)
     host = [int(gpu_host[g]) for g in range(n)]
     server = [g // gpus_per_server for g in range(n)]
-    ckw = {}
-    a2a_algorithm = "concurrent" if collective is None else collective.all_to_all
-    if collective is not None:
-        ckw = dict(algorithm=collective.algorithm, channels=collective.channels, chunk_bytes=collective.chunk_bytes,
-                   hierarchical=collective.hierarchical)
-    ckw.update(nic_bytes_per_s=nic_bytes_per_s, step_latency_s=step_latency_s, chunk_gap_ps=chunk_gap_ps,
-               fifo_wire_factor=wire_factor)
+    coll = GroupCollectives(builder, host=host, server=server, intra=intra, collective=collective,
+                            nic_bytes_per_s=nic_bytes_per_s, step_latency_s=step_latency_s,
+                            chunk_gap_ps=chunk_gap_ps, wire_factor=wire_factor)
 
     def ps(ns: float) -> int:
         return int(round(ns * 1000))
@@ -280,12 +275,7 @@ def astra_graph(builder, w: AstraWorkload, *, gpu_host: Sequence[int], gpus_per_
         prev[g] = [builder.delay(host[g], ps(ns), after=prev[g], category=cat)]
 
     def collective_over(op: str, grp: list[int], nbytes: int, after: dict, cat: str) -> dict[int, list[int]]:
-        hosts, servers = [host[g] for g in grp], [server[g] for g in grp]
-        if op == "all_to_all":
-            return add_all_to_all(builder, hosts, servers, even_matrix(len(grp), nbytes), algorithm=a2a_algorithm,
-                                  intra=intra, after=after, category=cat)
-        return add_group_collective(builder, op, hosts, servers, nbytes, intra=intra, after=after, category=cat,
-                                    **ckw)
+        return coll.run(op, grp, nbytes, after, cat)
 
     def blocking(op: str | None, nbytes: int, group: str, cat: str) -> None:
         if op is None or nbytes <= 0:

@@ -1,0 +1,61 @@
+"""The MoE validation script's data and configurations (experiments/validate_moe.py,
+experiments/moe_published.yaml, docs/validation.md "Mixture of experts"): every row carries its
+source, the derived iteration times follow Megatron-LM's FLOP formula by hand, and every
+simulated row is a valid configuration that builds (without simulating it)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mvopt.engine.tasks import DELAY, FLOW
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+@pytest.fixture(scope="module")
+def script():
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        return importlib.import_module("validate_moe")
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+
+
+def test_rows_name_their_sources(script) -> None:
+    data = yaml.safe_load(script.DATA.read_text())
+    for section in ("end_to_end", "not_simulated", "all_to_all"):
+        assert data[section], section
+        for row in data[section]:
+            assert row["name"] and len(row["source"]) > 40, row["name"]
+    assert all(row["why"] for row in data["not_simulated"])
+
+
+def test_mixtral_time_from_published_tflops(script) -> None:
+    """12 B s l h^2 [(1 + 8/32 + 4096/4096) + (14336/4096) 2 (3/2) + 32000 / (2 32 4096)] FLOPs
+    for B = 256, s = 4096, l = 32, h = 4096, at 438 TFLOP/s on each of 64 GPUs."""
+    data = yaml.safe_load(script.DATA.read_text())
+    row = next(r for r in data["end_to_end"] if r["name"] == "mcore-v0.8-mixtral-8x7b")
+    flops = 12 * 256 * 4096 * 32 * 4096 ** 2 * (2.25 + 10.5 + 32000 / (2 * 32 * 4096))
+    assert script.megatron_flops(row["model"], 256) == pytest.approx(flops, rel=1e-12)
+    assert script.measured_time_s(row) == pytest.approx(flops / (64 * 438e12), rel=1e-12)
+
+
+def test_every_simulated_row_builds(script) -> None:
+    from mvopt.build import build
+
+    data = yaml.safe_load(script.DATA.read_text())
+    for row in data["end_to_end"][:1]:          # the rows share one layout; building one is ~1 s
+        b = build(script.training_config(row, "flow"))
+        assert b.experiment.tasks.n > 0 and b.config.parallelism.dp == 16
+    for row in data["all_to_all"]:
+        for algo in script.A2A_ALGORITHMS:
+            g = build(script.alltoall_config(row, row["points"][0]["size_bytes"], algo)).experiment.tasks
+            n, gps = row["servers"] * row["gpus_per_server"], row["gpus_per_server"]
+            # one NVLink all-to-all step per GPU with server peers, a flow per pair of GPUs in two servers
+            assert int((g.kind == FLOW).sum()) == n * (n - gps)
+            assert int((g.kind == DELAY).sum()) == (n if gps > 1 else 0)
