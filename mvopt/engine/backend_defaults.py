@@ -6,9 +6,10 @@ table (`CPU`, `GPU`); a test or a measurement passes a changed copy
 (`dataclasses.replace(GPU, group_block_threads=32)`), which is checked when the backend is made.
 
 The kernels' compile-time constants that a backend may set are here too (`KERNEL_DEFINES`): the
-pull-vs-lock ablation (MV_PUSH_LOCK) and the two switch widths at which a switch's event loop
+pull-vs-lock ablation (MV_PUSH_LOCK), the two switch widths at which a switch's event loop
 changes its data structure (MV_TREE_PORTS, MV_CACHE_PORTS), which tests shrink so that small
-topologies reach the wide switches' code.
+topologies reach the wide switches' code, and how many arrivals a switch window needs to run port
+by port (MV_LANES_PORTS_PER_ARRIVAL), which tests raise so that small scenarios reach the lanes.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ KERNEL_DEFINES: dict[str, tuple[range, str]] = {
     "MV_TREE_PORTS": (range(1, 257), "switches with more ports find their next event with tournament trees "
                                      "(default 8)"),
     "MV_CACHE_PORTS": (range(1, 1025), "switches with more ports rescan their ports at every event (default 256)"),
+    "MV_LANES_PORTS_PER_ARRIVAL": (range(1, 1025), "a switch window runs port by port only with at least one "
+                                                    "arrival per this many ports, else serially (default 4; tests "
+                                                    "set 1024 so that small scenarios reach the lanes)"),
 }
 
 

@@ -148,16 +148,17 @@ def test_switch_event_selection_paths_match_the_cpu(launch: str) -> None:
     assert all(a.same_as(b) for a, b in zip(cpu, res))
 
 
-def test_wide_switches_run_port_by_port_on_the_gpu() -> None:
+@pytest.mark.parametrize("defines", [{"MV_LANES_PORTS_PER_ARRIVAL": 1024}, {}], ids=["every-window", "default"])
+def test_wide_switches_run_port_by_port_on_the_gpu(defines: dict) -> None:
     """Rail-optimised clusters (rail switches of 16 and 32 ports, wider than the thread-local
     caches: their serial windows keep persisted caches, refilled after a window run port by port)
-    in the groups mode, each port of a switch on a thread of its own, ECMP and spraying, DCQCN:
-    the CPU's results."""
+    in the groups mode, each port of a switch on a thread of its own (at every window with an
+    arrival, and by default: light windows serial), ECMP and spraying, DCQCN: the CPU's results."""
     from mvopt.testing.scenarios import rail_allreduce
 
     exps = [rail_allreduce("dcqcn", "ecmp"), rail_allreduce("none", "spray"), rail_allreduce("dcqcn", "ecmp", 16)]
     cpu = simulate(exps, backend="cpu")
-    assert all(a.same_as(b) for a, b in zip(cpu, run_gpu(gpu(launch="groups"), exps)))
+    assert all(a.same_as(b) for a, b in zip(cpu, run_gpu(gpu(launch="groups", defines=defines), exps)))
 
 
 def test_stealing_rows_and_the_widest_first_order_match_the_cpu() -> None:

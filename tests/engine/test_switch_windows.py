@@ -13,6 +13,15 @@ from mvopt.testing import scenarios as sc
 
 from engine_cases import differences, incast, switch_pool_places
 
+# the lanes at every window with an arrival (by default a window with few arrivals for its ports runs
+# serially, and the small scenarios here have few)
+EVERY_WINDOW = {"MV_LANES_PORTS_PER_ARRIVAL": 1024}
+
+
+def schedule_defines(schedule: str, limits: dict | None = None) -> dict:
+    """The kernel defines of a backend running `schedule`: the lanes at every window with an arrival."""
+    return {**(limits or {}), **(EVERY_WINDOW if schedule == "lanes" else {})}
+
 
 def test_switch_event_selection_paths_agree() -> None:
     """A switch finds its next event by a scan of cached per-port times (few ports), two
@@ -55,7 +64,7 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
     state = {}
     for lanes, schedule in ((1, "lanes"), (0, "serial")):
         batch = build_batch([exp])
-        CpuBackend(switch_schedule=schedule).run(batch, max_iters=80 if net else 60)
+        CpuBackend(switch_schedule=schedule, defines=schedule_defines(schedule)).run(batch, max_iters=80 if net else 60)
         state[lanes] = {k: batch.cols[k].copy() for k in ("port_in", "port_tx", "port_qmax", "node_shared_used",
                                                            "node_data_bytes", "node_ctr", "port_head")}
     cols = batch.cols
@@ -69,13 +78,15 @@ def test_switch_lanes_keep_the_shared_buffer_state_of_the_serial_loop(net: dict)
         assert np.array_equal(per_node[switch], state[1]["node_shared_used"][switch])
 
 
+@pytest.mark.parametrize("every", [True, False], ids=["every-window", "default"])
 @pytest.mark.parametrize("limits", [{}, {"MV_CACHE_PORTS": 5, "MV_TREE_PORTS": 3}], ids=["scan", "trees"])
-def test_switch_lanes_give_the_serial_loops_results(limits: dict) -> None:
+def test_switch_lanes_give_the_serial_loops_results(limits: dict, every: bool) -> None:
     """Switch windows run port by port where no decision depends on the order of their ports'
     events (the switch lanes; the incast's PFC windows run serially) give the results of the
     serial loop for every window (switch_schedule 'serial', the GPU graph kernel's), over mixed
     experiments (ECMP paths from f_path and spraying, several topologies) and a DCQCN incast (ECN
-    marks), also where small cache limits put the serial windows on the tree and rescan paths."""
+    marks), also where small cache limits put the serial windows on the tree and rescan paths; with
+the lanes at every window with an arrival, and with the default (light windows serial)."""
     from mvopt.engine import build_batch
     from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend
     from mvopt.engine.batch import extract_results
@@ -84,7 +95,8 @@ def test_switch_lanes_give_the_serial_loops_results(limits: dict) -> None:
     runs = []
     for schedule in SWITCH_SCHEDULES:
         batch = build_batch(exps)
-        runs.append(extract_results(batch, CpuBackend(defines=limits, switch_schedule=schedule).run(batch)))
+        defines = schedule_defines(schedule, limits) if every else limits
+        runs.append(extract_results(batch, CpuBackend(defines=defines, switch_schedule=schedule).run(batch)))
     assert (batch.cols["f_path"] >= 0).any()
     assert runs[0][-1].counters["ecn_marks"] > 0
     for a, b in zip(*runs):
@@ -108,11 +120,12 @@ def test_wide_switches_run_port_by_port_with_the_serial_results() -> None:
     runs = []
     for schedule in ("lanes", "serial"):
         batch = build_batch(exps)
-        runs.append(extract_results(batch, CpuBackend(switch_schedule=schedule).run(batch)))
+        runs.append(extract_results(batch, CpuBackend(switch_schedule=schedule,
+                                                      defines=schedule_defines(schedule)).run(batch)))
     for a, b in zip(*runs):
         assert a.same_as(b), f"{a.name}: " + "; ".join(differences(a, b))
     probe = build_batch(exps[2:3])
-    CpuBackend().run(probe, max_iters=40)
+    CpuBackend(defines=EVERY_WINDOW).run(probe, max_iters=40)
     cols = probe.cols
     width = cols["node_port_hi"] - cols["node_port_lo"]
     pools = cols["port_pool"].reshape(-1, 2)
@@ -136,7 +149,7 @@ def test_switch_pool_slots_are_each_in_one_place(schedule: str) -> None:
     for exp, windows in ((incast("none", 400_000, n=4), 60), (build_experiment(allreduce_config("none", 2**20)), 150)):
         batch = build_batch([exp])
         pool_lo = batch.cols["node_pool_next"].copy()
-        CpuBackend(switch_schedule=schedule).run(batch, max_iters=windows)
+        CpuBackend(switch_schedule=schedule, defines=schedule_defines(schedule)).run(batch, max_iters=windows)
         assert batch.scratch is not None                      # stopped mid-way: its slots are on the batch
         cols, pkt = batch.cols, batch.scratch["pkt"].view(PKT_DTYPE)
         in_ports = 0
@@ -163,13 +176,13 @@ def test_serial_windows_take_the_ports_slots_last() -> None:
     first = 20
     probe = build_batch([incast("none", 400_000, n=4)])
     lo = probe.cols["node_pool_next"].copy()
-    CpuBackend(switch_schedule="lanes").run(probe, max_iters=first)
+    CpuBackend(switch_schedule="lanes", defines=EVERY_WINDOW).run(probe, max_iters=first)
     switch = int(np.flatnonzero(probe.cols["node_is_host"] == 0)[0])
     exp = incast("none", 400_000, n=4, switch_packet_slots=int(probe.cols["node_pool_next"][switch] - lo[switch]))
     serial = build_batch([exp])
     want = extract_results(serial, CpuBackend(switch_schedule="serial").run(serial))[0]
     batch = build_batch([exp])
-    CpuBackend(switch_schedule="lanes").run(batch, max_iters=first)
+    CpuBackend(switch_schedule="lanes", defines=EVERY_WINDOW).run(batch, max_iters=first)
     cols = batch.cols
     assert cols["node_pool_next"][switch] == cols["node_pool_hi"][switch] and cols["node_pool_free"][switch] < 0
     ports = slice(int(cols["node_port_lo"][switch]), int(cols["node_port_hi"][switch]))

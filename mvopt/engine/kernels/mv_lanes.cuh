@@ -196,6 +196,16 @@ MV_DEV int64_t lane_shares(const LaneRecs& r, LaneShare* out, int64_t k) {
 }
 
 enum { LANES_QUIET = 0, LANES_SERIAL = 1, LANES_RUN = 2 };
+// A window runs port by port only with at least one arrival per this many ports of its switch,
+// else serially: a few events cost less on one thread than the port tasks' setup (each reads the
+// switch's records, a row per in-ring) costs on many. (A switch of at most 4 ports: any arrival.)
+#ifndef MV_LANES_PORTS_PER_ARRIVAL
+#define MV_LANES_PORTS_PER_ARRIVAL 4
+#endif
+// The fewest arrivals of a window of a switch of n ports that runs port by port.
+MV_DEV int64_t lanes_min_arrivals(int64_t n) {
+  return mv_max((n + MV_LANES_PORTS_PER_ARRIVAL - 1) / MV_LANES_PORTS_PER_ARRIVAL, (int64_t)1);
+}
 // How switch v's window runs, from its in-rings' records (n ports, window end te): LANES_QUIET,
 // nothing to do (switch_quiet's case: it was quiet, nothing arrives and no sample is due);
 // LANES_RUN, port by port: from the state at its start and the packets that arrive in it, no
@@ -219,7 +229,8 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   // (adaptive routing reads the egress queues at each arrival: the serial loop's order decides)
-  if (!arrivals || (flags & (LR_STOP | LR_MON)) || EI(c, e, EI_SPRAY) == LB_ADAPTIVE) return LANES_SERIAL;
+  if (arrivals < lanes_min_arrivals(n) || (flags & (LR_STOP | LR_MON)) || EI(c, e, EI_SPRAY) == LB_ADAPTIVE)
+    return LANES_SERIAL;
   if (lane_shares(r, shares, k) > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);
   if (!pfc && r.sw->node_data + data_all > c->node_buffer[v]) return LANES_SERIAL;
@@ -405,6 +416,15 @@ MV_DEV void switch_lanes_end(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
 // Returns the decision (LANES_SERIAL: the caller runs the serial window; LANES_QUIET: none).
 MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
   int64_t lo = c->node_port_lo[v], n = c->node_port_hi[v] - lo;
+  // a window too light for lanes (switch_lanes_decide's first rule) runs serially without the
+  // scans: the in-rings' arrivals counted first, up to that many
+  node_begin(c, v, par);
+  int64_t need = lanes_min_arrivals(n), got = 0;
+  for (int64_t j = 0; j < n && got < need; ++j) {
+    int64_t q = c->port_peer[lo + j];
+    for (int64_t pos = c->port_head[q * 2 + par]; got < need && ring_t_at(c, q, pos, par) < te; ++pos) ++got;
+  }
+  if (got < need) return LANES_SERIAL;
   int64_t words[lane_bytes(MV_LANE_PORTS) / 8];
   LaneRecs r = lane_recs(words, n);
   for (int64_t j = 0; j < n; ++j) switch_lane_scan_of(c, e, v, te, par, j, r);
