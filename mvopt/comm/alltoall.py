@@ -17,8 +17,7 @@ of an nccl-tests ``size`` has ``size / n`` in every block). The algorithms
   GPU of its server on the destination's rail (same local index), everything bound for that
   rail; then every rail runs the pairwise exchange between servers (servers in NCCL's node
   order), member ``(a, j)`` sending member ``(b, j)`` the aggregate of server ``a``'s blocks for
-  ``(b, j)``. Inter-server
-  traffic stays on its rail and moves ``g`` times fewer, larger flows. It needs the same number
+  ``(b, j)``. Inter-server traffic stays on its rail and moves ``g`` times fewer, larger flows. It needs the same number
   of members on every server; otherwise the pairwise exchange runs.
 
 Blocks between two members of one server go over NVLink in every algorithm: one intra-server
