@@ -53,8 +53,10 @@ TRANSPORTS: tuple[str, ...] = ("gbn", "sr")
 COLLECTIVE_ALGORITHMS: tuple[str, ...] = ("ring", "tree", "auto")
 
 # --- all-to-all algorithms (collective.all_to_all; mvopt/comm/alltoall.py) ---------------------
-# concurrent: every pair's transfer at once (one NCCL group of sends and receives, all in flight);
-# pairwise: n - 1 rounds, round i sends to rank + i and receives from rank - i (NCCL's p2p order);
+# concurrent: every pair's transfer at once (one NCCL group of sends and receives, all in flight:
+# NCCL spreads a group's rounds over its point-to-point channels);
+# pairwise: NCCL's group on one channel: each rank sends to one peer at a time in NCCL's round
+# order, receives independent;
 # hierarchical: intra-server exchange to the GPU on the destination's rail first, then pairwise
 # between servers rail by rail (NCCL's PXN).
 ALL_TO_ALL_ALGORITHMS: tuple[str, ...] = ("concurrent", "pairwise", "hierarchical")

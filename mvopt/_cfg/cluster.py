@@ -94,6 +94,12 @@ class ClusterConfig(Section):
                                        doc="propagation delay per tier; the last value repeats",
                                        check=lambda v: None if all(x >= 0 for x in v) and len(v) > 0
                                        else "must be a non-empty list of delays >= 0")
+    nic_efficiency: Optional[float] = field(
+        None, doc="fraction of the NIC line rate that NCCL's transfers between servers reach (0 < x <= 1): "
+        "every host link runs at this times its rate; fit it from an nccl-tests all-gather across two "
+        "servers (docs/training-model.md, section *Inter-server efficiency*)",
+        default_doc="1 (line rate)",
+        check=lambda v: None if 0 < v <= 1 else "must be a fraction of the line rate: 0 < x <= 1")
     # --- failures and degradations (docs/topologies.md, section *Failures and degraded links*)
     failed_links: list[list[int]] = field(
         [], doc="links down for the whole iteration, each [tier, index] (index among the links of that "

@@ -51,8 +51,8 @@ class CollectiveConfig(Section):
                                        "`collective`)", default_doc="all hosts")
     algorithm: Literal[COLLECTIVE_ALGORITHMS] = field("ring", doc="inter-server algorithm (NCCL_ALGO)")
     all_to_all: Literal[ALL_TO_ALL_ALGORITHMS] = field(
-        "concurrent", doc="all-to-all algorithm: concurrent (every pair at once), pairwise (n - 1 rounds, "
-        "rank + i in round i), hierarchical (intra-server to the destination's rail first, then pairwise "
+        "concurrent", doc="all-to-all algorithm: concurrent (every pair at once), pairwise (one peer at a "
+        "time per sender, in NCCL's round order), hierarchical (intra-server to the destination's rail first, then pairwise "
         "between servers per rail: NCCL's PXN); the MoE token dispatch and combine, and op all_to_all")
     channels: int = field(1, doc="parallel channels (rings/trees); each carries size/channels",
                           check=at_least(1))

@@ -4,7 +4,8 @@ A link is named by its tier and its index among the links of that tier, in the o
 creates them (docs/topologies.md gives the order of every topology; for ``topology: file``, the
 order of the file). A failed link is removed for the whole iteration and routing is recomputed on
 what remains, so traffic moves to the remaining shortest paths. A degraded link or a slow NIC
-keeps its place and runs at its rate times a factor.
+keeps its place and runs at its rate times a factor. ``nic_efficiency`` scales every host link
+(the fraction of line rate NCCL reaches between servers), before any slow NIC's own factor.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ __all__ = ["LinkFaults", "link_faults", "apply_faults"]
 
 @dataclass(frozen=True)
 class LinkFaults:
-    """``failed``: (tier, index); ``degraded``: (tier, index, rate factor); ``slow_nics``: (host, rate factor)."""
+    """``failed``: (tier, index); ``degraded``: (tier, index, rate factor); ``slow_nics``: (host, rate
+    factor); ``nic_efficiency``: factor of every host link (None: line rate)."""
 
     failed: tuple[tuple[int, int], ...] = ()
     degraded: tuple[tuple[int, int, float], ...] = ()
     slow_nics: tuple[tuple[int, float], ...] = ()
+    nic_efficiency: float | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.failed or self.degraded or self.slow_nics)
+        return bool(self.failed or self.degraded or self.slow_nics or self.nic_efficiency is not None)
 
 
 def link_faults(cluster: Any) -> LinkFaults:
@@ -39,7 +42,8 @@ def link_faults(cluster: Any) -> LinkFaults:
     return LinkFaults(
         failed=tuple((int(t), int(i)) for t, i in cluster.failed_links),
         degraded=tuple((int(t), int(i), float(f)) for t, i, f in cluster.degraded_links),
-        slow_nics=tuple((int(h), float(f)) for h, f in cluster.slow_nics))
+        slow_nics=tuple((int(h), float(f)) for h, f in cluster.slow_nics),
+        nic_efficiency=None if cluster.nic_efficiency is None else float(cluster.nic_efficiency))
 
 
 def _link_of(spec: NetworkSpec, field: str, tier: int, index: int) -> int:
@@ -71,6 +75,10 @@ def apply_faults(spec: NetworkSpec, faults: LinkFaults, where: str = "cluster") 
     if not faults:
         return spec
     rate = spec.link_rate_bps.copy()
+    if faults.nic_efficiency is not None:
+        for link in np.flatnonzero(spec.link_tier == 0):
+            rate[link] = _scaled(int(rate[link]), faults.nic_efficiency, f"{where}.nic_efficiency",
+                                 faults.nic_efficiency)
     for i, (tier, index, factor) in enumerate(faults.degraded):
         field = f"{where}.degraded_links[{i}]"
         link = _link_of(spec, field, tier, index)

@@ -8,16 +8,16 @@ of an nccl-tests ``size`` has ``size / n`` in every block). The algorithms
 
 * ``concurrent``: every inter-server block is a flow, all released together once the sender is
   ready (one NCCL group of sends and receives with every peer in flight);
-* ``pairwise``: ``n - 1`` rounds; in round ``r`` member ``i`` sends to ``(i + r) mod n``
-  (NCCL's peer order for grouped point-to-point operations). A member's send of round ``r``
-  waits for the block it received in its previous network round (from ``(i - r') mod n``), a
-  dependency local to its host, so the rounds follow one another at every rank as they do on an
-  NCCL connection;
+* ``pairwise``: NCCL's grouped send/recv on one point-to-point channel: each member sends to
+  its peers one at a time in NCCL's round order (:func:`nccl_send_order`), a send waiting for the
+  member's previous send; receives progress independently (NCCL runs sends and receives of a
+  channel on separate warps), so no member waits for another's round. With NCCL's default
+  channels the rounds of one group run at once, which is ``concurrent``;
 * ``hierarchical`` (NCCL's PXN, "PCI x NVLink"): each member first hands over NVLink, to the
   GPU of its server on the destination's rail (same local index), everything bound for that
-  rail; then every rail runs the pairwise exchange between servers, member ``(a, j)`` sending
-  member ``(b, j)`` the aggregate of server ``a``'s blocks for ``(b, j)``. Inter-server
-  traffic stays on its rail and moves ``g`` times fewer, larger flows. It needs the same number
+  rail; then every rail runs the pairwise exchange between servers (servers in NCCL's node
+  order), member ``(a, j)`` sending member ``(b, j)`` the aggregate of server ``a``'s blocks for
+  ``(b, j)``. Inter-server traffic stays on its rail and moves ``g`` times fewer, larger flows. It needs the same number
   of members on every server; otherwise the pairwise exchange runs.
 
 Blocks between two members of one server go over NVLink in every algorithm: one intra-server
@@ -38,7 +38,7 @@ from mvopt._cfg.algorithms import ALL_TO_ALL_ALGORITHMS
 from mvopt.comm.hierarchical import group_shape
 from mvopt.errors import ConfigError
 
-__all__ = ["add_all_to_all", "even_matrix", "skewed_matrix", "pairwise_peers"]
+__all__ = ["add_all_to_all", "even_matrix", "skewed_matrix", "nccl_deltas", "nccl_send_order"]
 
 IntraTime = Callable[[str, float, int], float]   # (collective, bytes per rank, gpus) -> seconds
 
@@ -73,9 +73,39 @@ def skewed_matrix(n: int, routed_bytes: float, skew: float) -> np.ndarray:
     return m
 
 
-def pairwise_peers(n: int, member: int) -> list[int]:
-    """The peers ``member`` sends to, round by round, in the pairwise exchange."""
-    return [(member + r) % n for r in range(1, n)]
+def nccl_deltas(n: int) -> list[int]:
+    """NCCL's order of peer offsets ``0..n-1`` (its ``p2pSchedule``): the quadratic sequence
+    ``(x^2 + x) / 2 mod 2^ceil(log2 n)``, offsets ``>= n`` dropped (16: 0, 1, 3, 6, 10, 15, 5, ...)."""
+    p = 1
+    while p < n:
+        p *= 2
+    out, delta, r = [], 0, 0
+    while True:
+        if delta < n:
+            out.append(delta)
+        r += 1
+        delta = (delta + r) & (p - 1)
+        if r == p:
+            return out
+
+
+def nccl_send_order(servers: Sequence[int]) -> list[list[int]]:
+    """For every member, the members it sends to in NCCL's round order, itself first (round 0).
+
+    With the same number of members on every server NCCL orders by server offset, then by local
+    offset (member ``(s, l)`` sends in round ``(ds, dl)`` to ``(s + ds, l + dl)``, both offsets in
+    :func:`nccl_deltas` order); otherwise it orders the members flat by rank offset."""
+    n = len(servers)
+    _, by_server = group_shape(list(servers))
+    if len({len(x) for x in by_server}) != 1:
+        return [[(i + d) % n for d in nccl_deltas(n)] for i in range(n)]
+    k, g = len(by_server), len(by_server[0])
+    where = {i: (s, l) for s, idx in enumerate(by_server) for l, i in enumerate(idx)}
+    out = []
+    for i in range(n):
+        s, l = where[i]
+        out.append([by_server[(s + ds) % k][(l + dl) % g] for ds in nccl_deltas(k) for dl in nccl_deltas(g)])
+    return out
 
 
 def add_all_to_all(builder, hosts: Sequence[int], servers: Sequence[int], matrix, *, algorithm: str,
@@ -127,25 +157,23 @@ def add_all_to_all(builder, hosts: Sequence[int], servers: Sequence[int], matrix
                 if not same[i, j] and m[i, j] > 0:
                     done[j].append(builder.flow(hosts[i], hosts[j], int(m[i, j]), after=ready[i], category=category))
         return done
-    _pairwise(builder, hosts, m, same, ready, category, done)
+    _one_channel(builder, hosts, m, same, nccl_send_order(servers), ready, category, done)
     return done
 
 
-def _pairwise(builder, hosts: Sequence[int], m: np.ndarray, same: np.ndarray, ready: dict[int, list[int]],
-              category: str, done: dict[int, list[int]]) -> None:
-    """The network rounds of the pairwise exchange (blocks between ``same``-server members skipped)."""
-    n = len(hosts)
-    last_in: dict[int, int] = {}          # member -> flow it received in its latest network round
-    for r in range(1, n):
-        sent = {}
-        for i in range(n):
-            j = (i + r) % n
-            if same[i, j] or m[i, j] <= 0:
+def _one_channel(builder, hosts: Sequence[int], m: np.ndarray, same: np.ndarray, order: list[list[int]],
+                 ready: dict[int, list[int]], category: str, done: dict[int, list[int]]) -> None:
+    """The network sends of the pairwise exchange: member ``i`` sends to ``order[i]`` one at a
+    time, each send after its previous one (blocks between ``same``-server members skipped)."""
+    last: dict[int, int] = {}             # member -> its latest network send
+    for r in range(len(order[0]) if order else 0):
+        for i in range(len(hosts)):
+            j = order[i][r]
+            if j == i or same[i, j] or m[i, j] <= 0:
                 continue
-            deps = list(ready[i]) + ([last_in[i]] if i in last_in else [])
-            sent[j] = builder.flow(hosts[i], hosts[j], int(m[i, j]), after=deps, category=category)
-            done[j].append(sent[j])
-        last_in.update(sent)
+            deps = list(ready[i]) + ([last[i]] if i in last else [])
+            last[i] = builder.flow(hosts[i], hosts[j], int(m[i, j]), after=deps, category=category)
+            done[j].append(last[i])
 
 
 def _hierarchical(builder, hosts: Sequence[int], by_server: list[list[int]], m: np.ndarray, intra: IntraTime,
@@ -172,18 +200,17 @@ def _hierarchical(builder, hosts: Sequence[int], by_server: list[list[int]], m: 
             phase1[mem] = list(ready[mem])
     # phase 2: rail j, server a -> server b carries the sum over i of blocks[a, i, b, j]
     agg = blocks.sum(axis=1)                              # [a, b, j]
+    server_order = [[(a + d) % k for d in nccl_deltas(k)] for a in range(k)]
     for j in range(g):
-        last_in: dict[int, int] = {}
+        last: dict[int, int] = {}         # server -> its rail-j member's latest send
         for r in range(1, k):
-            sent = {}
             for a in range(k):
-                b = (a + r) % k
+                b = server_order[a][r]
                 nbytes = int(agg[a, b, j])
                 if nbytes <= 0:
                     continue
                 src, dst = int(grid[a, j]), int(grid[b, j])
-                deps = phase1[src] + ([last_in[a]] if a in last_in else [])
-                sent[b] = builder.flow(hosts[src], hosts[dst], nbytes, after=deps, category=category)
-                done[dst].append(sent[b])
-            last_in.update(sent)
+                deps = phase1[src] + ([last[a]] if a in last else [])
+                last[a] = builder.flow(hosts[src], hosts[dst], nbytes, after=deps, category=category)
+                done[dst].append(last[a])
     return done

@@ -4,6 +4,8 @@ Reads nccl-tests logs (``all_reduce_perf``, ``all_gather_perf``, ``reduce_scatte
 ``alltoall_perf``, ``sendrecv_perf`` output), fits one curve per (GPU type, collective, GPU
 count), prints the fit error per size and writes the parameter file. ``--published`` fits the
 sweeps of published.yaml instead: that is how ``mvopt/data/intra_server_default.yaml`` is made.
+``--nic-gbps`` reads logs of runs between two servers instead and prints ``cluster.nic_efficiency``
+(:mod:`mvopt.comm.nic_efficiency`) per size and at the largest size.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from mvopt.comm.intra import ALGORITHMS, Measured, dump_params, group_nccl_sweeps, published_sweeps
 from mvopt.comm.nccl_tests import NcclSweep, read_nccl_tests
+from mvopt.comm.nic_efficiency import nic_efficiency
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.optimize.cli import positive_int
 
@@ -34,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="label of the fitted curves: what NCCL_ALGO forced (default: auto)")
     parser.add_argument("--placement", choices=("in-place", "out-of-place"), default="in-place",
                         help="which nccl-tests time to fit (default: in-place)")
+    parser.add_argument("--nic-gbps", type=float, metavar="RATE",
+                        help="the logs ran between two servers with NICs of RATE Gb/s (all_gather / all_reduce / "
+                        "reduce_scatter with NCCL_ALGO=RING, or sendrecv between one GPU of each): print "
+                        "cluster.nic_efficiency instead of fitting curves")
+    parser.add_argument("--nics-per-server", type=positive_int, default=1, metavar="N",
+                        help="with --nic-gbps: NICs per server the ring used (default: 1)")
 
 
 def _measured(args: argparse.Namespace) -> list[Measured]:
@@ -74,7 +83,31 @@ def _size(n: float) -> str:
     return f"{n:g} B"
 
 
+def _nic_efficiency(args: argparse.Namespace) -> int:
+    if not args.logs or args.published or args.out:
+        raise ConfigError("--nic-gbps", "takes nccl-tests logs only (no --published, no --out)", args.nic_gbps)
+    sweeps = [sw for path in args.logs for sw in read_nccl_tests(path)]
+    for sw in sweeps:
+        coll = args.collective or sw.collective
+        if coll is None:
+            raise InputFileError(sw.file, sw.line, "names no collective; pass --collective")
+        print(f"{sw.file}:{sw.line} {coll}, {args.nics_per_server} NIC(s) of {args.nic_gbps:g} Gb/s per server")
+        print(f"  {'size':>10}  {'busbw GB/s':>10}  {'nic_efficiency':>14}")
+        eff = None
+        for p in sw.points:
+            busbw = p.busbw_in_GBps if args.placement == "in-place" else p.busbw_out_GBps
+            if busbw != busbw:       # N/A
+                continue
+            eff = nic_efficiency(coll, busbw, args.nic_gbps, args.nics_per_server)
+            print(f"  {_size(p.size_bytes):>10}  {busbw:10.2f}  {eff:14.4f}")
+        if eff is not None:
+            print(f"  cluster.nic_efficiency at the largest size: {eff:.4f}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nic_gbps is not None:
+        return _nic_efficiency(args)
     if not args.logs and not args.published:
         raise ConfigError("LOG", "give at least one nccl-tests log, or --published", show_value=False)
     curves = []

@@ -1,4 +1,5 @@
-"""Failed links, degraded links and slow NICs (cluster.failed_links / degraded_links / slow_nics)."""
+"""Failed links, degraded links, slow NICs and the NIC efficiency (cluster.failed_links /
+degraded_links / slow_nics / nic_efficiency)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,22 @@ def test_degraded_link_and_slow_nic_rates_in_the_compiled_topology():
     assert changed.size == 4                       # both directions of two links
 
 
+def test_nic_efficiency_scales_every_host_link_and_composes_with_a_slow_nic():
+    topo, whole = _topo(nic_efficiency=0.8, slow_nics=[[5, 0.5]]), _topo()
+    for h in range(16):
+        assert topo.port_rate_bps[topo.host_port(h)] == (40 if h == 5 else 80) * 10**9
+    changed = np.flatnonzero(topo.port_rate_bps != whole.port_rate_bps)
+    assert changed.size == 32                      # both directions of the 16 host links, nothing else
+    # a flow between two hosts takes 1 / 0.8 of its line-rate serialisation time
+    g = TaskGraphBuilder()
+    g.flow(0, 1, 8_000_000)
+    graph = g.build()
+    net = load_config({"cluster": FAT_TREE, "network": {"cc": "none"}}).network
+    fast, slow = (simulate([Experiment(topology=t, network=net, tasks=graph, name="x")], backend="cpu")[0]
+                  for t in (whole, _topo(nic_efficiency=0.8)))
+    assert slow.makespan_ps == pytest.approx(fast.makespan_ps / 0.8, rel=0.01)
+
+
 @pytest.mark.parametrize("cluster, field, words", [
     ({"failed_links": [[2, 16]]}, "cluster.failed_links[0]", "tier 2 has 16 links"),
     ({"failed_links": [[4, 0]]}, "cluster.failed_links[0]", "tiers [0, 1, 2] only"),
@@ -82,6 +99,8 @@ def test_degraded_link_and_slow_nic_rates_in_the_compiled_topology():
     ({"degraded_links": [[1, 0, 1.5]]}, "cluster.degraded_links", "rate_factor <= 1"),
     ({"degraded_links": [[1, 0, 0.123456789123]]}, "cluster.degraded_links[0]", "whole number of bits/s"),
     ({"slow_nics": [[16, 0.5]]}, "cluster.slow_nics[0]", "hosts are 0..15"),
+    ({"nic_efficiency": 0}, "cluster.nic_efficiency", "0 < x <= 1"),
+    ({"nic_efficiency": 0.123456789123}, "cluster.nic_efficiency", "whole number of bits/s"),
     ({"failed_links": [[2, 0], [2, 1], [2, 2], [2, 3]]}, "cluster.failed_links", "without a path"),
 ])
 def test_faults_naming_nothing_that_exists_are_refused(cluster, field, words):

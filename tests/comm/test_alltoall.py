@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mvopt.build import run
-from mvopt.comm.alltoall import add_all_to_all, even_matrix, pairwise_peers, skewed_matrix
+from mvopt.comm.alltoall import add_all_to_all, even_matrix, nccl_deltas, nccl_send_order, skewed_matrix
 from mvopt.config import load_config
 from mvopt.engine import DELAY, FLOW, TaskGraphBuilder
 from mvopt.errors import ConfigError
@@ -46,26 +46,37 @@ def test_concurrent_one_member_per_server():
     assert all(len(v) == 3 and all(int(g.dst[t]) == h for t in v) for h, v in done.items())
 
 
-def test_pairwise_rounds_and_local_dependencies():
+def test_nccl_round_order():
+    # NCCL's p2pSchedule comment gives the sequence for 16 ranks
+    assert nccl_deltas(16) == [0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7, 2, 14, 11, 9, 8]
+    assert nccl_deltas(5) == [0, 1, 3, 2, 4]          # of 0 1 3 6 2 7 5 4 (mod 8), those < 5
+    for n in range(1, 20):
+        assert sorted(nccl_deltas(n)) == list(range(n))
+    # 2 servers x 2: server offset first, then local offset
+    assert nccl_send_order([0, 0, 1, 1]) == [[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]]
+    # uneven servers: flat rank offsets
+    assert nccl_send_order([0, 0, 1]) == [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+
+
+def test_pairwise_one_peer_at_a_time_per_sender():
     n = 5
     m = np.arange(n * n).reshape(n, n) + 100
     np.fill_diagonal(m, 0)
     g, done = _graph(list(range(n)), list(range(n)), m, "pairwise")
     flows = _flows(g)
     assert len(flows) == n * (n - 1)
-    # round r: i -> i + r, exactly the blocks of the matrix
-    assert [(int(g.src[t]), int(g.dst[t])) for t in flows] == \
-        [(i, (i + r) % n) for r in range(1, n) for i in range(n)]
+    # round r: i -> i + delta_r (NCCL's order), exactly the blocks of the matrix
+    deltas = nccl_deltas(n)[1:]
+    assert [(int(g.src[t]), int(g.dst[t])) for t in flows] == [(i, (i + d) % n) for d in deltas for i in range(n)]
     assert all(int(g.size_bytes[t]) == m[g.src[t], g.dst[t]] for t in flows)
-    assert pairwise_peers(n, 2) == [3, 4, 0, 1]
-    # round 1 waits for nothing; round r > 1 of i waits for the block i received in round r - 1
+    # a member's first send waits for nothing; each later one for its own previous send only
     for k, t in enumerate(flows):
         r, i = divmod(k, n)
         preds = g.preds_of(t).tolist()
         if r == 0:
             assert preds == []
         else:
-            assert len(preds) == 1 and int(g.dst[preds[0]]) == i and int(g.src[preds[0]]) == (i - r) % n
+            assert preds == [flows[(r - 1) * n + i]] and int(g.src[preds[0]]) == i
     assert all(len(v) == n - 1 for v in done.values())
 
 
@@ -97,8 +108,9 @@ def test_hierarchical_goes_over_the_destinations_rail():
         assert j == jj and a != b                        # stays on rail j
         # carries server a's blocks for (b, j): sum over its local GPUs i
         assert int(g.size_bytes[t]) == sum(int(m[a * gl + i, b * gl + j]) for i in range(gl))
-        # waits for its own phase-1 step (and maybe the previous round's block), all on its host
-        assert all(int(g.dst[p]) == int(g.src[t]) for p in g.preds_of(t))
+        # waits for its own phase-1 step (on its host) and its previous send (from its host)
+        assert all(int(g.dst[p]) == int(g.src[t]) if g.kind[p] == DELAY else int(g.src[p]) == int(g.src[t])
+                   for p in g.preds_of(t))
     # every byte crossing servers is carried once
     cross = sum(int(m[i, j]) for i in range(n) for j in range(n) if i // gl != j // gl)
     assert sum(int(g.size_bytes[t]) for t in flows) == cross
