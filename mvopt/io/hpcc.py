@@ -258,7 +258,6 @@ class HpccSettings:
 _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]] = {
     "USE_DYNAMIC_PFC_THRESHOLD": (((Decimal(1),),), "mvopt's PFC threshold is always dynamic", None),
     "L2_ACK_INTERVAL": (((Decimal(0),), (Decimal(1),)), "mvopt acknowledges every packet", None),
-    "L2_CHUNK_SIZE": (((Decimal(0),),), "mvopt acknowledges every packet", None),
     "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
     "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
     "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),
@@ -427,6 +426,13 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
         elif key == "CLAMP_TARGET_RATE":
             out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
+        elif key == "L2_CHUNK_SIZE":
+            # Only read by HPCC's receiver when an in-order packet does not reach the ACK
+            # interval's milestone and by back-to-zero recovery: with the ACK per packet and
+            # go-back-N required above, no value changes results.
+            v = number(vals, line, key)
+            if v < 0 or v != int(v):
+                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
         elif key == "PAUSE_TIME":
             if number(vals, line, key) <= 0:
                 raise InputFileError(file, line, f"PAUSE_TIME {vals[0]} is not supported: a pause frame with "
