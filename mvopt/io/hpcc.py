@@ -32,7 +32,7 @@ from mvopt.files import read_text, write_text_atomic
 
 __all__ = [
     "HpccFlow", "HpccSettings", "CC_MODES", "read_hpcc_flows", "add_hpcc_flows", "node_ip", "sports",
-    "read_hpcc_config", "format_fct", "write_fct", "parse_data_rate", "HpccConfigWarning",
+    "read_hpcc_config", "format_fct", "write_fct", "parse_data_rate", "HpccConfigWarning", "wire_sizes",
 ]
 
 PS_PER_S = 10**12
@@ -252,6 +252,21 @@ class HpccSettings:
     ignored: tuple[str, ...] = ()
 
 
+# Wire sizes of the HPCC simulator's packets (rdma-hw.cc, int-header.h): a data packet is the payload
+# + PPP 2 + IPv4 20 + UDP 8 + SeqTs 6 + INT; an ACK/NACK is PPP 2 + IPv4 20 + qbb 12 + INT, the part
+# after IPv4 padded to 26 B (a 60 B Ethernet frame less its 14 B header and IPv4). HPCC's INT
+# (CC_MODE 3) is 5 hops of 8 B and a 2 B hop count; the other modes mvopt runs carry none.
+_INT_BYTES = {3: 5 * 8 + 2}
+_PPP, _IPV4, _UDP, _SEQTS, _QBB = 2, 20, 8, 6, 12
+_ACK_MIN_AFTER_IPV4 = 60 - 14 - _IPV4
+
+
+def wire_sizes(cc_mode: int) -> tuple[int, int]:
+    """(header bytes per data packet, ACK/NACK bytes) on the HPCC simulator's wire under `cc_mode`."""
+    intb = _INT_BYTES.get(cc_mode, 0)
+    return _PPP + _IPV4 + _UDP + _SEQTS + intb, _PPP + _IPV4 + max(_ACK_MIN_AFTER_IPV4, _QBB + intb)
+
+
 # Keys whose value mvopt's model matches: (accepted values, as numbers; what mvopt does; the
 # network.cc they matter to, None: all). Another value is refused by name; a key that does not
 # matter to the experiment's congestion control is accepted whatever its value.
@@ -363,6 +378,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
                 supported = ", ".join(f"{m} = {_CC_TITLES[m]}" for m in sorted(CC_MODES))
                 raise InputFileError(file, line, f"CC_MODE {vals[0]}{name} is not supported (supported: {supported})")
             out["network.cc"] = CC_MODES[mode]
+            out["network.header_bytes"], out["network.ack_bytes"] = wire_sizes(mode)
         elif key == "PACKET_PAYLOAD_SIZE":
             v = positive(vals, line, key)
             if v != int(v) or v > 65536:

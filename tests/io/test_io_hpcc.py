@@ -240,10 +240,12 @@ def test_config_other_host_rate_picks_other_map_entry(tmp_path):
     assert s.overrides == {"network.ecn.kmin_kb": 100.0}
 
 
-@pytest.mark.parametrize("mode, cc", [(1, "dcqcn"), (3, "hpcc"), (8, "dctcp")])
-def test_cc_mode_mapping(tmp_path, mode, cc):
+# wire sizes: the HPCC simulator's SeqTsHeader/qbbHeader/IntHeader sizes (48/54/42 B under CC_MODE 3,
+# 6/12/0 otherwise) + UDP 8, IPv4 20, PPP 2; an ACK padded to 60 - 14 B
+@pytest.mark.parametrize("mode, cc, header, ack", [(1, "dcqcn", 36, 48), (3, "hpcc", 78, 76), (8, "dctcp", 36, 48)])
+def test_cc_mode_mapping(tmp_path, mode, cc, header, ack):
     _, s, msgs = _config(tmp_path, f"CC_MODE {mode}\n")
-    assert s.overrides == {"network.cc": cc} and not msgs
+    assert s.overrides == {"network.cc": cc, "network.header_bytes": header, "network.ack_bytes": ack} and not msgs
 
 
 def test_warnings_by_default(tmp_path):
