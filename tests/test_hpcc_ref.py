@@ -104,3 +104,17 @@ def test_tiny_scenario_against_the_reference(tmp_path):
     assert set(ref) == set(mv) and len(ref) == 3
     res = C.compare(ref, mv)
     assert res["missing_in_mvopt"] == 0 and res["total_ref_ns"] > 0
+
+
+def test_one_packet_flow_uses_the_hpcc_simulators_wire_sizes(tmp_path, capsys):
+    """DCQCN (CC_MODE 1): a 1036 B data packet and a 48 B ACK over 4 links of 100 Gb/s and 1 us:
+    4 x (82.88 + 1000) ns + 4 x (3.84 + 1000) ns = 8,346.88 ns (the HPCC simulator, which
+    rounds each serialization to the nanosecond, gives 8,348 ns)."""
+    ls = S.leaf_spine(2, 4, 2)
+    cfg = S.write_run(tmp_path, S.Scenario("one", ls, (S.Flow(0, 5, 1000),), ""), S.SETTINGS["dcqcn"])
+    assert mvopt(["simulate", "--hpcc-topology", str(cfg.with_name("topology.txt")), "--hpcc-flows",
+                  str(cfg.with_name("flow.txt")), "--hpcc-config", str(cfg), "--fct-out",
+                  str(tmp_path / "fct_mvopt.txt"), "--backend", "cpu"]) == 0
+    capsys.readouterr()
+    ((_, _, fct_ns),) = C.read_fct(tmp_path / "fct_mvopt.txt").values()
+    assert fct_ns == 8347
