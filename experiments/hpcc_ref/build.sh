@@ -10,7 +10,7 @@
 # (core, network, internet, point-to-point, applications and their dependencies): ~12 min on 2 cores.
 # Needs git (unless HPCC_SRC), python2 (waf 1.7 is Python 2; pyenv's 2.7 is used if present) and g++.
 # With g++ >= 6 the 2013 sources compile with `-std=c++11 -fpermissive -w` (the repository's
-# README asks for gcc-5 instead); no source change is needed.
+# README asks for gcc-5 instead); the one source change is the inert line below.
 set -euo pipefail
 
 REPO_URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control

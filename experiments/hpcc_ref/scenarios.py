@@ -221,6 +221,7 @@ def scenarios(scale: float = 1.0) -> list[Scenario]:
     """The comparison's flow scenarios; `scale` multiplies every flow size (1: the sizes of
     docs/validation.md)."""
     ft, ls = fat_tree(8), leaf_spine(8, 16, 8)
+    one = leaf_spine(2, 4, 1)           # two racks through one spine: minimal cases
 
     def s(n: float) -> int:
         return max(1, int(n * scale))
@@ -237,6 +238,9 @@ def scenarios(scale: float = 1.0) -> list[Scenario]:
         Scenario("ls-permutation", ls, tuple(permutation(ls, s(1 * MB), seed=2)), "128 hosts, 1 MB each"),
         Scenario("ls-mixed", ls, tuple(mixed(ls, 64, s(64 * KB), s(16 * MB), 200e-6, seed=2)),
                  "64 flows, 64 KB..16 MB log-uniform, starts over 200 us"),
+        Scenario("one-lone", one, (Flow(0, 4, s(1 * MB)),), "two racks of 4 hosts, one spine: one 1 MB flow"),
+        Scenario("one-bidir", one, tuple(Flow(a, b, s(1 * MB)) for a, b in ((0, 4), (1, 5), (4, 0), (5, 1))),
+                 "two racks of 4 hosts, one spine: two 1 MB flows each way through it"),
     ]
     return out
 
