@@ -7,7 +7,7 @@
 #   HPCC_SRC=/path/to/checkout experiments/hpcc_ref/build.sh   # build a local copy instead of cloning
 #
 # Prints the path of the `third` program on its last line. Only the modules `third` needs are built
-# (core, network, internet, point-to-point, applications and their dependencies): ~12 min on 2 cores.
+# (core, network, internet, point-to-point, applications and their dependencies).
 # Needs git (unless HPCC_SRC), python2 (waf 1.7 is Python 2; pyenv's 2.7 is used if present) and g++.
 # With g++ >= 6 the 2013 sources compile with `-std=c++11 -fpermissive -w` (the repository's
 # README asks for gcc-5 instead); the one source change is the inert line below.

@@ -1,7 +1,7 @@
 """Run the same HPCC-simulator files through the HPCC simulator and through mvopt; compare per-flow FCTs.
 
-    experiments/hpcc_ref/build.sh                       # once: builds the reference (~12 min, 2 cores)
-    python experiments/hpcc_ref/compare.py              # every run (~10 min on 2 cores)
+    experiments/hpcc_ref/build.sh                       # once: builds the reference
+    python experiments/hpcc_ref/compare.py              # every run
     python experiments/hpcc_ref/compare.py --only ft-incast31 --settings dcqcn,hp
     python experiments/hpcc_ref/compare.py --write-docs # also docs/validation.md, section hpcc_ref
 
@@ -13,8 +13,11 @@ mvopt refuses (:data:`SUBSTITUTES`), mvopt reads a copy with the value it models
 the run's row names the substitution. Flows are matched by (sip, dip, sport, dport).
 
 Per run: the median and 90th percentile of |mvopt FCT / reference FCT - 1| over the flows, and
-the error of the total completion time (last flow's end minus first flow's start). Results:
-experiments/results/hpcc_ref.json (per-run figures and every flow's two FCTs).
+the error of the total completion time (last flow's end minus first flow's start). The reference
+runs twice more: with ns-3's RngRun 2 (another draw of its random ECN marks, compared with the
+first run), and as a what-if with mvopt's model choices (mvopt's copy of the config; switches
+serve ACK/NACKs before data, through the line build.sh adds to third.cc), compared with mvopt.
+Results: experiments/results/hpcc_ref.json (per-run figures and every flow's two FCTs).
 """
 
 from __future__ import annotations
