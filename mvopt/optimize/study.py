@@ -66,6 +66,12 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
                 raise MvoptError(f"study {name!r} was created with another base experiment ({'; '.join(changed[:3])}"
                                  f"{'; ...' if len(changed) > 3 else ''}): its trials would not be comparable with "
                                  "this run's. Resume with the same base (space file and --set), or use another --study name")
+            scen = ("scenarios", "scenario_objective")
+            if study.trials and _as_stored({k: stored_space.get(k) for k in scen}) != \
+                    _as_stored({k: space.to_data().get(k) for k in scen}):
+                raise MvoptError(f"study {name!r} was created with other scenarios (scenarios, scenario_objective): "
+                                 "its trials' values would not be comparable with this run's. Resume with the same "
+                                 "scenarios, or use another --study name")
             if _problem(stored_space) != _problem(space.to_data()):
                 _log.warning("study %r: the search space (parameters, derived values, constraints or prices) changed "
                              "since the study was created; continuing", name)
