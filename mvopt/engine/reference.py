@@ -62,6 +62,10 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
   ``max_sent == snd_nxt``), ``lost_hi`` and ``rtx_nxt`` as docs/engine.md defines them.
 * Adaptive routing compares the bytes in the candidates' data queues at the arrival, after every
   event of the switch at an earlier time and before its transmissions at the same time.
+* A link going down at ``at``: a packet whose arrival over it (its last bit at the far end) is
+  at or after ``at`` is lost (a PAUSE too; a RESUME still lifts the pause), and a packet routed
+  at or after ``at`` takes the routes computed without it; the ports keep sending what they
+  queued, which is lost.
 * Stuck: nothing pending except DCQCN timers (they cannot unblock anything). ``end_ps`` is the
   completion time (last task finish or last ACK) when done, the last event processed when
   stuck, ``time_limit_ps`` on timeout (windows starting at or before the limit are processed).
@@ -633,6 +637,10 @@ class ReferenceSimulator:
         self.out_of_order_bytes = 0      # payload of out_of_order_packets (conservation checks)
         self.flows: dict[int, FlowSender] = {}
         self.pinned = _pinned_routes(exp)
+        # links going down: (time, port, peer port) by time, and the routes once each is down
+        from mvopt.engine.routes import down_epochs
+        self.down = list(topo.link_down)
+        self.down_routes = [topo, *down_epochs(topo)]
         # tasks
         n = tasks.n
         self.task_start = np.full(n, -1, np.int64)
@@ -928,8 +936,23 @@ class ReferenceSimulator:
 
     # -------------------------------------------------------------- arrivals
 
+    def _links_down(self) -> int:
+        """How many links are down now (they go down in the order listed)."""
+        return sum(1 for at, _, _ in self.down if at <= self.now)
+
     def _arrival(self, port: Port, pkt: Packet) -> None:
-        """``pkt`` is fully received on ``port`` (the receiving node's own port on the link)."""
+        """``pkt`` is fully received on ``port`` (the receiving node's own port on the link).
+        Over a link that is down it is lost, a PAUSE too; a RESUME still lifts a pause."""
+        if any(port.id in (a, b) for _, a, b in self.down[:self._links_down()]):
+            if pkt.kind == PFC:
+                if not pkt.pause:
+                    port.paused = False
+            elif pkt.kind == DATA:
+                self.counters["data_packets_dropped"] += 1
+                self.counters["data_bytes_dropped"] += pkt.payload
+            else:
+                self.counters["control_packets_dropped"] += 1
+            return
         if pkt.kind == PFC:
             port.paused = pkt.pause
         elif port.node < self.n_host:
@@ -968,7 +991,8 @@ class ReferenceSimulator:
         pinned = self.pinned.get((pkt.flow, pkt.kind == DATA))
         if pinned is not None:
             return pinned[node]
-        nexthops = [int(p) for p in self.topo.next_hop_ports(node, pkt.dst)]
+        topo = self.down_routes[self._links_down()] if self.down else self.topo
+        nexthops = [int(p) for p in topo.next_hop_ports(node, pkt.dst)]
         lb = self.p.lb if pkt.kind == DATA else LB_ECMP
         if lb == LB_ECMP:
             h = hash64(self.seed, TAG_ECMP, node, pkt.flow)

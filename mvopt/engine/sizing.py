@@ -50,10 +50,14 @@ def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
 def route_table_counts(topo, owner: bool) -> dict[str, int]:
     """The rows of the dense routing tables (engine/routes.py) of an experiment of `topo`: its
     topology's table if it brings it to the batch (`owner`; experiment_counts counts it so, an
-    upper bound), none if another experiment of the same topology does."""
+    upper bound), none if another experiment of the same topology does; plus its own tables for
+    the links that go down during the run."""
+    epochs = routes.down_tables(topo)     # its own tables for links going down (never shared)
+    own = {"n_rtab": sum(int(t.size) for t, _ in epochs), "n_rtnh": sum(int(nh.size) for _, nh in epochs)}
     if not owner or not routes.has_table(topo):
-        return {"n_rtab": 0, "n_rtnh": 0}
-    return {"n_rtab": int(topo.n_switch) * int(topo.n_host), "n_rtnh": int(topo.nhset_port.size)}
+        return own
+    return {"n_rtab": int(topo.n_switch) * int(topo.n_host) + own["n_rtab"],
+            "n_rtnh": int(topo.nhset_port.size) + own["n_rtnh"]}
 
 
 def batch_route_counts(experiments: Sequence[Experiment], counts: list[dict[str, int]],
