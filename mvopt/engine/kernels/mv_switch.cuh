@@ -64,8 +64,9 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   return true;
 }
 
-// Links going down (docs/engine.md, "Links going down"): how many of experiment e's are down at t
-// (they are listed by time), and whether port i's link is one of them.
+// Links going down (docs/engine.md, "Links going down"; the callers check EI_DOWN_N first, so
+// experiments without any pay one load): how many of experiment e's are down at t (they are
+// listed by time), and whether port i's link is one of them.
 MV_DEV int64_t links_down_by(const Ctx* c, int64_t e, int64_t t) {
   int64_t n = EI(c, e, EI_DOWN_N), k = 0;
   while (k < n && EI(c, e, EI_DOWN + k * NDOWN + D_AT_PS) <= t) ++k;
@@ -88,7 +89,7 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
                      int64_t t) {
   int32_t row = c->node_rtab[v];
   int64_t a, n, nh = 0;
-  if (EI(c, e, EI_DOWN_N)) {
+  if (EI(c, e, EI_DOWN_N)) {   // the rows of the table without the links down at t
     int64_t k = links_down_by(c, e, t) - 1;
     if (k >= 0) {
       row += (int32_t)EI(c, e, EI_DOWN + k * NDOWN + D_RTAB);
