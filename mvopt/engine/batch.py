@@ -272,7 +272,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         rtab_parts = list(routes.dense_routes(topo)) if owner == i else []   # (owner None: no table, no epochs)
         down, rt_at, nh_at = [], at["n_rtab"] + (rtab_parts[0].size if rtab_parts else 0), \
             at["n_rtnh"] + (rtab_parts[1].size if rtab_parts else 0)
-        for (at_ps, port, peer), (rtab_k, nh_k) in zip(topo.link_down, epochs):
+        for (at_ps, port, peer), (rtab_k, nh_k) in zip(routes.links_down(topo), epochs):
             down.append((at_ps, port + port_base, peer + port_base, rt_at - starts[owner]["n_rtab"],
                          nh_at - starts[owner]["n_rtnh"]))
             rt_at, nh_at = rt_at + rtab_k.size, nh_at + nh_k.size
@@ -461,7 +461,7 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         cols["f_path"][:] = batch_flow_paths(cols, spans, threads, pinned).ravel()
         rows = cols["f_path"].reshape(-1, 2 * schema.NPATH)
         for e, sp in zip(experiments, spans):   # routes change when a link goes down: switches route
-            if e.topology.link_down:
+            if routes.links_down(e.topology):
                 rows[sp.flow_lo:sp.flow_hi] = -1
     else:
         cols["f_path"][:] = -1

@@ -638,8 +638,8 @@ class ReferenceSimulator:
         self.flows: dict[int, FlowSender] = {}
         self.pinned = _pinned_routes(exp)
         # links going down: (time, port, peer port) by time, and the routes once each is down
-        from mvopt.engine.routes import down_epochs
-        self.down = list(topo.link_down)
+        from mvopt.engine.routes import down_epochs, links_down
+        self.down = list(links_down(topo))
         self.down_routes = [topo, *down_epochs(topo)]
         # tasks
         n = tasks.n
