@@ -89,7 +89,7 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
          "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools),
-         "timely_hai_n": p.timely_hai_n, "down_n": len(down), "down": 0}
+         "timely_hai_n": p.timely_hai_n, "flowlet_ps": p.flowlet_ps, "down_n": len(down), "down": 0}
     row = [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
     at = schema.EI.index("down")
     for k, d in enumerate(down):
@@ -420,6 +420,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     # selective repeat's per-flow rings (the kernels touch them only for selective-repeat flows)
     sr = any(e.network.resolved_transport == "sr" for e in experiments)
     counts["n_sr"] = max(1, counts["n_flow"]) if sr else 1
+    # adaptive routing's flowlet tables, for every node if one experiment routes by flowlets
+    counts["n_flowlet"] = max(1, counts["n_node"]) if any(e.network.flowlet_gap_ns is not None for e in experiments) else 1
     # the flows' ECMP paths, for every flow if one experiment wants them (routes.wants_paths)
     paths = any(sp.flow_hi > sp.flow_lo and routes.wants_paths(e.topology, sp.flow_hi - sp.flow_lo)
                 for e, sp in zip(experiments, spans))

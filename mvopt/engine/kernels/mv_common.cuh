@@ -29,6 +29,7 @@ enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_TRANSPORT, EI_PFC, EI_ECN, EI_PAYLOAD, E
        EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO,
        EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */,
        EI_TIMELY_HAI_N,
+       EI_FLOWLET_PS /* adaptive routing's flowlet gap (0: per packet) */,
        // links going down during the run (0: none), then NDOWN slots per link from EI_DOWN, by time
        EI_DOWN_N, EI_DOWN, EI_COUNT };
 // A link going down: EI(c, e, EI_DOWN + k * NDOWN + D_*): its time, its two ports, and the offsets
@@ -77,6 +78,7 @@ static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_
               D_PORT == SCHEMA_DOWN_PORT && D_PEER == SCHEMA_DOWN_PEER && D_RTAB == SCHEMA_DOWN_D_RTAB &&
               D_RTNH == SCHEMA_DOWN_D_RTNH,
               "schema.py table widths are too small for the kernel's enums");
+static_assert((FLOWLET_ENTRIES & (FLOWLET_ENTRIES - 1)) == 0, "a flowlet table's entry is a hash masked by its size");
 static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");
