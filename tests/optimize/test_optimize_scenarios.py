@@ -2,6 +2,7 @@
 the worst (or both as two objectives), each scenario's time recorded and shown; the space's
 checks; a resumed study with other scenarios refused; the real simulator on a tiny space."""
 
+import json
 import math
 
 import pytest
@@ -155,7 +156,7 @@ def test_resuming_with_other_scenarios_is_refused(sqlite_url):
     _run(sqlite_url, _data(), resume=True)  # the same scenarios resume
 
 
-def test_real_simulator_tiny_space(sqlite_url):
+def test_real_simulator_tiny_space(sqlite_url, capsys):
     """The CPU engine: a trial's scenario times are those of its configurations simulated alone."""
     from mvopt.optimize.evaluator import SimulatorEvaluator
     base = {"cluster": {"topology": "fat_tree", "k": 4, "gpus_per_server": 1}, "workload": {"kind": "collective"},
@@ -178,3 +179,13 @@ def test_real_simulator_tiny_space(sqlite_url):
         times = t.user_attrs["scenario_times_s"]
         assert [times["healthy"], times["spine_down"]] == alone[2 * i:2 * i + 2]
         assert t.values[0] == max(alone[2 * i:2 * i + 2])
+    # simulate --from-study --trial N --scenario NAME: the trial under that scenario, exactly
+    from mvopt import __main__ as cli
+    t = trials[0]
+    for scenario, value in (("spine_down", t.user_attrs["scenario_times_s"]["spine_down"]), (None, alone[0])):
+        argv = ["simulate", "--from-study", sqlite_url, "--trial", str(t.number), "--json"]
+        assert cli.main(argv + (["--scenario", scenario] if scenario else [])) == 0
+        out = capsys.readouterr().out
+        assert json.loads(out)["experiments"][0]["makespan_s"] == value
+    assert cli.main(["simulate", "--from-study", sqlite_url, "--trial", "0", "--scenario", "flood"]) == 1
+    assert "has no scenario 'flood': its scenarios are healthy, spine_down" in capsys.readouterr().err
