@@ -8,7 +8,8 @@ kernel's SASS, so that two checkouts can be compared instruction by instruction.
 nvcc and cuobjdump (which needs nvdisasm) come from the folder given with --cuda-bin, else from
 $PATH (e.g. a CUDA toolkit's bin/, or the pip packages nvidia-cuda-nvcc, -cuobjdump, -nvdisasm). `--options` replaces the backend's options (to compile an older
 checkout whose _gpu.py has no `nvrtc_options`). Writes one OUT/<kernel>.sass per kernel and
-OUT/summary.txt (registers, spills and a hash per kernel).
+OUT/summary.txt (registers, spills and a hash per kernel). `--regs-only` writes only the
+registers, stack frames and spills of every function (nvcc's -Xptxas -v, no cuobjdump needed).
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ def main() -> None:
     ap.add_argument("--arch", default="sm_90", help="GPU architecture (default sm_90, the H200's)")
     ap.add_argument("--cuda-bin", help="folder holding nvcc and cuobjdump (default: $PATH)")
     ap.add_argument("--options", help="compiler options instead of the backend's (one string)")
+    ap.add_argument("--regs-only", action="store_true", help="only registers and spills (no cuobjdump/nvdisasm)")
     args = ap.parse_args()
-    nvcc, cuobjdump = _tool("nvcc", args.cuda_bin), _tool("cuobjdump", args.cuda_bin)
+    nvcc = _tool("nvcc", args.cuda_bin)
+    cuobjdump = None if args.regs_only else _tool("cuobjdump", args.cuda_bin)
     options = shlex.split(args.options) if args.options is not None else backend_options()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,15 +73,19 @@ def main() -> None:
         r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
         if r.returncode != 0:
             sys.exit(f"gpu_sass: nvcc failed:\n{r.stderr[-4000:]}")
-        sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+        sass = "" if cuobjdump is None else \
+            subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+        cubin_bytes = cubin.stat().st_size
     functions = split_functions(sass)
     lines = [f"options: {' '.join(options)}"]
     for name, text in sorted(functions.items()):
         (args.out / f"{name}.sass").write_text(text)
         lines.append(f"{name}: {hashlib.sha256(text.encode()).hexdigest()[:16]}, {text.count(chr(10))} lines")
-    regs = [line.strip() for line in r.stderr.splitlines() if "registers" in line or "spill" in line]
-    (args.out / "summary.txt").write_text("\n".join(lines + regs) + "\n")
-    print("\n".join(lines[1:]))
+    # (ptxas names a function on the line before its stack frame and spills)
+    regs = [line.replace("ptxas info    : ", "").strip() for line in r.stderr.splitlines()
+            if "Function properties for" in line or "registers" in line or "spill" in line]
+    (args.out / "summary.txt").write_text("\n".join(lines + regs + [f"cubin: {cubin_bytes} bytes"]) + "\n")
+    print("\n".join(lines[1:] + (regs + [f"cubin: {cubin_bytes} bytes"] if args.regs_only else [])))
 
 
 if __name__ == "__main__":

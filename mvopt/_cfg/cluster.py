@@ -8,6 +8,7 @@ from typing import Literal, Optional
 from mvopt._cfg.base import Section, at_least, each, field, positive
 from mvopt.errors import ConfigError
 
+MAX_LINK_DOWN = 4   # links that may go down during one run (the engine keeps them in its experiment table)
 TOPOLOGIES = ("fat_tree", "leaf_spine", "rail_optimized", "torus", "dragonfly", "file")
 
 # Which topology-specific fields each topology accepts (all others must stay unset).
@@ -106,6 +107,16 @@ class ClusterConfig(Section):
         "tier, in the topology's order); routing is recomputed over the remaining shortest paths",
         check=lambda v: None if all(len(x) == 2 and x[0] >= 1 and x[1] >= 0 for x in v)
         else "must list [tier, index] pairs with tier >= 1 (a host link cannot fail: use slow_nics) and index >= 0")
+    link_down: list[list[float]] = field(
+        [], doc="links going down during the run, each [tier, index, at_ns] (tier and index as in "
+        "failed_links): from at_ns the link carries nothing, a packet reaching its far end then is lost, "
+        f"and switches route over the shortest paths of what remains (docs/engine.md, \"Links going down\"; "
+        f"packet level only, at most {MAX_LINK_DOWN})",
+        check=lambda v: None if len(v) <= MAX_LINK_DOWN and all(len(x) == 3 and x[0] >= 1 and x[1] >= 0 and x[2] >= 0
+                                                    and float(x[0]).is_integer() and float(x[1]).is_integer()
+                                                    for x in v)
+        else f"must list at most {MAX_LINK_DOWN} [tier, index, at_ns] triples: whole tier >= 1 (a host link cannot fail), "
+        "whole index >= 0, at_ns >= 0")
     degraded_links: list[list[float]] = field(
         [], doc="links running slower, each [tier, index, rate_factor] (0 < rate_factor <= 1 scales the "
         "link's rate, both directions)",

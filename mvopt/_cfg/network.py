@@ -136,6 +136,10 @@ class NetworkConfig(Section):
     cc: Literal[CC_NAMES] = field("dcqcn", doc="congestion control")
     lb: Literal[LOAD_BALANCERS] = field("ecmp", doc="load balancing among equal-cost next hops: per-flow ECMP, "
                                         "per-packet spraying, or adaptive (per packet, the shortest data queue)")
+    flowlet_gap_ns: Optional[float] = field(
+        None, unit="ns", doc="adaptive routing per flowlet: a switch keeps sending a flow's data packets to the "
+        "next hop its last one took while they arrive closer together than this gap (docs/engine.md)",
+        default_doc="per packet", check=positive)
     ecmp_hash: Literal[ECMP_HASHES] = field(
         "mvopt", doc="how a switch picks a flow's next hop among equal-cost ones: mvopt's counter-based hash of "
         "(seed, switch, flow), or hpcc, the HPCC simulator's hash of the flow's 5-tuple (needs HPCC flow files: "
@@ -173,6 +177,9 @@ class NetworkConfig(Section):
 
     def _check(self, path: str) -> None:
         check_packet_bytes(self, path)
+        if self.flowlet_gap_ns is not None and self.lb != "adaptive":
+            raise ConfigError(f"{path}.flowlet_gap_ns", f"applies to network.lb: adaptive only (lb is {self.lb!r})",
+                              self.flowlet_gap_ns)
 
     @property
     def resolved_transport(self) -> str:

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from mvopt.cluster.compiled import CompiledTopology
-from mvopt.cluster.faults import LinkFaults, apply_faults
+from mvopt.cluster.faults import LinkFaults, apply_faults, down_links
 from mvopt.cluster.ports import make_ports
 from mvopt.cluster.routing import bfs_distances, compute_routes
 from mvopt.cluster.spec import NetworkSpec
@@ -89,7 +89,8 @@ def hop_layers(n_host: int, n_node: int, a: np.ndarray, b: np.ndarray) -> tuple[
 
 def compile_network(spec: NetworkSpec, *, source: str = "<topology>",
                     link_lines: Sequence[int] | None = None, faults: LinkFaults | None = None) -> CompiledTopology:
-    """Validate ``spec``, apply ``faults``, number its ports, compute routing and the server/GPU maps.
+    """Validate ``spec``, apply ``faults``, number its ports, compute routing and the server/GPU maps
+    (links going down during the run keep their ports and are listed in ``link_down``).
 
     Structural problems raise InputFileError naming ``source`` (and the line of the offending
     link when ``link_lines`` maps link indices to line numbers). Faults that name no existing
@@ -100,6 +101,14 @@ def compile_network(spec: NetworkSpec, *, source: str = "<topology>",
     except SpecError as e:
         line = link_lines[e.link] if (link_lines is not None and e.link is not None) else None
         raise InputFileError(source, line, str(e)) from None
+    down: list[int] = []
+    if faults and faults.down:
+        down, rest = down_links(spec, faults)
+        try:
+            validate_spec(rest)
+        except SpecError as e:
+            raise ConfigError("cluster.link_down", f"leave the network without a path between some nodes once "
+                              f"they are all down ({e})", [[t, i, at / 1000] for t, i, at in faults.down]) from None
     if faults:
         spec = apply_faults(spec, faults)
         try:
@@ -114,6 +123,9 @@ def compile_network(spec: NetworkSpec, *, source: str = "<topology>",
     ports = make_ports(n_node, spec.link_a, spec.link_b, spec.link_rate_bps, spec.link_delay_ps, spec.link_tier)
     routes = compute_routes(n_host, ports.node_port_offset, ports.port_node, ports.port_peer_node,
                             ports.port_peer_port)
+    # each link going down: its two ports (one per direction), by time (stable: as listed)
+    link_down = tuple(sorted(((at, *(int(q) for q in np.flatnonzero(ports.port_link == link)))
+                              for link, (_, _, at) in zip(down, faults.down)), key=lambda d: d[0])) if down else ()
     n_server = n_host // nics
     gpu = np.arange(n_server * gpus, dtype=np.int64)
     return CompiledTopology(
@@ -126,5 +138,5 @@ def compile_network(spec: NetworkSpec, *, source: str = "<topology>",
         route_nhset=routes.route_nhset, nhset_offset=routes.nhset_offset, nhset_port=routes.nhset_port,
         host_server=np.arange(n_host) // nics,
         gpu_host=(gpu // gpus) * nics + (gpu % gpus) * nics // gpus,
-        n_server=n_server, gpus_per_server=gpus, diameter_hops=routes.diameter_hops,
+        n_server=n_server, gpus_per_server=gpus, diameter_hops=routes.diameter_hops, link_down=link_down,
     )

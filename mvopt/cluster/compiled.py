@@ -70,6 +70,9 @@ class CompiledTopology:
     n_server: int
     gpus_per_server: int
     diameter_hops: int             # longest host-to-host shortest path, in links
+    # links going down during the run, by time: (at_ps, port, peer port); the routes above are
+    # those before the first (the engine routes around each from its time: engine/routes.py)
+    link_down: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name, dtype in ARRAY_DTYPES.items():
@@ -162,7 +165,8 @@ class CompiledTopology:
         """Write an ``.npz`` file atomically (temporary file in the same folder, then rename)."""
         path = Path(path)
         meta = {name: getattr(self, name) for name in _SCALARS}
-        meta.update(format_version=FORMAT_VERSION, parameters=self.parameters)
+        meta.update(format_version=FORMAT_VERSION, parameters=self.parameters,
+                    link_down=[list(d) for d in self.link_down])
         arrays = {name: getattr(self, name) for name in ARRAY_DTYPES}
         write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays), binary=True)
 
@@ -178,7 +182,8 @@ class CompiledTopology:
         if meta.get("format_version") != FORMAT_VERSION:
             raise InputFileError(str(path), None, f"compiled-topology format "
                                  f"{meta.get('format_version')!r}, expected {FORMAT_VERSION}")
-        topo = cls(parameters=meta["parameters"], **{k: meta[k] for k in _SCALARS}, **arrays)
+        topo = cls(parameters=meta["parameters"], **{k: meta[k] for k in _SCALARS}, **arrays,
+                   link_down=tuple(tuple(int(x) for x in d) for d in meta.get("link_down", [])))
         problem = topo.structure_problem()
         if problem:
             raise InputFileError(str(path), None, f"inconsistent compiled topology: {problem}")

@@ -5,7 +5,10 @@ creates them (docs/topologies.md gives the order of every topology; for ``topolo
 order of the file). A failed link is removed for the whole iteration and routing is recomputed on
 what remains, so traffic moves to the remaining shortest paths. A degraded link or a slow NIC
 keeps its place and runs at its rate times a factor. ``nic_efficiency`` scales every host link
-(the fraction of line rate NCCL reaches between servers), before any slow NIC's own factor.
+(the fraction of line rate NCCL reaches between servers), before any slow NIC's own factor. A
+link going down at a time keeps its ports; the compiled topology lists it
+(``CompiledTopology.link_down``) and the engine routes around it from then on (docs/engine.md,
+"Links going down").
 """
 
 from __future__ import annotations
@@ -20,21 +23,23 @@ from mvopt.cluster.spec import NetworkSpec
 from mvopt.cluster.units import exact
 from mvopt.errors import ConfigError
 
-__all__ = ["LinkFaults", "link_faults", "apply_faults"]
+__all__ = ["LinkFaults", "link_faults", "apply_faults", "down_links"]
 
 
 @dataclass(frozen=True)
 class LinkFaults:
     """``failed``: (tier, index); ``degraded``: (tier, index, rate factor); ``slow_nics``: (host, rate
-    factor); ``nic_efficiency``: factor of every host link (None: line rate)."""
+    factor); ``nic_efficiency``: factor of every host link (None: line rate); ``down``: (tier, index,
+    time in ps) of links going down during the run."""
 
     failed: tuple[tuple[int, int], ...] = ()
     degraded: tuple[tuple[int, int, float], ...] = ()
     slow_nics: tuple[tuple[int, float], ...] = ()
     nic_efficiency: float | None = None
+    down: tuple[tuple[int, int, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.failed or self.degraded or self.slow_nics or self.nic_efficiency is not None)
+        return bool(self.failed or self.degraded or self.slow_nics or self.nic_efficiency is not None or self.down)
 
 
 def link_faults(cluster: Any) -> LinkFaults:
@@ -43,7 +48,8 @@ def link_faults(cluster: Any) -> LinkFaults:
         failed=tuple((int(t), int(i)) for t, i in cluster.failed_links),
         degraded=tuple((int(t), int(i), float(f)) for t, i, f in cluster.degraded_links),
         slow_nics=tuple((int(h), float(f)) for h, f in cluster.slow_nics),
-        nic_efficiency=None if cluster.nic_efficiency is None else float(cluster.nic_efficiency))
+        nic_efficiency=None if cluster.nic_efficiency is None else float(cluster.nic_efficiency),
+        down=tuple((int(t), int(i), int(round(float(at) * 1000))) for t, i, at in getattr(cluster, "link_down", ())))
 
 
 def _link_of(spec: NetworkSpec, field: str, tier: int, index: int) -> int:
@@ -72,7 +78,7 @@ def apply_faults(spec: NetworkSpec, faults: LinkFaults, where: str = "cluster") 
     naming the field under ``where``; :func:`mvopt.cluster.compile.compile_network` refuses
     failures that cut the network in two.
     """
-    if not faults:
+    if not (faults.failed or faults.degraded or faults.slow_nics or faults.nic_efficiency is not None):
         return spec
     rate = spec.link_rate_bps.copy()
     if faults.nic_efficiency is not None:
@@ -101,3 +107,24 @@ def apply_faults(spec: NetworkSpec, faults: LinkFaults, where: str = "cluster") 
     return dataclasses.replace(spec, link_a=spec.link_a[keep], link_b=spec.link_b[keep],
                                link_rate_bps=rate[keep], link_delay_ps=spec.link_delay_ps[keep],
                                link_tier=spec.link_tier[keep])
+
+
+def down_links(spec: NetworkSpec, faults: LinkFaults, where: str = "cluster") -> tuple[list[int], NetworkSpec]:
+    """The links of ``faults.down`` as indices into ``apply_faults(spec, faults)``'s links, in the
+    order listed, and that network without them (to check it stays connected). A link that does
+    not exist, or that is also in ``failed_links``, raises ConfigError naming ``where.link_down[i]``."""
+    failed = sorted({_link_of(spec, f"{where}.failed_links[{i}]", t, x) for i, (t, x) in enumerate(faults.failed)})
+    out = []
+    for i, (tier, index, at_ps) in enumerate(faults.down):
+        field = f"{where}.link_down[{i}]"
+        link = _link_of(spec, field, tier, index)
+        if link in failed:
+            raise ConfigError(field, "names a link that failed_links removes for the whole run", [tier, index, at_ps / 1000])
+        out.append(link - int(np.searchsorted(failed, link)))
+    kept = apply_faults(spec, dataclasses.replace(faults, down=()), where)
+    keep = np.ones(kept.link_a.size, bool)
+    keep[out] = False
+    rest = dataclasses.replace(kept, link_a=kept.link_a[keep], link_b=kept.link_b[keep],
+                               link_rate_bps=kept.link_rate_bps[keep], link_delay_ps=kept.link_delay_ps[keep],
+                               link_tier=kept.link_tier[keep])
+    return out, rest

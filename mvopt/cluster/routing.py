@@ -72,8 +72,12 @@ def bfs_distances(sources: np.ndarray, offset: np.ndarray, adj: np.ndarray, n: i
 
 
 def compute_routes(n_host: int, node_port_offset: np.ndarray, port_node: np.ndarray,
-                   port_peer_node: np.ndarray, port_peer_port: np.ndarray) -> RouteTables:
-    """Routing tables of a connected network whose hosts each have one link to a switch."""
+                   port_peer_node: np.ndarray, port_peer_port: np.ndarray,
+                   down: np.ndarray | None = None) -> RouteTables:
+    """Routing tables of a connected network whose hosts each have one link to a switch.
+
+    ``down``: switch-to-switch ports to leave out (links that are down; the rest must stay
+    connected), so that the tables keep the network's port ids."""
     n_node = node_port_offset.size - 1
     n_sw = n_node - n_host
     n_port = port_node.size
@@ -85,6 +89,8 @@ def compute_routes(n_host: int, node_port_offset: np.ndarray, port_node: np.ndar
     # switch-to-switch ports, grouped by owning switch (ports are CSR by owner)
     sp = np.arange(node_port_offset[n_host], n_port, dtype=np.int64)
     ss_port = sp[port_peer_node[sp] >= n_host]
+    if down is not None and len(down):
+        ss_port = ss_port[~np.isin(ss_port, np.asarray(down, np.int64))]
     ss_owner = port_node[ss_port].astype(np.int64) - n_host
     ss_peer = port_peer_node[ss_port].astype(np.int64) - n_host
     ss_deg = np.bincount(ss_owner, minlength=n_sw)

@@ -7,8 +7,9 @@ Two input styles (docs/simulate.md):
 * ``mvopt simulate --hpcc-topology topology.txt --hpcc-flows flow.txt [--hpcc-config config.txt]
   [--hpcc-paths paths.txt] --fct-out fct.txt`` — the HPCC ns-3 simulator's files, routed by its
   ECMP hash or by explicit paths; writes its fct.txt;
-* ``mvopt simulate --from-study STORAGE --trial N [--study NAME]`` — the exact experiment that
-  trial N of an optimizer study simulated (its stored canonical configuration).
+* ``mvopt simulate --from-study STORAGE --trial N [--study NAME] [--scenario NAME]`` — the exact
+  experiment that trial N of an optimizer study simulated (its stored canonical configuration;
+  under one of its search space's scenarios).
 
 A training workload (``workload.kind: training``) also prints its iteration time with the
 breakdown (compute, exposed TP / PP / DP communication, pipeline bubble), MFU and the peak memory
@@ -53,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="Optuna storage of the study (sqlite:///FILE, FILE.db, postgresql://..., a journal file)")
     st.add_argument("--trial", type=int, metavar="N", help="trial number to simulate again")
     st.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
+    st.add_argument("--scenario", metavar="NAME", help="the trial under this scenario of its search space "
+                    "(a space with `scenarios:`)")
     parser.set_defaults(_simulate_parser=parser)
 
 
@@ -251,12 +254,14 @@ def _trial_config(args: argparse.Namespace):
     elif name not in names:
         raise MvoptError(f"no study named {name!r} in {describe_storage(args.from_study)}")
     study = optuna.load_study(study_name=name, storage=storage)
-    cfg = config_of_trial(study, args.trial)
+    scenario = getattr(args, "scenario", None)
+    cfg = config_of_trial(study, args.trial, scenario)
     attrs = next(t.user_attrs for t in study.get_trials(deepcopy=False) if t.number == args.trial)
     import mvopt
     recorded = attrs.get("mvopt_version")
     note = "" if recorded in (None, mvopt.__version__) else f"; recorded by mvopt {recorded}, this is {mvopt.__version__}"
-    print(f"mvopt simulate: trial {args.trial} of study {name!r} (config {attrs.get('config_key')}, "
+    under = f" under scenario {scenario!r}" if scenario else ""
+    print(f"mvopt simulate: trial {args.trial} of study {name!r}{under} (config {attrs.get('config_key')}, "
           f"simulated on {attrs.get('backend', '?')}{note})", file=sys.stderr)
     return cfg
 
@@ -275,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
                            "or --from-study STORAGE --trial N")
     if from_study and (args.from_study is None or args.trial is None):
         _usage_error(args, "--from-study STORAGE and --trial N go together")
+    if getattr(args, "scenario", None) is not None and not from_study:
+        _usage_error(args, "--scenario NAME goes with --from-study STORAGE --trial N")
     if hpcc:
         missing = [f for f, a in (("--hpcc-topology", "hpcc_topology"), ("--hpcc-flows", "hpcc_flows"),
                                   ("--fct-out", "fct_out")) if not getattr(args, a, None)]

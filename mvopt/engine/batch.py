@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from mvopt.engine import routes, schema
+from mvopt.errors import ConfigError
 from mvopt.engine.capacity import node_pool_slots, pools_compact, port_ring_capacities
 from mvopt.engine.params import TAG_ECMP, TAG_ECN, TAG_SPRAY, Experiment, ResolvedParams, hash_prefixes
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
@@ -77,7 +78,9 @@ class Batch:
 
 
 def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: int = -1,
-              compact_pools: bool = False) -> list[int]:
+              compact_pools: bool = False, down: Sequence[Sequence[int]] = ()) -> list[int]:
+    """The experiment's exp_i row; ``down``: its links going down, each as the DOWN slots say
+    (the ports relative to the experiment's first)."""
     n_port = int(np.asarray(exp.topology.node_port_offset)[-1])
     v = {"mon_ps": exp.queue_monitor_ps, "mon_cap": exp.monitor_max_samples, "mon_nport": n_port,
          "mon_qlo": mon_qlo, "mon_wlo": mon_wlo,
@@ -86,8 +89,12 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
          "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools),
-         "timely_hai_n": p.timely_hai_n}
-    return [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
+         "timely_hai_n": p.timely_hai_n, "flowlet_ps": p.flowlet_ps, "down_n": len(down), "down": 0}
+    row = [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
+    at = schema.EI.index("down")
+    for k, d in enumerate(down):
+        row[at + k * schema.NDOWN:at + (k + 1) * schema.NDOWN] = [int(x) for x in d]
+    return row
 
 
 def _exp_doubles(p: ResolvedParams) -> list[float]:
@@ -255,7 +262,21 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("exp_n_task", [nt]); add("exp_n_flow", [int((g.kind == FLOW).sum())])
         add("exp_window_ps", [p.window_ps]); add("exp_limit_ps", [exp.time_limit_ps])
         mq, mw = monitor_rows(exp)
-        add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1, small_pools))
+        # dense routing tables: the topology's (shared: its first experiment brings it), then this
+        # experiment's own for each link going down (engine/routes.py)
+        owner = table_of[i]
+        epochs = routes.down_tables(topo)
+        if epochs and exp.paths:
+            raise ConfigError("cluster.link_down", "cannot be combined with explicit per-flow paths (a flow's "
+                              "pinned path may cross the link)", show_value=False)
+        rtab_parts = list(routes.dense_routes(topo)) if owner == i else []   # (owner None: no table, no epochs)
+        down, rt_at, nh_at = [], at["n_rtab"] + (rtab_parts[0].size if rtab_parts else 0), \
+            at["n_rtnh"] + (rtab_parts[1].size if rtab_parts else 0)
+        for (at_ps, port, peer), (rtab_k, nh_k) in zip(routes.links_down(topo), epochs):
+            down.append((at_ps, port + port_base, peer + port_base, rt_at - starts[owner]["n_rtab"],
+                         nh_at - starts[owner]["n_rtnh"]))
+            rt_at, nh_at = rt_at + rtab_k.size, nh_at + nh_k.size
+        add("exp_i", _exp_ints(exp, p, monq_base if mq else -1, monw_base if mw else -1, small_pools, down))
         add("exp_d", _exp_doubles(p))
         add("exp_T_ps", [0]); add("exp_iter", [0]); add("exp_status", [0])
         sizes = {"n_exp": 1, "n_monq": mq, "n_monw": mw}
@@ -288,15 +309,15 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
         add("route_nh", np.asarray(topo.nhset_port, np.int64) + port_base)
         sizes["n_route"], sizes["n_nh"] = int(sw_off[-1]), int(nhs_off[-1])
         sizes["n_rtab"] = sizes["n_rtnh"] = 0
-        owner = table_of[i]
         if owner is None:
             add("node_rtab", np.full(nn, -1, np.int64)); add("node_rtnh", np.zeros(nn, np.int64))
         else:
             row = np.full(nn, -1, np.int64)
             row[nh:] = starts[owner]["n_rtab"] + np.arange(nn - nh) * nh
             add("node_rtab", row); add("node_rtnh", np.where(is_host, 0, starts[owner]["n_rtnh"]))
-            if owner == i:
-                rtab, rtab_nh = routes.dense_routes(topo)
+            rtab_parts += [t for tables in epochs for t in tables]
+            if rtab_parts:
+                rtab = np.concatenate(rtab_parts[0::2]); rtab_nh = np.concatenate(rtab_parts[1::2])
                 add("rtab", rtab); add("rtab_nh", rtab_nh)
                 sizes["n_rtab"], sizes["n_rtnh"] = int(rtab.size), int(rtab_nh.size)
         buf = np.zeros(nn, np.int64); buf[nh:] = p.sw_buffer
@@ -399,6 +420,8 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     # selective repeat's per-flow rings (the kernels touch them only for selective-repeat flows)
     sr = any(e.network.resolved_transport == "sr" for e in experiments)
     counts["n_sr"] = max(1, counts["n_flow"]) if sr else 1
+    # adaptive routing's flowlet tables, for every node if one experiment routes by flowlets
+    counts["n_flowlet"] = max(1, counts["n_node"]) if any(e.network.flowlet_gap_ns is not None for e in experiments) else 1
     # the flows' ECMP paths, for every flow if one experiment wants them (routes.wants_paths)
     paths = any(sp.flow_hi > sp.flow_lo and routes.wants_paths(e.topology, sp.flow_hi - sp.flow_lo)
                 for e, sp in zip(experiments, spans))
@@ -438,6 +461,10 @@ def build_batch(experiments: list[Experiment], compact: bool | list[bool] = Fals
     cols["node_order"][:] = node_order(cols)
     if paths:
         cols["f_path"][:] = batch_flow_paths(cols, spans, threads, pinned).ravel()
+        rows = cols["f_path"].reshape(-1, 2 * schema.NPATH)
+        for e, sp in zip(experiments, spans):   # routes change when a link goes down: switches route
+            if routes.links_down(e.topology):
+                rows[sp.flow_lo:sp.flow_hi] = -1
     else:
         cols["f_path"][:] = -1
     filled = {"port_q", "port_pool", "node_rr", "node_pool_free", "exp_acc_next", "exp_acc_prog", "node_pool_next",

@@ -183,6 +183,7 @@ class ResolvedParams:
     timely_min_rtt_ps: int
     timely_min: float
     timely_hai_n: int
+    flowlet_ps: int             # adaptive routing's flowlet gap (0: per packet)
     var_win: bool
 
     @property
@@ -368,6 +369,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
         timely_t_low_ps=_ps(net.timely.t_low_us), timely_t_high_ps=_ps(net.timely.t_high_us),
         timely_min_rtt_ps=_ps(net.timely.min_rtt_us), timely_min=net.timely.min_rate_mbps * 1e6,
         timely_hai_n=net.timely.hai_after,
+        flowlet_ps=_ps(net.flowlet_gap_ns / 1000) if net.flowlet_gap_ns is not None else 0,
         var_win=net.var_win,
     )
 

@@ -62,6 +62,15 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
   ``max_sent == snd_nxt``), ``lost_hi`` and ``rtx_nxt`` as docs/engine.md defines them.
 * Adaptive routing compares the bytes in the candidates' data queues at the arrival, after every
   event of the switch at an earlier time and before its transmissions at the same time.
+* Adaptive routing per flowlet: a switch's table has ``FLOWLET_ENTRIES`` entries, a flow's the
+  one its id names modulo that; a data packet routed at ``t`` to a switch
+  with more than one next hop takes the entry's port when the entry was written less than the
+  gap before ``t`` and its port is a next hop, else the adaptive choice; either way the entry
+  becomes ``(t, port)``.
+* A link going down at ``at``: a packet whose arrival over it (its last bit at the far end) is
+  at or after ``at`` is lost (a PAUSE too; a RESUME still lifts the pause), and a packet routed
+  at or after ``at`` takes the routes computed without it; the ports keep sending what they
+  queued, which is lost.
 * Stuck: nothing pending except DCQCN timers (they cannot unblock anything). ``end_ps`` is the
   completion time (last task finish or last ACK) when done, the last event processed when
   stuck, ``time_limit_ps`` on timeout (windows starting at or before the limit are processed).
@@ -81,7 +90,7 @@ import numpy as np
 from mvopt.engine.params import (CC_DCQCN, CC_DCTCP, CC_HPCC, CC_TIMELY, LB_ADAPTIVE, LB_ECMP, TAG_ECMP, TAG_ECN, TAG_SPRAY,
                                  TR_SR, Experiment, ResolvedParams, hash64, ser_ps, uniform01)
 from mvopt.engine.results import COUNTERS, ExperimentResult, monitor_fields
-from mvopt.engine.schema import SR_DUPTHRESH, SR_WINDOW
+from mvopt.engine.schema import FLOWLET_ENTRIES, SR_DUPTHRESH, SR_WINDOW
 from mvopt.engine.tasks import FLOW
 
 __all__ = ["simulate_reference", "simulate_reference_many"]
@@ -633,6 +642,12 @@ class ReferenceSimulator:
         self.out_of_order_bytes = 0      # payload of out_of_order_packets (conservation checks)
         self.flows: dict[int, FlowSender] = {}
         self.pinned = _pinned_routes(exp)
+        # links going down: (time, port, peer port) by time, and the routes once each is down
+        from mvopt.engine.routes import down_epochs, links_down
+        self.down = list(links_down(topo))
+        self.down_routes = [topo, *down_epochs(topo)]
+        # adaptive routing per flowlet: per switch, entry -> (time of its last packet, egress port)
+        self.flowlets: dict[tuple[int, int], tuple[int, int]] = {}
         # tasks
         n = tasks.n
         self.task_start = np.full(n, -1, np.int64)
@@ -928,8 +943,23 @@ class ReferenceSimulator:
 
     # -------------------------------------------------------------- arrivals
 
+    def _links_down(self) -> int:
+        """How many links are down now (they go down in the order listed)."""
+        return sum(1 for at, _, _ in self.down if at <= self.now)
+
     def _arrival(self, port: Port, pkt: Packet) -> None:
-        """``pkt`` is fully received on ``port`` (the receiving node's own port on the link)."""
+        """``pkt`` is fully received on ``port`` (the receiving node's own port on the link).
+        Over a link that is down it is lost, a PAUSE too; a RESUME still lifts a pause."""
+        if any(port.id in (a, b) for _, a, b in self.down[:self._links_down()]):
+            if pkt.kind == PFC:
+                if not pkt.pause:
+                    port.paused = False
+            elif pkt.kind == DATA:
+                self.counters["data_packets_dropped"] += 1
+                self.counters["data_bytes_dropped"] += pkt.payload
+            else:
+                self.counters["control_packets_dropped"] += 1
+            return
         if pkt.kind == PFC:
             port.paused = pkt.pause
         elif port.node < self.n_host:
@@ -964,21 +994,31 @@ class ReferenceSimulator:
 
     def _route(self, node: int, pkt: Packet) -> int:
         """Egress port: ECMP per flow (all control packets); per data packet, spraying's hash, or
-        adaptive routing: the shortest data queue, the first in cyclic order from spraying's."""
+        adaptive routing: the shortest data queue, the first in cyclic order from spraying's (per
+        flowlet: the flow's entry of the switch's flowlet table decides while it is recent)."""
         pinned = self.pinned.get((pkt.flow, pkt.kind == DATA))
         if pinned is not None:
             return pinned[node]
-        nexthops = [int(p) for p in self.topo.next_hop_ports(node, pkt.dst)]
+        topo = self.down_routes[self._links_down()] if self.down else self.topo
+        nexthops = [int(p) for p in topo.next_hop_ports(node, pkt.dst)]
         lb = self.p.lb if pkt.kind == DATA else LB_ECMP
         if lb == LB_ECMP:
             h = hash64(self.seed, TAG_ECMP, node, pkt.flow)
         else:
             h = hash64(self.seed, TAG_SPRAY, node, pkt.flow, pkt.seq, pkt.sends)
         k = h % len(nexthops)
-        if lb != LB_ADAPTIVE:
+        if lb != LB_ADAPTIVE or len(nexthops) == 1:
             return nexthops[k]
         order = nexthops[k:] + nexthops[:k]
-        return min(order, key=lambda p: self.ports[p].data_bytes)   # (min keeps the first of equals)
+        best = min(order, key=lambda p: self.ports[p].data_bytes)   # (min keeps the first of equals)
+        gap = self.p.flowlet_ps
+        if gap:   # per flowlet: the flow's entry keeps its egress while younger than the gap
+            entry = (node, pkt.flow % FLOWLET_ENTRIES)
+            last = self.flowlets.get(entry)
+            if last is not None and self.now - last[0] < gap and last[1] in nexthops:
+                best = last[1]
+            self.flowlets[entry] = (self.now, best)
+        return best
 
     def _receive_data(self, host: HostState, pkt: Packet) -> None:
         rx = host.receivers.setdefault(pkt.flow, FlowReceiver())

@@ -15,7 +15,9 @@ sets with the same hash.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import weakref
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -25,8 +27,8 @@ from mvopt.engine.params import Experiment
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import ConfigError
 
-__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "explicit_path_rows", "flow_paths", "has_table",
-           "pinned_egress", "pinned_ports", "route_key", "table_owners", "wants_paths"]
+__all__ = ["DENSE_ROUTE_ENTRIES", "FLOW_PATHS_MAX_FLOWS", "dense_routes", "down_epochs", "down_tables", "explicit_path_rows", "links_down",
+           "flow_paths", "has_table", "pinned_egress", "pinned_ports", "route_key", "table_owners", "wants_paths"]
 
 # The largest table (switches x hosts entries, 4 bytes each) built for one topology: 16 MiB.
 DENSE_ROUTE_ENTRIES = 1 << 22
@@ -57,6 +59,51 @@ def route_key(topo: CompiledTopology) -> bytes | None:
         h.update(np.ascontiguousarray(a).tobytes())
         h.update(b"|")
     return h.digest()
+
+
+_EPOCHS: "weakref.WeakKeyDictionary[CompiledTopology, tuple[CompiledTopology, ...]]" = weakref.WeakKeyDictionary()
+_EPOCH_TABLES: "weakref.WeakKeyDictionary[CompiledTopology, tuple]" = weakref.WeakKeyDictionary()
+
+
+def links_down(topo) -> tuple[tuple[int, int, int], ...]:
+    """``topo.link_down``: (time in ps, port, peer port) of each link going down, by time (a
+    topology without the field, as the tests' stand-ins, has none)."""
+    return getattr(topo, "link_down", ())
+
+
+def down_epochs(topo: CompiledTopology) -> tuple[CompiledTopology, ...]:
+    """For each link of ``topo.link_down`` (by time), ``topo`` routed without it and every earlier
+    one: the same ports, the shortest paths of what remains (computed once per topology)."""
+    if not links_down(topo):
+        return ()
+    if topo not in _EPOCHS:
+        from mvopt.cluster.routing import compute_routes
+        out, down = [], []
+        for _, port, peer in topo.link_down:
+            down += [port, peer]
+            r = compute_routes(int(topo.n_host), topo.node_port_offset, topo.port_node, topo.port_peer_node,
+                               topo.port_peer_port, down=np.asarray(down, np.int64))
+            out.append(dataclasses.replace(topo, sw_route_offset=r.sw_route_offset, route_dst_lo=r.route_dst_lo,
+                                           route_nhset=r.route_nhset, nhset_offset=r.nhset_offset,
+                                           nhset_port=r.nhset_port, link_down=()))
+        _EPOCHS[topo] = tuple(out)
+    return _EPOCHS[topo]
+
+
+def down_tables(topo: CompiledTopology) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """:func:`dense_routes` of every :func:`down_epochs` topology (() without links going down).
+    A topology too large for a dense table cannot have links going down: ConfigError."""
+    if not links_down(topo):
+        return ()
+    if topo not in _EPOCH_TABLES:
+        tables = []
+        for t in (topo,) + down_epochs(topo):
+            if not has_table(t):
+                raise ConfigError("cluster.link_down", f"needs a topology whose routing fits a dense table (at most "
+                                  f"{DENSE_ROUTE_ENTRIES:,} switches x hosts entries; this one has "
+                                  f"{int(t.n_switch) * int(t.n_host):,})", show_value=False)
+        _EPOCH_TABLES[topo] = tuple(dense_routes(t) for t in down_epochs(topo))  # type: ignore[misc]
+    return _EPOCH_TABLES[topo]
 
 
 def dense_routes(topo: CompiledTopology) -> tuple[np.ndarray, np.ndarray] | None:

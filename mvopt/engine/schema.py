@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mvopt._cfg.algorithms import CONGESTION_CONTROLS, LOAD_BALANCERS, TRANSPORTS
+from mvopt._cfg.cluster import MAX_LINK_DOWN
 
 __all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "SR_WORDS", "SR_WINDOW", "SR_DUPTHRESH", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
            "PFC", "NLK", "LK", "MAX_INT_HOPS",
@@ -28,13 +29,22 @@ NCCD = 6           # double-valued congestion-control state per flow (CD_* in mv
 NCCI = 13          # integer congestion-control state per flow (CI_*)
 NHOPI = 16         # HPCC's last INT per hop, per flow (HI_*), in batches with HPCC experiments only
 NEXP_D = 24        # double parameters per experiment
-NEXP_I = 32        # integer parameters per experiment
+NEXP_I = 48        # integer parameters per experiment
 # an experiment's integer and double parameters, slot by slot (exp_i, exp_d): the EI_* / ED_*
 # enums of mv_common.cuh list the same slots in the same order (c_check_source stops the build
 # otherwise)
 EI = ("seed", "cc", "spray", "transport", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
-      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools", "timely_hai_n")
+      "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools", "timely_hai_n",
+      "flowlet_ps", "down_n", "down")
+# Links going down (docs/engine.md, "Links going down"): EI_DOWN_N of them, by time, each NDOWN
+# slots from EI_DOWN: its time (ps), its two ports (global ids), and how far the rows of the dense
+# routing table without it (and the earlier ones) are from the switch's node_rtab / node_rtnh.
+DOWN = {"at_ps": 0, "port": 1, "peer": 2, "d_rtab": 3, "d_rtnh": 4}
+NDOWN = len(DOWN)
+# Adaptive routing per flowlet (network.flowlet_gap_ns): a switch's flowlet table has FLOWLET_ENTRIES
+# entries, a flow's chosen by its ECMP hash at the switch (flows may share one, as in hardware tables)
+FLOWLET_ENTRIES = 32
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min",
       "timely_alpha", "timely_beta", "timely_delta", "timely_t_low_ps", "timely_t_high_ps", "timely_min_rtt_ps",
@@ -80,11 +90,11 @@ INT_DTYPE = np.dtype([("ts", "<i8"), ("tx", "<i8"), ("qlen", "<i8"), ("port", "<
 
 COUNTS = ("n_exp", "n_node", "n_port", "n_task", "n_flow", "n_pred", "n_succ", "n_route", "n_nh",
           "n_rtab", "n_rtnh", "n_slot", "n_int", "n_hop", "n_sr", "n_heap", "n_list", "n_monq", "n_monw",
-          "n_fpath", "n_link")
+          "n_fpath", "n_link", "n_flowlet")
 # Counts that are at least 1 in a batch (a table nobody uses still gets one row, so that every
 # column has a valid address): INT records, HPCC's per-flow hop state, selective repeat's
 # per-flow rings, the monitor tables, the dense routing tables and the flows' paths.
-MIN_ONE_COUNTS = ("n_int", "n_hop", "n_sr", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath", "n_link")
+MIN_ONE_COUNTS = ("n_int", "n_hop", "n_sr", "n_monq", "n_monw", "n_rtab", "n_rtnh", "n_fpath", "n_link", "n_flowlet")
 SCALARS = COUNTS + ("has_int", "has_paths")
 
 _CTYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "f64": "double",
@@ -275,6 +285,10 @@ COLUMNS: tuple[Column, ...] = (
        "destination host: (a << 8) | n, n next hops; n = 1: the port's index among the switch's ports; n > 1: "
        "the first of them in rtab_nh, from node_rtnh"),
     _c("rtab_nh", "i32", "n_rtnh", "next-hop sets of the dense tables: port indices among their switch's ports"),
+    _c("node_flowlet", "i64", "n_flowlet", "state [switch]: adaptive routing's flowlet table (network.flowlet_gap_ns): "
+       "FLOWLET_ENTRIES entries of (time of the last data packet routed by it, 1 + its egress port's index among "
+       "the switch's ports; 0: empty); a row per node when the batch has flowlet experiments, else one",
+       2 * FLOWLET_ENTRIES),
     # ---- packets, task heaps, active lists ---------------------------------------------------
     _c("pkt", "pkt", "n_slot", "scratch: packet slots: port rings, then node pools"),
     _c("pkt_int", "int", "n_int", "scratch: INT records, MAX_INT_HOPS per slot (HPCC batches only)"),
@@ -313,7 +327,9 @@ def c_struct_source() -> str:
     """The `struct Ctx` declaration the kernels are compiled with."""
     lines = [f"#define NCTR {NCTR}", f"#define NCCD {NCCD}", f"#define NCCI {NCCI}", f"#define NHOPI {NHOPI}", f"#define NPT {NPT}",
              f"#define NEXP_I {NEXP_I}", f"#define NEXP_D {NEXP_D}",
-             f"#define NPI {NPI}", f"#define NLR {NLR}",
+             f"#define NPI {NPI}", f"#define NLR {NLR}", f"#define MAX_LINK_DOWN {MAX_LINK_DOWN}", f"#define NDOWN {NDOWN}",
+             f"#define FLOWLET_ENTRIES {FLOWLET_ENTRIES}",
+             *(f"#define SCHEMA_DOWN_{k.upper()} {v}" for k, v in DOWN.items()),
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
              *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),

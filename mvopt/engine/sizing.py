@@ -44,16 +44,20 @@ def experiment_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
             "n_fpath": n_flow if n_flow and routes.wants_paths(topo, n_flow) else 0,
             "n_heap": 2 * int(g.n) + nn, "n_list": int(np.unique(owner[remote]).size),
             "n_monq": monitor_rows(exp)[0], "n_monw": monitor_rows(exp)[1],
-            "n_link": npt}     # (at most: the batch holds each distinct link class once)
+            "n_link": npt, "n_flowlet": nn if exp.network.flowlet_gap_ns is not None else 0}     # (at most: the batch holds each distinct link class once)
 
 
 def route_table_counts(topo, owner: bool) -> dict[str, int]:
     """The rows of the dense routing tables (engine/routes.py) of an experiment of `topo`: its
     topology's table if it brings it to the batch (`owner`; experiment_counts counts it so, an
-    upper bound), none if another experiment of the same topology does."""
+    upper bound), none if another experiment of the same topology does; plus its own tables for
+    the links that go down during the run."""
+    epochs = routes.down_tables(topo)     # its own tables for links going down (never shared)
+    own = {"n_rtab": sum(int(t.size) for t, _ in epochs), "n_rtnh": sum(int(nh.size) for _, nh in epochs)}
     if not owner or not routes.has_table(topo):
-        return {"n_rtab": 0, "n_rtnh": 0}
-    return {"n_rtab": int(topo.n_switch) * int(topo.n_host), "n_rtnh": int(topo.nhset_port.size)}
+        return own
+    return {"n_rtab": int(topo.n_switch) * int(topo.n_host) + own["n_rtab"],
+            "n_rtnh": int(topo.nhset_port.size) + own["n_rtnh"]}
 
 
 def batch_route_counts(experiments: Sequence[Experiment], counts: list[dict[str, int]],
@@ -92,12 +96,14 @@ def slot_counts(exp: Experiment, compact: bool = False) -> dict[str, int]:
 def batch_counts(summed: dict[str, int]) -> dict[str, int]:
     """The counts of the batch of experiments whose experiment_counts were summed (what
     build_batch will report): a batch with any HPCC experiment holds HPCC's hop state for every
-    flow, one with any selective-repeat experiment the transport's rings for every flow, one with
+    flow, one with any selective-repeat experiment the transport's rings for every flow, one with any
+    flowlet experiment a flowlet table for every node, one with
     any experiment that wants its flows' paths (routes.wants_paths) holds them for every flow,
     and tables nobody uses still get one row."""
     out = dict(summed, n_hop=int(summed["n_flow"]) if summed.get("n_hop", 0) > 0 else 0,
                n_sr=int(summed["n_flow"]) if summed.get("n_sr", 0) > 0 else 0,
-               n_fpath=int(summed["n_flow"]) if summed.get("n_fpath", 0) > 0 else 0)
+               n_fpath=int(summed["n_flow"]) if summed.get("n_fpath", 0) > 0 else 0,
+               n_flowlet=int(summed["n_node"]) if summed.get("n_flowlet", 0) > 0 else 0)
     for k in schema.MIN_ONE_COUNTS:
         out[k] = max(1, int(out[k]))
     return out

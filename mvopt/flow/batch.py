@@ -66,6 +66,11 @@ def _check(exp: Experiment) -> None:
     if exp.queue_monitor_ps:
         raise ConfigError("simulation.queue_monitor_ns", "must be 0 with simulation.fidelity: flow (the flow "
                           "level has no queues to sample)", exp.queue_monitor_ps / 1000)
+    down = getattr(exp.topology, "link_down", ())
+    if down:
+        raise ConfigError("cluster.link_down", "must be empty with simulation.fidelity: flow (the flow level "
+                          "has no packets to lose and routes fixed for the run; failed_links removes a link "
+                          "for the whole run at either level)", [at / 1000 for at, _, _ in down])
     rate = np.asarray(exp.topology.port_rate_bps, np.int64)
     if rate.size and int(rate.max()) > MAX_LINK_BPS:
         raise ConfigError("cluster.link_gbps", f"must be at most {MAX_LINK_BPS / 1e9:g} Gb/s with "

@@ -276,7 +276,8 @@ _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]
     "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
     "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
     "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),
-    "LINK_DOWN": (((Decimal(0), Decimal(0), Decimal(0)),), "link failures are not modelled", None),
+    "LINK_DOWN": (((Decimal(0), Decimal(0), Decimal(0)),), "the HPCC simulator's link failures are not read (mvopt's "
+                  "cluster.link_down models a link going down; the two have not been compared)", None),
     "RATE_BOUND": (((Decimal(1),),), "senders are always paced at their congestion-control rate", None),
     "FAST_REACT": (((Decimal(1),),), "mvopt's HPCC updates its rate on every ACK", "hpcc"),
     "MULTI_RATE": (((Decimal(0),),), "mvopt's HPCC keeps one aggregate rate, not one per hop", "hpcc"),

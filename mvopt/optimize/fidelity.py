@@ -37,12 +37,13 @@ MAX_REPLICATES = 64
 # decided at packet level. Congestion control and its parameters (one section per algorithm),
 # the transport's window and loss recovery, ECN marking, buffers and PFC.
 FLOW_BLIND_FIELDS = ("network.cc", "network.window", "network.var_win", "network.nack_interval_us",
-                     "network.rto_us", "network.buffer_mb")
+                     "network.rto_us", "network.buffer_mb", "network.flowlet_gap_ns")
 FLOW_BLIND_SECTIONS = ("network.ecn.", "network.pfc.") + tuple(
     f"network.{cc}." for cc in CC_NAMES if cc in {f.name for f in dataclasses.fields(NetworkConfig)})
-# Fields the flow level sees only for some values: spraying's reordering and retransmissions are
-# packet-level behaviour (ECMP paths are exact at flow level).
-FLOW_BLIND_VALUES: Mapping[str, tuple[Any, ...]] = {"network.lb": ("spray",)}
+# Fields the flow level sees only for some values: spraying's and adaptive routing's reordering,
+# retransmissions and queue-driven choices are packet-level behaviour (the flow level splits such
+# flows evenly; ECMP paths are exact at flow level).
+FLOW_BLIND_VALUES: Mapping[str, tuple[Any, ...]] = {"network.lb": ("spray", "adaptive")}
 
 
 def flow_blind_paths(overrides: Mapping[str, Any]) -> list[str]:

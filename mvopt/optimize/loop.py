@@ -42,6 +42,7 @@ from mvopt.optimize.progress import GenerationReport, Progress, SilentProgress
 from mvopt.optimize.records import Outcome, finish_of, identity_attrs, is_feasible_trial, outcome_from_trial, outcome_of
 from mvopt.optimize.space import Candidate, SearchSpace
 from mvopt.optimize.proposals import propose
+from mvopt.optimize.scenarios import combine_scenarios, scenario_attrs
 from mvopt.optimize.storage import (OWNER_ATTR, fail_and_retry, heartbeat_enabled, mark_owner, owner_tag, rdb_engine,
                                      recover_dead_trials)
 from mvopt.optimize.writer import Finish, NewTrial, TrialWriter, frozen_running, trial_writer
@@ -338,11 +339,14 @@ class GenerationLoop:
 
     def _evaluate(self, asked: list[_Asked], level: str | None,
                   replicates: int) -> list[tuple[Evaluation, dict[str, Any]]]:
-        """Simulate the trials' configurations at ``level`` (None: each at its own), each over
-        ``replicates`` seeds, as ONE batch; per trial its (combined) evaluation and the attributes
-        that record the level."""
-        runs = [level_configs(a.cand.config, level, replicates) for a in asked]
-        flat = [c for r in runs for c in r]
+        """Simulate the trials' configurations at ``level`` (None: each at its own), each under
+        every scenario of the space and over ``replicates`` seeds, as ONE batch; per trial its
+        (combined) evaluation and the attributes that record the level and the scenarios."""
+        names = [s.name for s in self.space.scenarios]
+        # per trial, per scenario (or the trial's configuration alone), per seed
+        runs = [[level_configs(c, level, replicates) for c in (a.cand.scenario_configs or (a.cand.config,))]
+                for a in asked]
+        flat = [c for per in runs for seeds in per for c in seeds]
         if not flat:
             return []
         if not self._simulated_before:
@@ -354,17 +358,27 @@ class GenerationLoop:
         # the evaluator's wall time for building the batch (built in parallel: less than the sum)
         walls = [float(ev.sim_stats["build_wall_s"]) for ev in evs if "build_wall_s" in ev.sim_stats]
         self._build_s += max(walls) if walls else sum(float(ev.sim_stats.get("build_s", 0.0)) for ev in evs)
-        out = []
-        for i, r in enumerate(runs):
-            ev, attrs = combine_replicates(evs[i * replicates:(i + 1) * replicates], [c.simulation.seed for c in r])
-            reached = r[0].simulation.fidelity
+        out, at = [], 0
+        for per in runs:
+            block = [evs[at + s * replicates:at + (s + 1) * replicates] for s in range(len(per))]  # [scenario][seed]
+            at += len(per) * replicates
+            scen_attrs: dict[str, Any] = {}
+            if names:  # scenarios combined seed by seed, then the seeds as replicates
+                per_seed = [[block[s][r] for s in range(len(per))] for r in range(replicates)]
+                combined = [combine_scenarios(seed, names, self.space.scenario_objective) for seed in per_seed]
+                seed_evs = [ev for ev, _ in combined]
+                scen_attrs = scenario_attrs(per_seed, names, [w for _, w in combined])
+            else:
+                seed_evs = block[0]
+            ev, attrs = combine_replicates(seed_evs, [c.simulation.seed for c in per[0]])
+            reached = per[0][0].simulation.fidelity
             level_attrs = {"fidelity": reached, **({f"{reached}_iteration_time_s": ev.iteration_time_s} if ev.ok else {})}
-            out.append((ev, {**level_attrs, **attrs}))
+            out.append((ev, {**level_attrs, **attrs, **scen_attrs}))
         return out
 
     def _tell_group(self, group: list[_Asked], ev: Evaluation, attrs: dict[str, Any], rep: GenerationReport) -> None:
         """Tell the trial that simulated a configuration, and its duplicates of this generation."""
-        out = outcome_of(self.space, group[0].cand, ev, self.backend, group[0].written or None)
+        out = outcome_of(self.space, group[0].cand, ev, self.backend, group[0].written or None, measured=attrs)
         out.attrs.update(attrs)
         self._tell(group[0], out)
         if group[0].cand.key is not None:
@@ -389,8 +403,9 @@ class GenerationLoop:
         fresh = [k for k in keys if screened[k] is None]
         flow = self._evaluate([groups[k][0] for k in fresh], "flow", 1)
         values, blind = [], []
-        for k, (ev, _) in zip(fresh, flow):
-            out = outcome_of(self.space, groups[k][0].cand, ev, self.backend, groups[k][0].written or None)
+        for k, (ev, attrs) in zip(fresh, flow):
+            out = outcome_of(self.space, groups[k][0].cand, ev, self.backend, groups[k][0].written or None,
+                             measured=attrs)
             values.append(out.values if ev.ok and out.feasible else None)
             blind.append(flow_blind_paths(groups[k][0].cand.overrides))
         chosen = promotion_order(values, [bool(b) for b in blind], self.fidelity.promote)

@@ -21,6 +21,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from mvopt.files import write_atomic
+from mvopt.optimize.space import TIME_OBJECTIVES
 
 __all__ = ["Plot", "have_matplotlib", "feasible_copy", "draw_study_plots", "value_axis_name"]
 
@@ -45,11 +46,11 @@ def have_matplotlib() -> bool:
 
 def value_axis_name(name: str) -> str:
     """An objective's name on an axis, with its unit."""
-    return f"{name} (ms)" if name == "iteration_time" else name
+    return f"{name} (ms)" if name in TIME_OBJECTIVES else name
 
 
 def _scale(name: str) -> float:
-    return 1e3 if name == "iteration_time" else 1.0
+    return 1e3 if name in TIME_OBJECTIVES else 1.0
 
 
 def feasible_copy(feasible: Sequence[FrozenTrial], objective_names: Sequence[str],

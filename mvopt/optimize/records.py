@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial
 
 import mvopt
 from mvopt.optimize.evaluator import Evaluation
+from mvopt.optimize.scenarios import SCENARIO_ATTRS
 from mvopt.optimize.space import Candidate, SearchSpace
 from mvopt.optimize.writer import Finish
 
@@ -30,9 +31,10 @@ USER_ATTRS = ("config", "config_key", "feasible", "reason", "status", "breakdown
 # What the levels of a simulated trial record (:mod:`mvopt.optimize.fidelity`): ``fidelity``, the
 # level its values come from; ``<level>_iteration_time_s`` for every level it finished (the mean
 # of its replicates); ``promoted`` and ``flow_blind`` (the fields the flow level cannot see) in
-# multi-fidelity studies; with replicates, their seeds, times, standard deviation and spread.
+# multi-fidelity studies; with replicates, their seeds, times, standard deviation and spread; with
+# scenarios, :data:`~mvopt.optimize.scenarios.SCENARIO_ATTRS`.
 LEVEL_ATTRS = ("fidelity", "flow_iteration_time_s", "packet_iteration_time_s", "promoted", "flow_blind",
-               "replicate_seeds", "replicate_times_s", "iteration_time_std_s", "iteration_time_spread")
+               "replicate_seeds", "replicate_times_s", "iteration_time_std_s", "iteration_time_spread") + SCENARIO_ATTRS
 CONSTRAINT = "violation"
 CONSTRAINT_ATTR = f"constraints:{CONSTRAINT}"  # Optuna 5's system attribute for trial.set_constraint(CONSTRAINT, v)
 
@@ -57,10 +59,12 @@ def identity_attrs(cand: Candidate, backend: str) -> dict[str, Any]:
 
 
 def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backend: str,
-               identity: Mapping[str, Any] | None = None) -> Outcome:
+               identity: Mapping[str, Any] | None = None, *, measured: Mapping[str, Any] | None = None) -> Outcome:
     """The outcome of ``cand``: from the space alone (infeasible) or from its evaluation ``ev``.
 
-    ``identity``: :func:`identity_attrs` of ``cand`` when the caller has them already."""
+    ``identity``: :func:`identity_attrs` of ``cand`` when the caller has them already;
+    ``measured``: the attributes its simulation recorded (``iteration_time_worst_s`` gives the
+    ``worst_iteration_time`` objective)."""
     attrs = dict(identity) if identity is not None else identity_attrs(cand, backend)
     n = len(space.objectives)
     if ev is None:  # the space itself says no: invalid config or violated constraint
@@ -74,7 +78,12 @@ def outcome_of(space: SearchSpace, cand: Candidate, ev: Evaluation | None, backe
         return Outcome([math.inf] * n, max(ev.violation, 1e-9), attrs)
     values = []
     for o in space.objectives:
-        values.append(float(ev.iteration_time_s) if o.name == "iteration_time" else float(cand.cost or 0.0))
+        if o.name == "iteration_time":
+            values.append(float(ev.iteration_time_s))  # type: ignore[arg-type]
+        elif o.name == "worst_iteration_time":
+            values.append(float((measured or {})["iteration_time_worst_s"]))
+        else:
+            values.append(float(cand.cost or 0.0))
     return Outcome(values, 0.0, attrs)
 
 

@@ -26,18 +26,23 @@ from mvopt.optimize.expr import Expr, ExprError
 from mvopt.optimize.fidelity import DEFAULT_PROMOTE, FIDELITIES, MAX_REPLICATES, FidelityPlan
 from mvopt.optimize.inventory import Inventory, inventory
 from mvopt.optimize.params import Condition, Parameter, TrialLike
+from mvopt.optimize.scenarios import Scenario, scenario_configs
 
-__all__ = ["SearchSpace", "Candidate", "Objective", "RunDefaults", "Derived", "Constraint", "OBJECTIVES",
+__all__ = ["SearchSpace", "Candidate", "Objective", "RunDefaults", "Derived", "Constraint", "OBJECTIVES", "TIME_OBJECTIVES",
            "RandomTrial", "flatten"]
 
-OBJECTIVES = ("iteration_time", "cost")
+# iteration_time: seconds (over scenarios, their mean or worst as the space says); worst_iteration_time:
+# the slowest scenario's seconds (a space with scenarios); cost: the price table's
+OBJECTIVES = ("iteration_time", "worst_iteration_time", "cost")
+TIME_OBJECTIVES = ("iteration_time", "worst_iteration_time")  # in seconds
 _SAMPLES_FOR_CHECK = 256
 _CANDIDATE_CACHE = 4096  # distinct points whose candidate SearchSpace.candidate remembers
 
 
 @dataclass(frozen=True)
 class Objective:
-    """One objective, always minimised: ``iteration_time`` (seconds) or ``cost`` (price table)."""
+    """One objective, always minimised: ``iteration_time`` (seconds; over scenarios, their mean or
+    worst), ``worst_iteration_time`` (the slowest scenario's seconds) or ``cost`` (price table)."""
 
     name: str
     direction: str = "minimize"
@@ -119,6 +124,7 @@ class Candidate:
     cost: float | None = None
     inventory: Inventory | None = None
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # config paths set: parameters, derived values
+    scenario_configs: tuple[ExperimentConfig, ...] = ()  # ``config`` under each scenario of the space (none: none)
 
     @property
     def feasible(self) -> bool:
@@ -182,6 +188,8 @@ class SearchSpace:
     description: str = ""
     run: RunDefaults = RunDefaults()
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    scenarios: tuple[Scenario, ...] = ()   # every trial is simulated once per scenario (mvopt.optimize.scenarios)
+    scenario_objective: str = "mean"       # iteration_time over the scenarios: their mean or worst
 
     def to_data(self) -> dict[str, Any]:
         """A self-contained mapping (base experiment inlined) that :func:`load_space` accepts."""
@@ -250,6 +258,7 @@ class SearchSpace:
                         overrides[d.path] = d.expr.evaluate(env)
             cfg = _apply(self.base, overrides)
             inv = inventory(cfg)
+            under = tuple(scenario_configs(cfg, self.scenarios))
         except ConfigError as e:
             return Candidate(params, None, reason=f"invalid configuration: {e}", violation=1.0)
         except ExprError as e:
@@ -266,7 +275,8 @@ class SearchSpace:
                 total += v
                 failed.append(c.expr.source)
         reason = f"constraint violated: {'; '.join(failed)}" if failed else None
-        return Candidate(params, cfg, reason=reason, violation=total, cost=cost, inventory=inv, overrides=overrides)
+        return Candidate(params, cfg, reason=reason, violation=total, cost=cost, inventory=inv, overrides=overrides,
+                         scenario_configs=under)
 
     def grid(self) -> dict[str, list[Any]]:
         """Every parameter's grid (for the grid sampler); inactive values are deduplicated later."""

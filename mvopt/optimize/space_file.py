@@ -14,6 +14,10 @@ A search space file (full schema in docs/optimizer.md)::
     constraints: ["network.ecn.kmin_kb <= network.ecn.kmax_kb"]
     prices: {switch: 20000, switch_port: 400, link: 250, nic: 1200}
     objectives: [iteration_time, cost]
+    scenarios:                            # every trial simulated once per scenario (optional)
+      healthy: {}
+      spine_down: {cluster.failed_links: [[2, 0]]}
+    scenario_objective: mean              # iteration_time over the scenarios: mean or worst
 
 :func:`load_space` validates everything before any simulation: parameter paths against the
 configuration schema, every range and choice against the field's type and checks, every name
@@ -37,11 +41,13 @@ from mvopt.optimize.expr import Expr, ExprError
 from mvopt.optimize.inventory import inventory
 from mvopt.optimize.params import Parameter, parse_condition, parse_parameter
 from mvopt.optimize.samplers import sampler_names
+from mvopt.optimize.scenarios import SCENARIO_OBJECTIVES, Scenario, parse_scenarios
 from mvopt.optimize.space import OBJECTIVES, Constraint, Derived, Objective, RunDefaults, SearchSpace, flatten
 
 __all__ = ["load_space"]
 
-_TOP_KEYS = ("name", "description", "base", "parameters", "derived", "constraints", "prices", "objectives", "run")
+_TOP_KEYS = ("name", "description", "base", "parameters", "derived", "constraints", "prices", "objectives", "run",
+             "scenarios", "scenario_objective")
 
 
 def _config_fields() -> dict[str, tuple[Any, Any]]:
@@ -177,13 +183,14 @@ def _load(source: str | os.PathLike | Mapping[str, Any], name: str | None, src: 
     for v in sorted(variables - used):
         raise ConfigError(f"parameters.{v}", "is not a configuration path (no dot) and no derived value, "
                           "condition or constraint uses it", show_value=False)
+    scenarios, scenario_objective = _parse_scenarios(data, fields, known_paths, param_names, derived, objectives)
     description = str(data.get("description", ""))
     if strict and run.sampler not in sampler_names():   # (whether it suits the objectives: where it is used)
         raise ConfigError("run.sampler", f"must be a sampler's name ({', '.join(sampler_names())})", run.sampler)
     space = SearchSpace(name=str(name or data.get("name") or stem), source=src, base=base,
                         parameters=tuple(params), derived=tuple(derived), constraints=tuple(constraints),
                         objectives=objectives, prices=prices, description=description,
-                        run=run)
+                        run=run, scenarios=scenarios, scenario_objective=scenario_objective)
     space.data = {**data, "name": space.name, "base": config_to_dict(base, include_base_dir=True)}
     space.check_some_feasible()
     return space
@@ -275,6 +282,38 @@ def _parse_objectives(raw: Any, prices: PriceTable | None) -> tuple[Objective, .
     if len({o.name for o in out}) != len(out):
         raise ConfigError("objectives", "must not repeat an objective", raw)
     return tuple(out)
+
+
+def _parse_scenarios(data: Mapping[str, Any], fields: Mapping[str, tuple[Any, Any]], known_paths: list[str],
+                     param_names: Sequence[str], derived: Sequence[Derived],
+                     objectives: Sequence[Objective]) -> tuple[tuple[Scenario, ...], str]:
+    """``scenarios`` and ``scenario_objective``: paths are configuration fields with values they
+    accept, none a parameter or derived value of the space (the scenario would overwrite it)."""
+    searched = set(param_names) | {d.path for d in derived}
+
+    def check(where: str, path: str, value: Any) -> None:
+        if path not in fields:
+            raise _unknown_path(where, path, known_paths, "a configuration field")
+        if path in searched:
+            raise ConfigError(where, f"{path} is a parameter or derived value of the space: a scenario must set "
+                              "fields the search leaves alone", show_value=False)
+        _check_value(where, path, value, fields)
+
+    scenarios = parse_scenarios(data.get("scenarios"), check)
+    how = data.get("scenario_objective", "mean")
+    if how not in SCENARIO_OBJECTIVES:
+        raise ConfigError("scenario_objective", f"must be one of {', '.join(SCENARIO_OBJECTIVES)}", how)
+    names = [o.name for o in objectives]
+    if "scenario_objective" in data and not scenarios:
+        raise ConfigError("scenario_objective", "needs `scenarios:` (what the iteration time is a mean or worst of)", how)
+    if "worst_iteration_time" in names:
+        if not scenarios:
+            raise ConfigError("objectives", "'worst_iteration_time' needs `scenarios:` in the search space",
+                              "worst_iteration_time")
+        if how == "worst" and "iteration_time" in names:
+            raise ConfigError("objectives", "with scenario_objective: worst, iteration_time is the worst scenario's "
+                              "time already: list one of iteration_time, worst_iteration_time", names)
+    return scenarios, how
 
 
 def _dependency_order(params: list[Parameter]) -> list[Parameter]:

@@ -19,6 +19,7 @@ import mvopt
 from mvopt.config import ExperimentConfig, config_to_dict, load_config
 from mvopt.errors import ConfigError, MvoptError
 from mvopt.optimize.samplers import make_sampler
+from mvopt.optimize.scenarios import Scenario, scenario_configs
 from mvopt.optimize.space import SearchSpace, flatten
 from mvopt.optimize.space_file import load_space
 
@@ -66,6 +67,12 @@ def create_or_resume(storage: BaseStorage, space: SearchSpace, *, study_name: st
                 raise MvoptError(f"study {name!r} was created with another base experiment ({'; '.join(changed[:3])}"
                                  f"{'; ...' if len(changed) > 3 else ''}): its trials would not be comparable with "
                                  "this run's. Resume with the same base (space file and --set), or use another --study name")
+            scen = ("scenarios", "scenario_objective")
+            if study.trials and _as_stored({k: stored_space.get(k) for k in scen}) != \
+                    _as_stored({k: space.to_data().get(k) for k in scen}):
+                raise MvoptError(f"study {name!r} was created with other scenarios (scenarios, scenario_objective): "
+                                 "its trials' values would not be comparable with this run's. Resume with the same "
+                                 "scenarios, or use another --study name")
             if _problem(stored_space) != _problem(space.to_data()):
                 _log.warning("study %r: the search space (parameters, derived values, constraints or prices) changed "
                              "since the study was created; continuing", name)
@@ -142,8 +149,9 @@ def join_study(storage: BaseStorage, study_name: str, *, sampler: str | None = N
     return optuna.load_study(study_name=study_name, storage=storage, sampler=opt_sampler), space, gen
 
 
-def config_of_trial(study: optuna.Study, number: int) -> ExperimentConfig:
-    """The exact experiment trial ``number`` simulated (for ``simulate --from-study``)."""
+def config_of_trial(study: optuna.Study, number: int, scenario: str | None = None) -> ExperimentConfig:
+    """The exact experiment trial ``number`` simulated (for ``simulate --from-study``); under the
+    space's scenario named ``scenario`` when given (``--scenario``)."""
     trials = [t for t in study.get_trials(deepcopy=False) if t.number == number]
     if not trials:
         raise MvoptError(f"study {study.study_name!r} has no trial {number} (it has {len(study.trials)})")
@@ -151,4 +159,11 @@ def config_of_trial(study: optuna.Study, number: int) -> ExperimentConfig:
     if data is None:
         raise MvoptError(f"trial {number} of study {study.study_name!r} records no configuration "
                          f"(state {trials[0].state.name}; {trials[0].user_attrs.get('reason') or 'not finished'})")
-    return load_config(data)
+    cfg = load_config(data)
+    if scenario is None:
+        return cfg
+    stored = (study.user_attrs.get(SPACE_ATTR) or {}).get("scenarios") or {}
+    if scenario not in stored:
+        have = f"its scenarios are {', '.join(map(str, stored))}" if stored else "its search space has no scenarios"
+        raise MvoptError(f"study {study.study_name!r} has no scenario {scenario!r}: {have}")
+    return scenario_configs(cfg, [Scenario(scenario, tuple((stored[scenario] or {}).items()))])[0]

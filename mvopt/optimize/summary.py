@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial
 
 from mvopt.optimize.fidelity import within_noise
 from mvopt.optimize.records import is_feasible_trial
+from mvopt.optimize.space import TIME_OBJECTIVES
 
 __all__ = ["best_trials", "decided_trials", "format_value", "best_table", "format_table", "no_feasible_note",
            "fidelity_counts", "noise_note"]
@@ -62,7 +63,7 @@ def format_value(name: str, v: float | None) -> str:
     """An objective value for people: times in ms/us/s, costs with thousands separators."""
     if v is None or not math.isfinite(v):
         return "-"
-    if name == "iteration_time":
+    if name in TIME_OBJECTIVES:
         if v >= 1:
             return f"{v:.3f} s"
         return f"{v * 1e3:.3f} ms" if v >= 1e-3 else f"{v * 1e6:.2f} us"
@@ -70,14 +71,17 @@ def format_value(name: str, v: float | None) -> str:
 
 
 def best_table(study: optuna.Study, objective_names: Sequence[str], k: int = 5) -> list[dict[str, Any]]:
-    """Rows (trial, one column per objective, the level its values come from, the spread of its
-    replicates when it has some, parameters) of the best trials."""
+    """Rows (trial, one column per objective, each scenario's time when the space has scenarios,
+    the level its values come from, the spread of its replicates when it has some, parameters) of
+    the best trials."""
     rows = []
     best = best_trials(study, k)
     for t in best:
         row: dict[str, Any] = {"trial": t.number}
         for name, v in zip(objective_names, t.values):
             row[name] = format_value(name, v)
+        for name in dict.fromkeys(n for b in best for n in b.user_attrs.get("scenario_times_s") or {}):
+            row[f"scenario {name}"] = format_value("iteration_time", (t.user_attrs.get("scenario_times_s") or {}).get(name))
         if any("fidelity" in b.user_attrs for b in best):
             row["fidelity"] = t.user_attrs.get("fidelity", "-")
         if any("replicate_times_s" in b.user_attrs for b in best):

@@ -304,7 +304,7 @@ def test_clamp_target_rate(tmp_path):
     ("L2_CHUNK_SIZE -1\n", 1, "L2_CHUNK_SIZE must be an integer >= 0, got -1"),
     ("L2_ACK_INTERVAL 4\n", 1, "(supported: 0 or 1)"),
     ("ERROR_RATE_PER_LINK 0.001\n", 1, "link loss is not modelled"),
-    ("LINK_DOWN 2000000000 8 9\n", 1, "LINK_DOWN 2000000000 8 9 is not supported: link failures"),
+    ("LINK_DOWN 2000000000 8 9\n", 1, "LINK_DOWN 2000000000 8 9 is not supported: the HPCC simulator's link failures are not read"),
     ("RATE_BOUND 0\n", 1, "RATE_BOUND 0 is not supported"),
     ("USE_DYNAMIC_PFC_THRESHOLD 0\n", 1, "always dynamic"),
     ("PAUSE_TIME 0\n", 1, "PAUSE_TIME 0 is not supported"),

@@ -28,7 +28,13 @@ enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_TRANSPORT, EI_PFC, EI_ECN, EI_PAYLOAD, E
        // first row of its queue / link tables in mon_q / mon_w (-1: that monitor is off)
        EI_MON_PS, EI_MON_CAP, EI_MON_NPORT, EI_MON_QLO, EI_MON_WLO,
        EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */,
-       EI_TIMELY_HAI_N, EI_COUNT };
+       EI_TIMELY_HAI_N,
+       EI_FLOWLET_PS /* adaptive routing's flowlet gap (0: per packet) */,
+       // links going down during the run (0: none), then NDOWN slots per link from EI_DOWN, by time
+       EI_DOWN_N, EI_DOWN, EI_COUNT };
+// A link going down: EI(c, e, EI_DOWN + k * NDOWN + D_*): its time, its two ports, and the offsets
+// of the dense routing table's rows once it (and every earlier one) is down
+enum { D_AT_PS = 0, D_PORT, D_PEER, D_RTAB, D_RTNH, D_COUNT };
 // exp_d[e * NEXP_D + k]
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
@@ -67,8 +73,12 @@ enum { LK_RATE = 0, LK_DELAY, LK_PPB, LK_KMIN, LK_KMAX, LK_HEADROOM, LK_SHIFT, L
 // The table widths (NCTR, NCCD, NCCI, NEXP_I, NEXP_D, NPT, NPI) come from schema.py with struct Ctx;
 // these checks stop the build if an enum outgrows its table.
 static_assert(EI_COUNT <= NEXP_I && ED_COUNT <= NEXP_D && C_COUNT == NCTR && CD_COUNT <= NCCD && CI_COUNT <= NCCI &&
-              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI && LK_COUNT <= NLK,
+              HI_COUNT <= NHOPI && PT_COUNT == NPT && PI_COUNT == NPI && LK_COUNT <= NLK &&
+              EI_DOWN + NDOWN * MAX_LINK_DOWN <= NEXP_I && D_COUNT == NDOWN && D_AT_PS == SCHEMA_DOWN_AT_PS &&
+              D_PORT == SCHEMA_DOWN_PORT && D_PEER == SCHEMA_DOWN_PEER && D_RTAB == SCHEMA_DOWN_D_RTAB &&
+              D_RTNH == SCHEMA_DOWN_D_RTNH,
               "schema.py table widths are too small for the kernel's enums");
+static_assert((FLOWLET_ENTRIES & (FLOWLET_ENTRIES - 1)) == 0, "a flowlet table's entry is a hash masked by its size");
 static_assert(PT_TAIL == SCHEMA_PT_TAIL && PT_FREE == SCHEMA_PT_FREE_PS && PT_WIRE_BYTES == SCHEMA_PT_WIRE_BYTES &&
               PT_QBYTES == SCHEMA_PT_QBYTES && PT_TX_BYTES == SCHEMA_PT_TX_BYTES && PT_DEQ == SCHEMA_PT_DEQ,
               "schema.PT does not mirror the PT_* enum");

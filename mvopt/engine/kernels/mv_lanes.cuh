@@ -114,7 +114,7 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
       biggest = biggest > pk.bytes ? biggest : pk.bytes;
     }
     if (pk.type != PK_PAUSE && pk.type != PK_RESUME) {
-      int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA);   // (on the copy)
+      int64_t out = route_packet(c, e, v, &pk, pk.type == PK_DATA, ring_t_at(c, q, pos, par));   // (on the copy)
       if (out >= 0) {
         k = (int32_t)(out - lo);
         queued = true;
@@ -228,8 +228,10 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
     flags |= r.head[j].flags;
   }
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
-  // (adaptive routing reads the egress queues at each arrival: the serial loop's order decides)
-  if (arrivals < lanes_min_arrivals(n) || (flags & (LR_STOP | LR_MON)) || EI(c, e, EI_SPRAY) == LB_ADAPTIVE)
+  // (adaptive routing reads the egress queues at each arrival: the serial loop's order decides;
+  // links going down: the serial loop drops what arrives over them)
+  if (arrivals < lanes_min_arrivals(n) || (flags & (LR_STOP | LR_MON)) || EI(c, e, EI_SPRAY) == LB_ADAPTIVE ||
+      EI(c, e, EI_DOWN_N))
     return LANES_SERIAL;
   if (lane_shares(r, shares, k) > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);

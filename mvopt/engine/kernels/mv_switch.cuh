@@ -64,20 +64,69 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   return true;
 }
 
+// Links going down (docs/engine.md, "Links going down"; the callers check EI_DOWN_N first, so
+// experiments without any pay one load): how many of experiment e's are down at t (they are
+// listed by time), and whether port i's link is one of them.
+MV_DEV int64_t links_down_by(const Ctx* c, int64_t e, int64_t t) {
+  int64_t n = EI(c, e, EI_DOWN_N), k = 0;
+  while (k < n && EI(c, e, EI_DOWN + k * NDOWN + D_AT_PS) <= t) ++k;
+  return k;
+}
+MV_DEV bool link_down_at(const Ctx* c, int64_t e, int64_t i, int64_t t) {
+  for (int64_t k = links_down_by(c, e, t) - 1; k >= 0; --k)
+    if (EI(c, e, EI_DOWN + k * NDOWN + D_PORT) == i || EI(c, e, EI_DOWN + k * NDOWN + D_PEER) == i) return true;
+  return false;
+}
+
+// Adaptive routing per flowlet (EI_FLOWLET_PS = gap > 0): the egress of a data packet of flow f at
+// switch v, routed at t, whose adaptive choice among the n next hops (from the dense table's row
+// `row` and rtab_nh from a, else route_nh from a) is `best`: the port of the flow's entry in the
+// switch's table (its flow id modulo the table's size) while the entry is younger than the gap
+// and its port still a next hop, else `best`; `commit` records it in the entry. Out of line, so
+// that the kernels' code for other experiments keeps its shape.
+MV_COLD int64_t flowlet_route(const Ctx* c, int64_t v, int32_t f, int64_t t, int64_t gap, bool commit, int32_t row,
+                              int64_t a, int64_t n, int64_t best) {
+  int64_t slot = (v * FLOWLET_ENTRIES + (c->f_local[f] & (FLOWLET_ENTRIES - 1))) * 2;
+  if (c->node_flowlet[slot + 1] > 0 && t - c->node_flowlet[slot] < gap) {
+    int64_t keep = c->node_port_lo[v] + c->node_flowlet[slot + 1] - 1;
+    for (int64_t j = 0; j < n; ++j)
+      if ((row >= 0 ? c->node_port_lo[v] + c->rtab_nh[a + j] : (int64_t)c->route_nh[a + j]) == keep) {
+        best = keep;
+        break;
+      }
+  }
+  if (commit) {
+    c->node_flowlet[slot] = t;
+    c->node_flowlet[slot + 1] = best - c->node_port_lo[v] + 1;
+  }
+  return best;
+}
+
 // Next-hop port towards local destination host `dst` for a packet of flow f: from the switch's
 // row of its topology's dense table (engine/routes.py: n next hops, the port's index among the
 // switch's ports or the first of the set's in rtab_nh), else (a topology without one) by binary
 // search over its ranges of destinations. `lb` (LB_*): per flow (ECMP, every control packet),
-// or per data packet by a hash (spraying) or by the shortest data queue (adaptive).
-MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, int lb, int32_t seq, int32_t sendno) {
+// or per data packet by a hash (spraying) or by the shortest data queue (adaptive; per flowlet
+// with EI_FLOWLET_PS, `commit`: the choice is recorded in the switch's flowlet table). A packet
+// routed at t, after links of its experiment went down, takes the rows of the table computed
+// without them (link_down_at; an experiment with links going down has a dense table).
+MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f, int lb, int32_t seq, int32_t sendno,
+                     int64_t t, bool commit) {
   int32_t row = c->node_rtab[v];
-  int64_t a, n;
+  int64_t a, n, nh = 0;
+  if (EI(c, e, EI_DOWN_N)) {   // the rows of the table without the links down at t
+    int64_t k = links_down_by(c, e, t) - 1;
+    if (k >= 0) {
+      row += (int32_t)EI(c, e, EI_DOWN + k * NDOWN + D_RTAB);
+      nh = EI(c, e, EI_DOWN + k * NDOWN + D_RTNH);
+    }
+  }
   if (row >= 0) {
     int32_t x = c->rtab[row + dst];
     a = x >> 8;
     n = x & 0xff;
     if (n == 1) return c->node_port_lo[v] + a;
-    a += c->node_rtnh[v];
+    a += c->node_rtnh[v] + nh;
   } else {
     int32_t lo = c->node_route_lo[v], hi = c->node_route_hi[v] - 1;
     while (lo < hi) {   // last range whose first destination <= dst
@@ -101,14 +150,15 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   };
   if (lb != LB_ADAPTIVE) return port_of(k);
   // adaptive: the first next hop with the fewest bytes in its data queue, in cyclic order from
-  // the hashed one (ties go where spraying would send the packet)
+  // the hashed one (ties go where spraying would send the packet); per flowlet: flowlet_route
   int64_t best = port_of(k), best_q = PORT_T(c, best, PT_QBYTES + Q_DATA);
   for (int64_t j = 1; j < n; ++j) {
     int64_t p = port_of(k + j < n ? k + j : k + j - n);
     int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
     if (q < best_q) { best = p; best_q = q; }
   }
-  return best;
+  int64_t gap = EI(c, e, EI_FLOWLET_PS);
+  return gap ? flowlet_route(c, v, f, t, gap, commit, row, a, n, best) : best;
 }
 
 // The switches a packet has passed before this one, counting this one from now on.
@@ -117,12 +167,13 @@ MV_DEV int packet_hop_advance(Pkt* pk) {
   if (hop < 127) pk->hop = (int8_t)(hop + 1);
   return hop;
 }
-// A packet's egress port (-1: no route), advancing its hop count: from its flow's path (f_path,
+// A packet's egress port (-1: no route), advancing its hop count (`commit`: the switch's own routing
+// of the packet, which a flowlet table records; a lane scan's look ahead does not): from its flow's path (f_path,
 // routes.flow_paths: the batch builder ran `route` for every flow's ECMP path ahead of time), one
 // load instead of the table entries and the hash; the switch routes it itself where the path
 // holds -1 (spraying, adaptive routing, no dense table, beyond NPATH switches; a batch without paths: has_paths 0,
 // routes.wants_paths).
-MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data) {
+MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool data, int64_t t, bool commit = false) {
   int32_t f = pk->flow;
   int hop = packet_hop_advance(pk);
   if (c->has_paths && hop < NPATH) {
@@ -130,7 +181,7 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
     if (k >= 0) return c->node_port_lo[v] + k;
   }
   int32_t dst = data ? c->f_dst_local[f] : c->f_src_local[f];
-  return route(c, e, v, dst, f, data ? (int)EI(c, e, EI_SPRAY) : LB_ECMP, pk->seq, pk->sendno);
+  return route(c, e, v, dst, f, data ? (int)EI(c, e, EI_SPRAY) : LB_ECMP, pk->seq, pk->sendno, t, commit);
 }
 
 // A counter of switch v: a lane-safe add where ports of the switch may run at once (LANE).
@@ -202,7 +253,11 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   // i: our port on the link the packet came over; slot: its ring slot
   Pkt pk = ring_load(&c->pkt[slot]);
   *i_changed = false;
+  // over a link that is down (never in a window of the switch lanes: switch_lanes_decide), a
+  // packet is lost and a PAUSE too; a RESUME still lifts a pause (the link's loss clears it)
+  bool dead = !LANE && EI(c, e, EI_DOWN_N) && link_down_at(c, e, i, t);
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
+    if (dead && pk.type == PK_PAUSE) return -1;
     pfc_set(c, i, PFC_PAUSED, pk.type == PK_PAUSE);
     *i_changed = true;
     return -1;
@@ -213,9 +268,14 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     packet_hop_advance(&pk);
     out = routed;
   } else {
-    out = route_packet(c, e, v, &pk, data);
+    out = dead ? -1 : route_packet(c, e, v, &pk, data, t, true);
   }
   int64_t b = pk.bytes;
+  if (dead) {
+    ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
+    if (data) ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
+    return -1;
+  }
   if (out < 0) {
     switch_ctr_add<LANE>(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
     return -1;
