@@ -272,7 +272,8 @@ def wire_sizes(cc_mode: int) -> tuple[int, int]:
 # matter to the experiment's congestion control is accepted whatever its value.
 _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]] = {
     "USE_DYNAMIC_PFC_THRESHOLD": (((Decimal(1),),), "mvopt's PFC threshold is always dynamic", None),
-    "L2_ACK_INTERVAL": (((Decimal(0),), (Decimal(1),)), "mvopt acknowledges every packet", None),
+    "L2_ACK_INTERVAL": (((Decimal(1),),), "mvopt acknowledges every packet (with 0 the HPCC simulator's "
+                        "senders ignore every ACK and no flow ends)", None),
     "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
     "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
     "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),

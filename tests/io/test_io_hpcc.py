@@ -269,7 +269,7 @@ def test_shipped_config_warns_about_nothing(tmp_path):
 @pytest.mark.parametrize("text", [
     "CC_MODE 1\nFAST_REACT 0\nINT_MULTI 4\nMULTI_RATE 1\nSAMPLE_FEEDBACK 1\n",   # HPCC's keys, under DCQCN
     "CC_MODE 3\nFAST_REACT 1.0\nINT_MULTI 1\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\nRATE_BOUND 1\n",
-    "ERROR_RATE_PER_LINK 0.0000\nLINK_DOWN 0 0 0\nL2_ACK_INTERVAL 0\nPAUSE_TIME 5\nPINT_PROB 0.5\n",
+    "ERROR_RATE_PER_LINK 0.0000\nLINK_DOWN 0 0 0\nL2_ACK_INTERVAL 1\nPAUSE_TIME 5\nPINT_PROB 0.5\n",
     # the HPCC repository's mix/config.txt and run.py: a chunk size without effect (ACK per packet, no back-to-zero)
     "L2_CHUNK_SIZE 4000\nL2_ACK_INTERVAL 1\nL2_BACK_TO_ZERO 0\n",
 ])
@@ -302,7 +302,8 @@ def test_clamp_target_rate(tmp_path):
     ("ACK_HIGH_PRIO 0\n", 1, "ACK_HIGH_PRIO 0 is not supported: mvopt always sends ACK/NACK in the "
                               "high-priority control queue (supported: 1)"),
     ("L2_CHUNK_SIZE -1\n", 1, "L2_CHUNK_SIZE must be an integer >= 0, got -1"),
-    ("L2_ACK_INTERVAL 4\n", 1, "(supported: 0 or 1)"),
+    ("L2_ACK_INTERVAL 4\n", 1, "(supported: 1)"),
+    ("L2_ACK_INTERVAL 0\n", 1, "senders ignore every ACK"),
     ("ERROR_RATE_PER_LINK 0.001\n", 1, "link loss is not modelled"),
     ("LINK_DOWN 2000000000 8 9\n", 1, "LINK_DOWN 2000000000 8 9 is not supported: the HPCC simulator's link failures are not read"),
     ("RATE_BOUND 0\n", 1, "RATE_BOUND 0 is not supported"),
