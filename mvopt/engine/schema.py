@@ -185,7 +185,8 @@ COLUMNS: tuple[Column, ...] = (
     _c("node_last_ps", "i64", "n_node", "state [node]: time of the last completion here"),
     _c("node_event_ps", "i64", "n_node", "state [node]: time of the last event processed here"),
     _c("node_quiet", "i8", "n_node", "state [node]: a switch processed no event in the last window that left "
-       "it nothing pending (then it may skip the next ones: kernels/mv_step.cuh, switch_quiet)"),
+       "it nothing pending, a host none in its last window (then it may skip the next ones: "
+       "kernels/mv_window.cuh, switch_quiet, host_quiet)"),
     _c("node_ctr", "i64", "n_node", "state [node]: counters (COUNTERS)", NCTR),
     _c("node_iter", "i64", "n_node", "state [node, GPU]: windows the node has simulated (it may start window "
        "k when its experiment's exp_iter is k)"),

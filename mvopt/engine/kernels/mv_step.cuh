@@ -30,8 +30,8 @@ MV_DEV void node_window(Ctx* c, int64_t v, bool lanes) {
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
   bool host = HOSTS || c->node_is_host[v];
-  // a quiet switch skips its window before the lanes' scans, which would find nothing to do
-  if (!host && switch_quiet(c, e, v, te, par)) return;
+  // a quiet node skips its window (a switch before the lanes' scans, which would find nothing to do)
+  if (host ? host_quiet(c, e, v, te, par) : switch_quiet(c, e, v, te, par)) return;
   if (lanes && switch_lanes_fit(c, v)) {
     // (serial: the scans did node_begin's copies; one call site of the serial windows below, as
     // nvcc inlines them: a second one made it spill more)

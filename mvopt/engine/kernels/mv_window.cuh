@@ -329,6 +329,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
         if (ms <= te) mon_record(c, e, v, ms, te);
         int64_t prog = mv_min(mv_min(ta0, tt), mv_min(notify, node_sent_min(c, v, par)));
         c->node_prog_ps[v] = c->node_next_ps[v] = prog;
+        c->node_quiet[v] = !busy;
         note_window_end(c, v, busy, now);
         return;
       }
@@ -352,6 +353,7 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       int64_t prog = mv_min(mv_min(mv_min(ta, tt), mv_min(rto, tx)), mv_min(notify, node_sent_min(c, v, par)));
       c->node_prog_ps[v] = prog;
       c->node_next_ps[v] = mv_min(prog, tm);
+      c->node_quiet[v] = !busy;
       note_window_end(c, v, busy, now);
       return;
     }
@@ -369,11 +371,23 @@ MV_DEV void host_window(Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
       host_fire_timers(c, e, v, t);
     } else if (!host_transmit(c, e, v, p, t, par)) {
       c->node_next_ps[v] = c->node_prog_ps[v] = MV_CAP;
+      c->node_quiet[v] = 0;
       note_window_end(c, v, busy, now);
       return;
     }
     notify = mv_min(notify, nt);
   }
+}
+
+// Whether host v has nothing to do in this window (window end te, parity par), so that it may
+// skip it: it processed no event in its last window (node_begin would copy equal values), its own
+// next event (a task event, a timer, a transmission: its last report) is at or after te, no packet
+// is visible on its in-ring, no remote predecessor is pending (schedule_node) and no monitor sample
+// is due. Its report stays what it was, still exact. (Compute phases: most hosts, most windows.)
+MV_DEV bool host_quiet(const Ctx* c, int64_t e, int64_t v, int64_t te, int par) {
+  if (c->node_next_ps[v] < te || !c->node_quiet[v] || c->node_remote_left[v] || mon_next(c, e) <= te) return false;
+  int64_t q = c->port_peer[c->node_port_lo[v]];
+  return c->port_head[q * 2 + par] >= PORT_T(c, q, PT_TAIL + (par ^ 1));
 }
 
 // Whether switch v has nothing to do in this window (window start T, end te, parity par), so
