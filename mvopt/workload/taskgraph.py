@@ -254,7 +254,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
         moe_ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention,
                                              dropout=setup.dropout, moe=True, load=load), cp)
         mt = cm.phase_times(moe_ops)
-        et = cm.phase_times([o for o in moe_ops if o.name in _EXPERT_OPS or o.name.startswith("expert_")])
+        # between the dispatch and the combine: the routed experts (and their local regrouping)
+        et = cm.phase_times([o for o in moe_ops if o.name.startswith("expert_")])
         mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
         ef_c, eb_c = et.fwd, et.recompute + et.bwd_input + et.bwd_weight
     emb = cm.phase_times(embedding_ops(model, par, dropout=setup.dropout))
@@ -334,10 +335,6 @@ def straggler_factors(setup: TrainingSetup, world: int) -> np.ndarray:
                               f"(the job's ranks are 0..{world - 1}: tp x pp x dp = {world})", [rank, f])
         factor[int(rank)] *= f
     return factor
-
-
-# operators of a MoE layer that run between its dispatch and its combine (besides expert_*)
-_EXPERT_OPS = ("permute", "unpermute")
 
 
 # ----------------------------------------------------------------------------------------------
