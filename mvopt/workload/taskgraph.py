@@ -706,12 +706,13 @@ def _build(setup: TrainingSetup, count_only: bool):
     if setup.context_parallel > 1 and setup.rail_sample:
         raise ConfigError("workload.rail_sample", "is not available with context parallelism (cp > 1): the "
                           "key/value rings span several local GPU indices", True)
-    skew = float(setup.expert_skew) if E > 1 else 1.0
+    skew = routed_load(model, par, setup.expert_skew)      # the busiest EP rank's routed tokens / mean
     ep_groups = ep_dp_groups(par) if E > 1 else np.zeros((0, 1), np.int64)       # [dp / ep, ep] dp indices
     ep_rank = np.zeros(D, np.int64)
     if E > 1:
         ep_rank[ep_groups.reshape(-1)] = np.tile(np.arange(E), D // E)
-    # the first rank of every EP group is the busiest one (expert_skew); the others share the rest
+    # the first rank of every EP group is the busiest one (expert_skew times the sampling
+    # maximum, mvopt.workload.routing); the others share the rest
     hot_costs = [stage_costs(setup, st, load=skew) for st in range(p)]
     costs = hot_costs if skew == 1.0 else [stage_costs(setup, st, load=(E - skew) / (E - 1)) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm

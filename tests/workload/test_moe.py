@@ -125,7 +125,10 @@ def test_all_to_all_bytes_of_an_iteration(algorithm):
     flows = (cols["kind"] == FLOW) & (cols["category"] == ep)
     routed = 2 * S * 1 * 2 * H // tp                                 # bytes of tokens x top-k per rank
     per_a2a = dp * tp * routed * (E - 1) // E                       # every rank of the stage
-    assert int(cols["size_bytes"][flows].sum()) == TINY.moe_layers * m * 4 * per_a2a
+    # the busiest rank's share (the sampling maximum, not a whole number of bytes) makes every
+    # block round to a whole byte; the total leaving the ranks is still (E - 1) / E of the routed
+    sent = int(cols["size_bytes"][flows].sum())
+    assert abs(sent - TINY.moe_layers * m * 4 * per_a2a) <= 0.5 * int(flows.sum())
     assert int(flows.sum()) == TINY.moe_layers * m * 4 * dp * tp * (E - 1)
 
 
