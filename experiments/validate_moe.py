@@ -234,7 +234,13 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                   "Megatron-LM's FLOP formula. "
                   "Both rows are one job (Mixtral 8x7B, 64 H100) measured with Megatron-Core v0.8 and v0.9: "
                   "mvopt predicts one time for both, so they are not independent evidence, and their 7 % "
-                  "spread is software that the model does not distinguish."]
+                  "spread is software that the model does not distinguish. A median over these two rows "
+                  "says little: rows beyond the target: "
+                  + (", ".join(f"`{r['row']['name']}` {err(r['packet']['t_s'], r['measured_s']):+.1f} %" for r in e2e
+                               if abs(err(r["packet"]["t_s"], r["measured_s"])) > TARGET_E2E) or "none")
+                  + ". The MoE layer's compute includes Megatron-Core's token permutation and the busiest EP "
+                  "rank's sampling maximum (docs/training-model.md, *Mixture of experts*; "
+                  "decisions/0102 lists what it still leaves out)."]
     lines += ["", "Published MoE throughputs not simulated:", ""]
     for row in data.get("not_simulated", []):
         lines.append(f"- `{row['name']}`: {' '.join(row['why'].split())}")

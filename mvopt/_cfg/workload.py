@@ -142,8 +142,9 @@ class WorkloadConfig(Section):
         default_doc="the shipped fit (mvopt/data/intra_server_default.yaml)")
     expert_skew: float = field(
         1.0, doc="kind training, MoE models: load imbalance of the token routing. The first rank of every "
-        "EP group receives expert_skew x the mean routed tokens, the others share the rest equally "
-        "(1: uniform routing; at most ep)", check=at_least(1.0))
+        "EP group receives expert_skew x the mean routed tokens, times the sampling maximum of "
+        "routing uniform in expectation (docs/training-model.md), the others share the rest equally "
+        "(1: uniform in expectation; at most ep)", check=at_least(1.0))
     rail_sample: bool = field(
         False, doc="kind training: simulate only the GPUs of local index 0 (NIC rail 0) and take their "
         "times for every GPU; exact when TP ranks are symmetric and all inter-server traffic stays on "

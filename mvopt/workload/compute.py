@@ -33,8 +33,8 @@ from mvopt.files import read_text
 from mvopt.workload.models import ModelSpec
 
 __all__ = ["Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",
-           "layer_ops", "moe_mlp_ops", "embedding_ops", "output_ops", "optimizer_ops", "iteration_flops",
-           "megatron_flops", "overlapped_time_s", "overlap_slowdown", "PHASES", "NCCL_SMS"]
+           "layer_ops", "moe_mlp_ops", "permutation_ops", "embedding_ops", "output_ops", "optimizer_ops",
+           "iteration_flops", "megatron_flops", "overlapped_time_s", "overlap_slowdown", "PHASES", "NCCL_SMS"]
 
 Phase = Literal["fwd", "recompute", "bwd_input", "bwd_weight", "step"]
 PHASES: tuple[str, ...] = ("fwd", "recompute", "bwd_input", "bwd_weight", "step")
@@ -210,8 +210,8 @@ def _mlp(prefix: str, model: ModelSpec, tokens: float, width: float, t: int, *, 
 
 def moe_mlp_ops(model: ModelSpec, par: ParallelismConfig, *, load: float = 1.0) -> list[Op]:
     """The MLP of a MoE layer, one micro-batch on one GPU: the router GEMM (``h x experts``, on
-    the tokens this TP rank holds), the permutation of the routed tokens into expert order and
-    back (read and write of ``R h`` each way), the routed experts as grouped GEMMs over the
+    the tokens this TP rank holds), the token permutation and unpermutation of Megatron-Core's
+    all-to-all dispatcher (:func:`permutation_ops`), the routed experts as grouped GEMMs over the
     ``R = s b top_k load`` tokens routed to this GPU (``experts / ep`` experts' weights, each
     split over TP), and the shared experts as a dense MLP of width ``shared_experts x
     expert_ffn`` over all tokens. ``load`` is 1 for uniform routing."""
@@ -220,13 +220,52 @@ def moe_mlp_ops(model: ModelSpec, par: ParallelismConfig, *, load: float = 1.0) 
     local = tokens / t if par.sequence_parallel else tokens
     full = par.recompute == "full"
     routed = tokens * model.top_k * load
+    permute, unpermute = permutation_ops(model, par, load=load)
     ops = _gemm("router", local, h, model.experts, recompute=full)
-    ops += _memory("permute", 2 * _B * routed * h, 2 * _B * routed * h, recompute=full)
+    ops += permute
     ops += _mlp("expert_", model, routed, model.expert_ffn, t, recompute=full, weights=model.experts / par.ep)
-    ops += _memory("unpermute", 2 * _B * routed * h, 2 * _B * routed * h, recompute=full)
+    ops += unpermute
     if model.shared_experts:
         ops += _mlp("shared_", model, tokens, model.shared_experts * model.expert_ffn, t, recompute=full)
     return ops
+
+
+def permutation_ops(model: ModelSpec, par: ParallelismConfig, *, load: float = 1.0) -> tuple[list[Op], list[Op]]:
+    """The memory-bound token reordering around a MoE layer's experts, as Megatron-Core's
+    all-to-all dispatcher runs it in unfused PyTorch operators (``moe_utils.permute`` /
+    ``unpermute``), one micro-batch on one GPU: (operators before the experts, operators after).
+
+    Counted in elements of the hidden vectors this GPU holds (``h' = h / tp``), with ``T = s b``
+    tokens, ``Rl = T top_k`` routed copies leaving this GPU and ``R = Rl load`` arriving:
+
+    * ``permute`` (tokens into expert order): forward an ``index_select``, read ``Rl h'`` and
+      write ``Rl h'``; backward ``index_add`` into zeros: write ``T h'``, read ``Rl h'`` and
+      read-modify-write ``Rl h'``, so ``(T + 3 Rl) h'``.
+    * ``unpermute`` (back to token order, weighted by the router's probabilities): forward the
+      product with the probabilities (read and write ``Rl h'``), zeros ``T h'`` and a
+      ``scatter_add`` (read ``Rl h'``, read-modify-write ``Rl h'``), so ``(5 Rl + T) h'``;
+      backward the gather of the output gradient (``2 Rl h'``), the input gradient of the
+      product (``2 Rl h'``) and the probabilities' gradient, a product summed over ``h``
+      (read ``2 Rl h'``, write ``Rl h'``, read it again: ``4 Rl h'``), so ``8 Rl h'``.
+    * ``expert_sort`` / ``expert_unsort`` (only with more than one local expert): the received
+      tokens regrouped by local expert after the dispatch and back before the combine
+      (``sort_chunks_by_idxs``: a split and a concatenation), ``2 R h'`` each way.
+
+    2-byte elements; the ``permute`` / ``unpermute`` pair runs on the tokens this GPU sends
+    (not scaled by ``load``), the sorts on those it receives.
+    """
+    h_loc = model.hidden / par.tp
+    tokens = float(model.seq_len * par.micro_batch)
+    sent = tokens * model.top_k
+    received = sent * load
+    full = par.recompute == "full"
+    before = _memory("permute", _B * 2 * sent * h_loc, _B * (tokens + 3 * sent) * h_loc, recompute=full)
+    after = _memory("unpermute", _B * (5 * sent + tokens) * h_loc, _B * 8 * sent * h_loc, recompute=full)
+    if model.experts > par.ep:
+        sort = 2 * _B * received * h_loc
+        before += _memory("expert_sort", sort, sort, recompute=full)
+        after = _memory("expert_unsort", sort, sort, recompute=full) + after
+    return before, after
 
 
 def _batched(name: str, flops: float, fwd_bytes: float, *, recompute: bool) -> list[Op]:

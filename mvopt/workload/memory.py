@@ -28,6 +28,7 @@ from mvopt.workload.context import fold_context_parallel
 from mvopt.workload.fsdp import fsdp_group_size, fsdp_state_bytes
 from mvopt.workload.models import ModelSpec
 from mvopt.workload.parallel import num_microbatches
+from mvopt.workload.routing import busiest_load
 
 __all__ = ["PrecisionScheme", "PRECISIONS", "MemoryBreakdown", "layer_activation_bytes",
            "inflight_layers", "stage_param_count", "stage_expert_param_count", "chunk_layers",
@@ -90,10 +91,11 @@ class MemoryBreakdown:
                 f"on pipeline stage {self.stage} ({parts} GiB)")
 
 
-def routed_load(par: ParallelismConfig, expert_skew: float = 1.0) -> float:
+def routed_load(model: ModelSpec, par: ParallelismConfig, expert_skew: float = 1.0) -> float:
     """Routed tokens the busiest EP rank receives, relative to uniform routing (its first rank:
-    ``expert_skew``; 1 without expert parallelism)."""
-    return float(expert_skew) if par.ep > 1 else 1.0
+    ``expert_skew`` times the sampling maximum of :func:`mvopt.workload.routing.busiest_load`;
+    1 without expert parallelism)."""
+    return busiest_load(model, par, expert_skew)
 
 
 def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
@@ -239,7 +241,7 @@ def memory_per_stage(model: ModelSpec, par: ParallelismConfig, gpu: str | GpuSpe
     s, b, h = model.seq_len, par.micro_batch, model.hidden
     per_layer = layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout)
     keep_dropout = (not model.swiglu) if dropout is None else dropout
-    load = routed_load(par, expert_skew)
+    load = routed_load(model, par, expert_skew)
     moe_layer = (layer_activation_bytes(model, par, flash_attention=flash_attention, dropout=dropout, moe=True,
                                         load=load) if model.is_moe else 0.0)
     transient_layer = (layer_activation_bytes(model, par, flash_attention=flash_attention,

@@ -254,7 +254,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
         moe_ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention,
                                              dropout=setup.dropout, moe=True, load=load), cp)
         mt = cm.phase_times(moe_ops)
-        et = cm.phase_times([o for o in moe_ops if o.name in _EXPERT_OPS or o.name.startswith("expert_")])
+        # between the dispatch and the combine: the routed experts (and their local regrouping)
+        et = cm.phase_times([o for o in moe_ops if o.name.startswith("expert_")])
         mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
         ef_c, eb_c = et.fwd, et.recompute + et.bwd_input + et.bwd_weight
     emb = cm.phase_times(embedding_ops(model, par, dropout=setup.dropout))
@@ -334,10 +335,6 @@ def straggler_factors(setup: TrainingSetup, world: int) -> np.ndarray:
                               f"(the job's ranks are 0..{world - 1}: tp x pp x dp = {world})", [rank, f])
         factor[int(rank)] *= f
     return factor
-
-
-# operators of a MoE layer that run between its dispatch and its combine (besides expert_*)
-_EXPERT_OPS = ("permute", "unpermute")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -709,12 +706,13 @@ def _build(setup: TrainingSetup, count_only: bool):
     if setup.context_parallel > 1 and setup.rail_sample:
         raise ConfigError("workload.rail_sample", "is not available with context parallelism (cp > 1): the "
                           "key/value rings span several local GPU indices", True)
-    skew = float(setup.expert_skew) if E > 1 else 1.0
+    skew = routed_load(model, par, setup.expert_skew)      # the busiest EP rank's routed tokens / mean
     ep_groups = ep_dp_groups(par) if E > 1 else np.zeros((0, 1), np.int64)       # [dp / ep, ep] dp indices
     ep_rank = np.zeros(D, np.int64)
     if E > 1:
         ep_rank[ep_groups.reshape(-1)] = np.tile(np.arange(E), D // E)
-    # the first rank of every EP group is the busiest one (expert_skew); the others share the rest
+    # the first rank of every EP group is the busiest one (expert_skew times the sampling
+    # maximum, mvopt.workload.routing); the others share the rest
     hot_costs = [stage_costs(setup, st, load=skew) for st in range(p)]
     costs = hot_costs if skew == 1.0 else [stage_costs(setup, st, load=(E - skew) / (E - 1)) for st in range(p)]
     has_dp = D > 1 and not setup.ideal_comm
