@@ -62,3 +62,15 @@ def test_an_experiment_the_flow_level_cannot_run_is_refused_before_any_runs():
     bad = dataclasses.replace(exps[1], queue_monitor_ps=1000)
     with pytest.raises(ConfigError, match="queue_monitor"):
         simulate_on_cores([exps[0], bad], threads=2)
+
+
+def test_worker_processes_give_each_experiment_its_result_alone(monkeypatch):
+    import mvopt.flow.generation as gen
+    from mvopt.shmtransfer import RECEIVED
+    monkeypatch.setattr(gen, "PROCESS_MIN", 2)
+    exps = experiments()
+    before = sum(RECEIVED.values())
+    in_workers = gen.simulate_on_cores(exps, threads=2)
+    assert sum(RECEIVED.values()) - before == len(chunks([e.tasks.n for e in exps], 2))   # every chunk came back
+    for a, b in zip(in_workers, gen.simulate_on_cores(exps, threads=1), strict=True):
+        assert_same(a, b)
