@@ -11,8 +11,9 @@
 // -> data rates in what the ACKs leave (second pass). So the first pass is recomputed for the
 // components of the flows that started or ended, each port's ACK load is an integer total updated
 // in place from the flows whose first-pass rate changed, and the second pass is recomputed for
-// those components and the components of the ports whose ACK load changed. Every other flow keeps
-// both its rates exactly.
+// those components and the components of the ports whose ACK load changed, but for a port whose
+// change provably moves no rate (ack_change_moves_nothing). Every other flow keeps both its rates
+// exactly.
 //
 // Every active transfer's time left (bits left / rate) is needed each step for the next end; it
 // is computed as a product by the rate's reciprocal, a few ulps off the quotient, on vectors,
@@ -94,6 +95,7 @@ struct Exp {
     // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
     // the ports whose load an event may have changed, with their load before it
     std::vector<i64> ack_load, ack_before, ack_mark, ack_dirty;
+    std::vector<i64> port_weight;            // the data weight of the active flows on each port
     i64 mark = 0;
     // water-filling scratch (per port, per flow)
     std::vector<i64> w_left, w_weight, w_share, w_link_min, w_cap2, f_min, f_first, cur, next, live;
@@ -125,6 +127,7 @@ struct Exp {
         port_flows.resize(n_port);
         port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
         ack_load.assign(n_port, 0); ack_before.assign(n_port, 0); ack_mark.assign(n_port, 0);
+        port_weight.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
         w_link_min.assign(n_port, 0); w_cap2.assign(n_port, 0);
         f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
@@ -171,6 +174,7 @@ struct Exp {
         f_first[f] = 0;                      // no ACK load until its first pass
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
+            port_weight[ent_port[k]] += ent_w[k];
             changed.push_back(ent_port[k]);
         }
     }
@@ -186,6 +190,7 @@ struct Exp {
             std::vector<int32_t> &on = port_flows[ent_port[k]];
             for (size_t j = 0; j < on.size(); j++)
                 if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
+            port_weight[ent_port[k]] -= ent_w[k];
             changed.push_back(ent_port[k]);
         }
         add_acks(f, -1);
@@ -270,6 +275,26 @@ struct Exp {
         }
     }
 
+    // Whether port p's change of ACK load leaves every second-pass rate of its component as it is
+    // (p is outside the step's components, so its flows and their weights are unchanged and
+    // their rates are the second pass's for the load before). Water-filling never lowers a
+    // port's share from one round to the next (the flows fixed at a round take at most the
+    // share of each of their ports), and a flow's minimum share at any round is at most its
+    // rate; so a port whose first-round share, at the old and the new capacity alike, is above
+    // the rate of every flow on it is no flow's minimum and no bottleneck in any round of either
+    // computation, which then take the same decisions round by round (its capacity only shifts
+    // what it has left).
+    bool ack_change_moves_nothing(i64 p) const {
+        const std::vector<int32_t> &on = port_flows[p];
+        if (on.empty()) return true;
+        i64 most = 0;
+        for (int32_t f : on) most = std::max(most, rate[f]);
+        const i64 w = port_weight[p], cap = c.port_cap[p0 + p];
+        if (w <= 0) return false;
+        const i64 before = std::max(cap - ack_before[p], (i64)0), now = std::max(cap - ack_load[p], (i64)0);
+        return before / w > most && now / w > most;
+    }
+
     // Rates after a step's starts and ends (sim._Run._rates: max-min without the ACKs, their
     // load off the way back, max-min of the data in what is left), recomputed where they can
     // change: the first pass for the components of the ports in `changed`, the second for those
@@ -281,7 +306,7 @@ struct Exp {
         max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first);
         for (i64 f : comp) add_acks(f, 1);
         for (i64 p : ack_dirty)
-            if (ack_load[p] != ack_before[p]) spread_from(p);
+            if (ack_load[p] != ack_before[p] && port_mark[p] != mark && !ack_change_moves_nothing(p)) spread_from(p);
         ack_dirty.clear();
         for (i64 p : touched) {
             i64 room = c.port_cap[p0 + p] - ack_load[p];
