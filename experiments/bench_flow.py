@@ -94,8 +94,9 @@ def main() -> None:
     times = sorted(r.makespan_s for r in results if r.ok)
     command = "python experiments/bench_flow.py " + " ".join(sys.argv[1:])
     record = {"command": command.strip(), "provenance": provenance(command.strip()), "trial": args.trial,
-              "backend": args.backend, "batch": args.batch, "done": done, "experiment_build_cpu_s": experiment_build_cpu_s, "build_s": t1 - t0, "build_cpu_s": c1 - c0, "run_s": t2 - t1,
-              "run_cpu_s": c2 - c1, "steps_per_cpu_s": sum(r.windows for r in results) / max(c2 - c1, 1e-9),
+              "backend": args.backend, "batch": args.batch, "done": done,
+              "experiment_build_cpu_s": experiment_build_cpu_s, "build_s": t1 - t0, "build_cpu_s": c1 - c0,
+              "run_s": t2 - t1, "run_cpu_s": c2 - c1, "steps_per_cpu_s": sum(r.windows for r in results) / max(c2 - c1, 1e-9),
               "s_per_trial": (t2 - t0) / args.batch, "trials_per_s": args.batch / (t2 - t0), "steps": steps,
               "flows_per_trial": int((base.tasks.kind == FLOW).sum()), "makespan_s": times}
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["simulate", "flow_runner"]
 
 
-def simulate(experiments: Sequence[Experiment], backend: str = "cpu", threads: int | None = None) -> list[ExperimentResult]:
+def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
+             threads: int | None = None) -> list[ExperimentResult]:
     """Simulate `experiments` at flow level; results in input order. `backend`: 'cpu' (the
-    compiled event loop: experiments spread over `threads` threads, default $OMP_NUM_THREADS or
-    every usable core, each running one experiment at a time on one core), 'gpu' or 'gpu:N' (the
+    compiled event loop: experiments spread over `threads` workers, default $OMP_NUM_THREADS or
+    every usable core, each running one experiment at a time on one core; worker processes for
+    a generation, see :mod:`mvopt.flow.generation`), 'gpu' or 'gpu:N' (the
     array path on CuPy, device N, the experiments as one batch), 'auto' (the GPU when there is
     one). An experiment's result does not depend on the other experiments, on the number of
     threads or on the backend.

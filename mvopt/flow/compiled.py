@@ -2,8 +2,8 @@
 
 The library is built once by the host C++ compiler (the packet engine's: ``$CXX`` or g++) with
 the packet engine's flags (no contraction, no fast math: the same IEEE operations as the array
-path) and -O3 and cached under ``$MVOPT_CACHE`` by the hash of the source and the command. It runs one
-experiment per thread, OpenMP over the batch's experiments.
+path) and -O3, and cached under ``$MVOPT_CACHE`` by the hash of the source and the command. It
+runs one experiment per thread, OpenMP over the batch's experiments.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
             continue
         ports[:, 0] = off[start]
         node = peer[ports[:, 0]]
-        width = 1
+        walked = 1                                     # columns the walk below filled
         if egress is not None:
             # the rows still walking (a switch without a table entry ends its row's walk)
             walking = np.flatnonzero(node != end)
@@ -157,12 +157,12 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
                 port = off[node[walking]] + hop[hop >= 0]
                 ports[walking, h + 1] = port
                 node[walking] = peer[port]
-                width = h + 2
+                walked = h + 2
                 walking = walking[node[walking] != end[walking]]
         rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
         if not rest.size:
-            ports = ports[:, :width]
-        if rest.size:
+            ports = ports[:, :walked]
+        else:
             walks = [_walk(exp, int(flows[i]), int(start[i]), int(end[i])) for i in rest.tolist()]
             width = max(ports.shape[1], max(len(w) for w in walks))
             ports = np.pad(ports, ((0, 0), (0, width - ports.shape[1])), constant_values=-1)
