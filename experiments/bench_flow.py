@@ -1,16 +1,27 @@
-"""Flow-level speed: trials per second on one CPU core (NumPy) or one GPU (CuPy).
+"""Flow-level speed: trials per second on one CPU core, a generation on every core, or one GPU (CuPy).
 
-    OMP_NUM_THREADS=1 python experiments/bench_flow.py                 # topology.yaml's base trial, CPU
-    python experiments/bench_flow.py --backend gpu --batch 1000        # a generation of 1,000 on a GPU
+    OMP_NUM_THREADS=1 python experiments/bench_flow.py                 # topology.yaml's base trial, one core
+    python experiments/bench_flow.py --generation 1000                 # a generation of 1,000, every core
+    python experiments/bench_flow.py --backend gpu --batch 1000        # 1,000 as one batch on a GPU (array path)
     python experiments/bench_flow.py --trial small --batch 8           # a toy (a k=4 fat-tree all-reduce)
 
 The trial is topology.yaml's base experiment (GPT-3 13B on 512 GPUs, a k=8 fat-tree with ECMP:
 ``--trial base``), or a 64 MB ring all-reduce on a k=4 fat-tree (``--trial small``). A batch
 holds ``--batch`` copies with seeds 1, 2, ... (different ECMP paths, so that the copies are not
-one experiment). Building the experiments is not timed; the flow level's own batch building
-(paths, latencies) is, as ``build_s``; the run as ``run_s`` (wall) and ``run_cpu_s`` (this
-process's CPU time: one core's work with OMP_NUM_THREADS=1, however busy the machine). Prints one line and writes experiments/results/bench_flow.json
+one experiment). Building the experiment (topology, task graph: what the optimizer's build
+workers do) is timed once as ``experiment_build_cpu_s``; the flow level's own batch building
+(paths, latencies) is, as ``build_s`` (wall) and ``build_cpu_s``; the run and the results as
+``run_s`` (wall) and ``run_cpu_s`` (this process's CPU time: one core's work with
+OMP_NUM_THREADS=1, however busy the machine). Prints one line and writes experiments/results/bench_flow.json
 (``--json``).
+
+``--generation N`` measures what the optimizer does with a generation of N flow-level trials
+(:func:`mvopt.build.evaluate`, the evaluator itself): the N configurations (the trial with
+``simulation.seed`` 1..N) built in worker processes (``build_wall_s``), then simulated on every
+core (``sim_wall_s``: chunks of experiments in worker processes from 16 trials on,
+:mod:`mvopt.flow.generation`), and
+``wall_s`` from configurations to evaluations. ``--threads`` sets the threads of the simulation
+(default every usable core); $MVOPT_BUILD_WORKERS the build's processes.
 """
 
 from __future__ import annotations
@@ -49,10 +60,17 @@ def main() -> None:
     ap.add_argument("--trial", choices=("base", "small"), default="base")
     ap.add_argument("--batch", type=int, default=1, help="trials simulated as one batch (default 1)")
     ap.add_argument("--backend", default="cpu", help="cpu or gpu (default cpu)")
+    ap.add_argument("--generation", type=int, default=0, metavar="N",
+                    help="time a generation of N trials through the optimizer's evaluator on every core")
+    ap.add_argument("--threads", type=int, default=None, help="threads of --generation's simulation")
     ap.add_argument("--json", type=Path, default=ROOT / "experiments" / "results" / "bench_flow.json")
     args = ap.parse_args()
     if args.batch < 1:
         ap.error(f"--batch must be >= 1, not {args.batch}")
+    if args.generation < 0 or (args.threads is not None and args.threads < 1):
+        ap.error("--generation and --threads must be >= 1")
+    if args.generation:
+        return generation(args)
     from mvopt.engine import FLOW
     from mvopt.build import build_experiment
     from mvopt.flow.batch import build_flow_batch
@@ -60,10 +78,12 @@ def main() -> None:
     from mvopt.flow.results import extract_results
 
     cfg = trial_config(args.trial)
+    c = time.process_time()
     base = build_experiment(cfg)
+    experiment_build_cpu_s = time.process_time() - c
     exps = [dataclasses.replace(base, seed=s + 1, name=f"{base.name}-seed{s + 1}") for s in range(args.batch)]
     run = flow_runner(args.backend)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     batch = build_flow_batch(exps)
     t1, c1 = time.perf_counter(), time.process_time()
     state = run(batch)
@@ -74,15 +94,51 @@ def main() -> None:
     times = sorted(r.makespan_s for r in results if r.ok)
     command = "python experiments/bench_flow.py " + " ".join(sys.argv[1:])
     record = {"command": command.strip(), "provenance": provenance(command.strip()), "trial": args.trial,
-              "backend": args.backend, "batch": args.batch, "done": done, "build_s": t1 - t0, "run_s": t2 - t1,
-              "run_cpu_s": c2 - c1, "steps_per_cpu_s": sum(r.windows for r in results) / max(c2 - c1, 1e-9),
+              "backend": args.backend, "batch": args.batch, "done": done,
+              "experiment_build_cpu_s": experiment_build_cpu_s, "build_s": t1 - t0, "build_cpu_s": c1 - c0,
+              "run_s": t2 - t1, "run_cpu_s": c2 - c1, "steps_per_cpu_s": sum(r.windows for r in results) / max(c2 - c1, 1e-9),
               "s_per_trial": (t2 - t0) / args.batch, "trials_per_s": args.batch / (t2 - t0), "steps": steps,
               "flows_per_trial": int((base.tasks.kind == FLOW).sum()), "makespan_s": times}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"{args.trial} x {args.batch} on {args.backend}: build {t1 - t0:.2f} s, run {t2 - t1:.2f} s ({c2 - c1:.2f} s of CPU), "
+    print(f"{args.trial} x {args.batch} on {args.backend}: experiment {experiment_build_cpu_s:.2f} s of CPU, "
+          f"flow batch {t1 - t0:.2f} s ({c1 - c0:.2f} s of CPU), run {t2 - t1:.2f} s ({c2 - c1:.2f} s of CPU), "
           f"{record['s_per_trial']:.3f} s per trial ({record['trials_per_s']:.3f} trials/s), {steps} steps "
           f"({record['steps_per_cpu_s']:,.0f} per CPU second), {done} done, makespan {times[0] if times else float('nan'):.6f} s")
+
+
+def generation(args: argparse.Namespace) -> None:
+    """--generation: N configurations to N evaluations, as the optimizer runs a generation."""
+    import os
+
+    from mvopt.build import evaluate
+    from mvopt.config import with_overrides
+    from mvopt.procpool import usable_cores
+
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)     # what the flow level's threads follow
+    base = trial_config(args.trial)
+    cfgs = [with_overrides(base, {"simulation.fidelity": "flow", "simulation.seed": s + 1})
+            for s in range(args.generation)]
+    t0, c0 = time.perf_counter(), time.process_time()
+    evals = evaluate(cfgs, backend="cpu")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ok = [e for e in evals if e.ok]
+    stats = ok[0].sim_stats if ok else {}
+    times = sorted(e.iteration_time_s for e in ok)
+    command = ("python experiments/bench_flow.py " + " ".join(sys.argv[1:])).strip()
+    record = {"command": command, "provenance": provenance(command), "trial": args.trial, "generation": args.generation,
+              "cores": usable_cores(), "threads": int(os.environ.get("OMP_NUM_THREADS", 0)) or usable_cores(),
+              "done": len(ok), "wall_s": wall, "main_process_cpu_s": cpu,
+              "build_wall_s": stats.get("build_wall_s"), "sim_wall_s": stats.get("batch_wall_s"),
+              "s_per_trial": wall / args.generation, "trials_per_s": args.generation / wall,
+              "iteration_time_s": times}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{args.trial}: generation of {args.generation} on {record['threads']} threads ({record['cores']} cores): "
+          f"{wall:.1f} s (build {record['build_wall_s'] or float('nan'):.1f} s, simulation "
+          f"{record['sim_wall_s'] or float('nan'):.1f} s), {len(ok)} done, "
+          f"iteration {times[0] if times else float('nan'):.6f}-{times[-1] if times else float('nan'):.6f} s")
 
 
 if __name__ == "__main__":

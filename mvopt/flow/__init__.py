@@ -25,18 +25,25 @@ if TYPE_CHECKING:
 __all__ = ["simulate", "flow_runner"]
 
 
-def simulate(experiments: Sequence[Experiment], backend: str = "cpu") -> list[ExperimentResult]:
-    """Simulate `experiments` at flow level as one batch; results in input order. `backend`:
-    'cpu' (the compiled event loop, OpenMP over the experiments on $OMP_NUM_THREADS or every
-    usable core), 'gpu' or 'gpu:N' (the array path on CuPy, device N), 'auto' (the GPU when there
-    is one). An experiment's result does not depend on its batch, and is the same on either
-    backend.
+def simulate(experiments: Sequence[Experiment], backend: str = "cpu",
+             threads: int | None = None) -> list[ExperimentResult]:
+    """Simulate `experiments` at flow level; results in input order. `backend`: 'cpu' (the
+    compiled event loop: experiments spread over `threads` workers, default $OMP_NUM_THREADS or
+    every usable core, each running one experiment at a time on one core; worker processes for
+    a generation, see :mod:`mvopt.flow.generation`), 'gpu' or 'gpu:N' (the
+    array path on CuPy, device N, the experiments as one batch), 'auto' (the GPU when there is
+    one). An experiment's result does not depend on the other experiments, on the number of
+    threads or on the backend.
     Raises ConfigError for an experiment the flow level cannot run (a queue monitor)."""
+    from mvopt.engine import resolve_backend
     from mvopt.flow.batch import build_flow_batch
+    from mvopt.flow.generation import simulate_on_cores
     from mvopt.flow.results import extract_results
 
     if not experiments:
         return []
+    if resolve_backend(backend) == "cpu":
+        return simulate_on_cores(experiments, threads)
     run = flow_runner(backend)
     batch = build_flow_batch(experiments)
     return extract_results(batch, run(batch))

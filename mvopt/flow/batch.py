@@ -19,7 +19,7 @@ from mvopt.engine.tasks import FLOW
 from mvopt.errors import ConfigError
 from mvopt.flow.paths import WEIGHT_ONE, flow_paths
 
-__all__ = ["FlowBatch", "build_flow_batch", "RATE_UNIT_BPS"]
+__all__ = ["FlowBatch", "build_flow_batch", "check_experiment", "RATE_UNIT_BPS"]
 
 # rates are integers in this unit (kb/s): every common link rate is a whole number of them, and a
 # link's load in units x WEIGHT_ONE stays below 2**53 for links up to 12 Tb/s (xp.segment_sum)
@@ -61,8 +61,8 @@ class FlowBatch:
         return len(self.experiments)
 
 
-def _check(exp: Experiment) -> None:
-    """What the flow level cannot run, refused with the setting that asks for it."""
+def check_experiment(exp: Experiment) -> None:
+    """ConfigError naming the setting of `exp` that the flow level cannot run, if any."""
     if exp.queue_monitor_ps:
         raise ConfigError("simulation.queue_monitor_ns", "must be 0 with simulation.fidelity: flow (the flow "
                           "level has no queues to sample)", exp.queue_monitor_ps / 1000)
@@ -79,7 +79,7 @@ def _check(exp: Experiment) -> None:
 
 def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
     """One experiment's columns with local ids."""
-    _check(exp)
+    check_experiment(exp)
     g, topo, p = exp.tasks, exp.topology, exp.params
     n = g.n
     flows = np.flatnonzero(g.kind == FLOW)

@@ -11,8 +11,14 @@
 // -> data rates in what the ACKs leave (second pass). So the first pass is recomputed for the
 // components of the flows that started or ended, each port's ACK load is an integer total updated
 // in place from the flows whose first-pass rate changed, and the second pass is recomputed for
-// those components and the components of the ports whose ACK load changed. Every other flow keeps
-// both its rates exactly.
+// those components and the components of the ports whose ACK load changed, but for a port whose
+// change provably moves no rate (ack_change_moves_nothing). Every other flow keeps both its rates
+// exactly.
+//
+// Every active transfer's time left (bits left / rate) is needed each step for the next end; it
+// is computed as a product by the rate's reciprocal, a few ulps off the quotient, on vectors,
+// and the quotient itself only where a decision (the least time left's ceil, whether a transfer
+// ends) falls within that error: the same decisions as the array path's divisions.
 
 #include <algorithm>
 #include <cstdint>
@@ -21,9 +27,20 @@
 #include <vector>
 
 typedef int64_t i64;
+// vectors of doubles for the per-transfer loops (GCC/Clang vector extensions: whatever the target
+// has, the same IEEE operations element by element)
+typedef double vd __attribute__((vector_size(16)));
+static const int VW = 2;
+static inline vd vsplat(double x) { return vd{x, x}; }
+static inline vd vload(const double *p) { vd v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void vstore(double *p, vd v) { __builtin_memcpy(p, &v, sizeof v); }
 
 static const i64 INF = (i64)1 << 62;
 static const double PS_PER_BIT_UNIT = 1e9;    // sim.PS_PER_BIT_UNIT
+// a product by the reciprocal is within 3 ulps (relative 3.4e-16) of the quotient: decisions
+// closer than this to a threshold are taken on the quotient itself
+static const double APPROX_BAND = 1e-14;
+static const double PAD_BITS = 1e300;         // a padding slot's bits left (see pad_slots)
 enum { RUNNING = 0, DONE = 1, TIMEOUT = 2, STUCK = 3 };
 
 struct FlowCtx {
@@ -67,7 +84,8 @@ struct Exp {
     std::vector<i64> rate;                   // by flow (units)
     // the flows transferring, by slot: flow, bits left, rate (as the double the arithmetic uses)
     std::vector<i64> act_flow, active_pos;   // active_pos: a flow's slot, -1 when not active
-    std::vector<double> act_rem, act_rate, left_ps;
+    // (slots past the last active flow are padding, see pad_slots)
+    std::vector<double> act_rem, act_rate, act_inv, left_ps;
     typedef std::pair<i64, i64> Due;         // (ready time, flow)
     std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
     std::vector<i64> stack, ended, changed;    // scratch of a step
@@ -77,6 +95,7 @@ struct Exp {
     // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
     // the ports whose load an event may have changed, with their load before it
     std::vector<i64> ack_load, ack_before, ack_mark, ack_dirty;
+    std::vector<i64> port_weight;            // the data weight of the active flows on each port
     i64 mark = 0;
     // water-filling scratch (per port, per flow)
     std::vector<i64> w_left, w_weight, w_share, w_link_min, w_cap2, f_min, f_first, cur, next, live;
@@ -108,6 +127,7 @@ struct Exp {
         port_flows.resize(n_port);
         port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
         ack_load.assign(n_port, 0); ack_before.assign(n_port, 0); ack_mark.assign(n_port, 0);
+        port_weight.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
         w_link_min.assign(n_port, 0); w_cap2.assign(n_port, 0);
         f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
@@ -144,13 +164,17 @@ struct Exp {
 
     // ---------------------------------------------------------------- flows
     void attach(i64 f) {
-        active_pos[f] = (i64)act_flow.size();
+        const size_t i = act_flow.size();
+        active_pos[f] = (i64)i;
         act_flow.push_back(f);
-        act_rem.push_back(c.flow_bits[f0 + f]);
-        act_rate.push_back(0.0);
+        if (act_rem.size() < i + 1) grow_slots(i + 1);
+        act_rem[i] = c.flow_bits[f0 + f];
+        act_rate[i] = 0.0;
+        act_inv[i] = 0.0;
         f_first[f] = 0;                      // no ACK load until its first pass
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
+            port_weight[ent_port[k]] += ent_w[k];
             changed.push_back(ent_port[k]);
         }
     }
@@ -158,13 +182,15 @@ struct Exp {
     void detach(i64 f) {
         i64 i = active_pos[f], last = (i64)act_flow.size() - 1;
         act_flow[i] = act_flow[last]; act_rem[i] = act_rem[last]; act_rate[i] = act_rate[last];
+        act_inv[i] = act_inv[last];
         active_pos[act_flow[i]] = i;
-        act_flow.pop_back(); act_rem.pop_back(); act_rate.pop_back();
+        act_flow.pop_back();
         active_pos[f] = -1;
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             std::vector<int32_t> &on = port_flows[ent_port[k]];
             for (size_t j = 0; j < on.size(); j++)
                 if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
+            port_weight[ent_port[k]] -= ent_w[k];
             changed.push_back(ent_port[k]);
         }
         add_acks(f, -1);
@@ -249,6 +275,26 @@ struct Exp {
         }
     }
 
+    // Whether port p's change of ACK load leaves every second-pass rate of its component as it is
+    // (p is outside the step's components, so its flows and their weights are unchanged and
+    // their rates are the second pass's for the load before). Water-filling never lowers a
+    // port's share from one round to the next (the flows fixed at a round take at most the
+    // share of each of their ports), and a flow's minimum share at any round is at most its
+    // rate; so a port whose first-round share, at the old and the new capacity alike, is above
+    // the rate of every flow on it is no flow's minimum and no bottleneck in any round of either
+    // computation, which then take the same decisions round by round (its capacity only shifts
+    // what it has left).
+    bool ack_change_moves_nothing(i64 p) const {
+        const std::vector<int32_t> &on = port_flows[p];
+        if (on.empty()) return true;
+        i64 most = 0;
+        for (int32_t f : on) most = std::max(most, rate[f]);
+        const i64 w = port_weight[p], cap = c.port_cap[p0 + p];
+        if (w <= 0) return false;
+        const i64 before = std::max(cap - ack_before[p], (i64)0), now = std::max(cap - ack_load[p], (i64)0);
+        return before / w > most && now / w > most;
+    }
+
     // Rates after a step's starts and ends (sim._Run._rates: max-min without the ACKs, their
     // load off the way back, max-min of the data in what is left), recomputed where they can
     // change: the first pass for the components of the ports in `changed`, the second for those
@@ -260,7 +306,7 @@ struct Exp {
         max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first);
         for (i64 f : comp) add_acks(f, 1);
         for (i64 p : ack_dirty)
-            if (ack_load[p] != ack_before[p]) spread_from(p);
+            if (ack_load[p] != ack_before[p] && port_mark[p] != mark && !ack_change_moves_nothing(p)) spread_from(p);
         ack_dirty.clear();
         for (i64 p : touched) {
             i64 room = c.port_cap[p0 + p] - ack_load[p];
@@ -270,6 +316,80 @@ struct Exp {
         for (i64 f : comp) {
             if (rate[f] < 1) rate[f] = 1;
             act_rate[active_pos[f]] = (double)rate[f];
+            act_inv[active_pos[f]] = 1.0 / (double)rate[f];
+        }
+    }
+
+    // ---------------------------------------------------------------- transfers, vectorised
+    // The slots past the last active flow, up to a whole number of vectors, hold a transfer that
+    // never ends (its bits left stay far above any active one's), so that the loops below run
+    // on whole vectors. Returns the number of slots they cover.
+    size_t pad_slots() {
+        const size_t n = act_flow.size(), nv = (n + VW - 1) / VW * VW;
+        if (act_rem.size() < nv) grow_slots(nv);
+        for (size_t i = n; i < nv; i++) { act_rem[i] = PAD_BITS; act_rate[i] = 1.0; act_inv[i] = 1.0; }
+        return nv;
+    }
+
+    void grow_slots(size_t n) {
+        n = std::max(2 * n, (size_t)64);
+        act_rem.resize(n); act_rate.resize(n); act_inv.resize(n); left_ps.resize(n);
+    }
+
+    // left_ps[i] = the time left of slot i by the reciprocal; the least of them
+    double approx_left(size_t nv) {
+        const double *rem = act_rem.data(), *inv = act_inv.data();
+        double *out = left_ps.data();
+        vd lo = vsplat(PAD_BITS * PS_PER_BIT_UNIT);
+        const vd scale = vsplat(PS_PER_BIT_UNIT);
+        for (size_t i = 0; i < nv; i += VW) {
+            vd q = vload(rem + i) * scale * vload(inv + i);
+            vstore(out + i, q);
+            lo = q < lo ? q : lo;
+        }
+        double m = lo[0];
+        for (int j = 1; j < VW; j++) m = lo[j] < m ? lo[j] : m;
+        return m;
+    }
+
+    // ceil of the least exact time left, from the least approximate one (> 0: the exact one
+    // lies within APPROX_BAND of it; <= 0: so is the exact one, and its ceil is 0)
+    i64 least_left(size_t n, double approx) {
+        if (!(approx > 0.0)) return 0;
+        const i64 lo = ceil_nonneg(approx * (1.0 - APPROX_BAND)), hi = ceil_nonneg(approx * (1.0 + APPROX_BAND));
+        if (lo == hi) return lo;
+        const double most = approx * (1.0 + APPROX_BAND);
+        double least = 0.0;
+        bool any = false;
+        for (size_t i = 0; i < n; i++)
+            if (left_ps[i] <= most) {
+                const double q = exact_left(i);
+                least = (!any || q < least) ? q : least;
+                any = true;
+            }
+        return ceil_nonneg(least);
+    }
+
+    double exact_left(size_t i) const { return act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]; }
+
+    // The transfers that end by `d` ps from now (into `ended`, in slot order: exactly those whose
+    // time left is <= d), then every slot's bits left less rate x dt (the array path's
+    // operation, in its order).
+    void move_on(size_t nv, i64 d) {
+        const double by = (double)d, sure = by * (1.0 - APPROX_BAND);
+        const vd unsure = vsplat(by * (1.0 + APPROX_BAND));
+        const vd dt = vsplat(by / PS_PER_BIT_UNIT);
+        double *rem = act_rem.data();
+        const double *r = act_rate.data(), *left = left_ps.data();
+        for (size_t i = 0; i < nv; i += VW) {
+            const vd a = vload(left + i);
+            const auto near = a <= unsure;
+            bool any = false;
+            for (int j = 0; j < VW; j++) any |= near[j] != 0;
+            if (any)
+                for (int j = 0; j < VW; j++)
+                    if (near[j] && (a[j] <= sure || exact_left(i + j) <= by)) ended.push_back(act_flow[i + j]);
+            vstore(rem + i, vload(rem + i) - vload(r + i) * dt);
         }
     }
 
@@ -282,27 +402,21 @@ struct Exp {
         int8_t status = RUNNING;
         while (true) {
             const size_t n = act_flow.size();
-            // a transfer ends at T + ceil(left), left = its time left in ps (a double); ceil is
-            // monotone, so the earliest end is that of the smallest left, and a transfer ends by
-            // T + d (d whole) exactly when left <= d: one conversion a step, not one a flow
-            left_ps.resize(n);
-            double least = 0.0;
-            for (size_t i = 0; i < n; i++) {
-                const double q = act_rem[i] * PS_PER_BIT_UNIT / act_rate[i];
-                left_ps[i] = q;
-                least = (i == 0 || q < least) ? q : least;
-            }
-            i64 nxt = n ? T + ceil_nonneg(least) : INF;
+            // a transfer ends at T + ceil(left), left = bits left x PS_PER_BIT_UNIT / rate in ps (a
+            // double). `approx` is that product by the rate's reciprocal, within a few ulps of
+            // left with the same sign; the exact division is done only where a decision falls
+            // within that error: the least time left (ceil is monotone: the earliest end is that
+            // of the least) and whether a transfer ends by T + d (d whole: exactly when left <= d)
+            const size_t nv = pad_slots();
+            double least_approx = approx_left(nv);
+            i64 nxt = INF;
+            if (n) nxt = T + least_left(n, least_approx);
             if (!pending.empty() && pending.top().first < nxt) nxt = pending.top().first;
             if (nxt >= INF) { status = DONE; break; }
             if (nxt > limit) { status = TIMEOUT; T = limit; break; }
             // transfers that end now finish their task after the flow's latency; the others move on
             ended.clear();
-            const double by = (double)(nxt - T);
-            for (size_t i = 0; i < n; i++)
-                if (left_ps[i] <= by) ended.push_back(act_flow[i]);
-            const double dt = (double)(nxt - T) / PS_PER_BIT_UNIT;
-            for (size_t i = 0; i < n; i++) act_rem[i] = act_rem[i] - act_rate[i] * dt;
+            move_on(nv, nxt - T);
             changed.clear();
             mark++;
             for (i64 f : ended) {

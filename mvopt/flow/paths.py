@@ -53,15 +53,21 @@ def flow_paths(exp: Experiment) -> FlowPaths:
     flows = np.flatnonzero(g.kind == FLOW)
     src, dst = g.src[flows].astype(np.int64), g.dst[flows].astype(np.int64)
     ways = _ecmp_ports(exp, flows, src, dst, (ACK,) if p.lb_spray else (DATA, ACK))
-    if p.lb_spray:
-        data = _sprayed(topo, src, dst)
-    else:
-        data = _csr(ways[DATA], np.full(ways[DATA].shape, WEIGHT_ONE, np.int64))
     size = g.size_bytes[flows].astype(np.int64)
     npkt = p.flow_npkt[flows]
     ack_weight = np.round(WEIGHT_ONE * npkt * p.ack_bytes / (size + npkt * p.header)).astype(np.int64)
-    ack = _csr(ways[ACK], np.broadcast_to(ack_weight[:, None], ways[ACK].shape))
-    return _merge(data, ack)
+    if p.lb_spray:
+        ack = _csr(ways[ACK], np.broadcast_to(ack_weight[:, None], ways[ACK].shape))
+        return _merge(_sprayed(topo, src, dst), ack)
+    # one matrix of every flow's data ports then its ACK ports: its entries >= 0, row by row, are
+    # the flows' entries in order
+    both = np.concatenate([ways[DATA], ways[ACK]], axis=1)
+    used = both >= 0
+    is_data = np.arange(both.shape[1]) < ways[DATA].shape[1]
+    offset = np.zeros(flows.size + 1, np.int64)
+    np.cumsum(used.sum(axis=1), out=offset[1:])
+    weight = np.where(is_data, WEIGHT_ONE, ack_weight[:, None])
+    return FlowPaths(offset, both[used].astype(np.int64), weight[used], np.broadcast_to(is_data, both.shape)[used])
 
 
 def _csr(ports: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,13 +145,24 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
             continue
         ports[:, 0] = off[start]
         node = peer[ports[:, 0]]
+        walked = 1                                     # columns the walk below filled
         if egress is not None:
+            # the rows still walking (a switch without a table entry ends its row's walk)
+            walking = np.flatnonzero(node != end)
             for h in range(npath):
-                go = (egress[:, way, h] >= 0) & (node != end)
-                ports[go, h + 1] = off[node[go]] + egress[go, way, h]
-                node[go] = peer[ports[go, h + 1]]
+                hop = egress[walking, way, h]
+                walking = walking[hop >= 0]
+                if not walking.size:
+                    break
+                port = off[node[walking]] + hop[hop >= 0]
+                ports[walking, h + 1] = port
+                node[walking] = peer[port]
+                walked = h + 2
+                walking = walking[node[walking] != end[walking]]
         rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
-        if rest.size:
+        if not rest.size:
+            ports = ports[:, :walked]
+        else:
             walks = [_walk(exp, int(flows[i]), int(start[i]), int(end[i])) for i in rest.tolist()]
             width = max(ports.shape[1], max(len(w) for w in walks))
             ports = np.pad(ports, ((0, 0), (0, width - ports.shape[1])), constant_values=-1)
