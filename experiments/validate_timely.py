@@ -128,7 +128,10 @@ def run_incast(cfg) -> dict:
 
 def segment_what_if(senders: int, total_bytes: int, segment_kb: int | None) -> dict:
     """The incast on the reference simulator, with one RTT sample per ``segment_kb`` KB sent
-    (None: mvopt's one timed packet at a time, which the engine runs)."""
+    (None: mvopt's one timed packet at a time, which the engine runs). Besides the figures, which
+    rule of Algorithm 1 each sample in the steady window used: ``rule_t_low`` (RTT below T_low,
+    + delta), ``rule_cut`` (a positive gradient between T_low and T_high), ``rule_other``
+    (the rest), and ``cut_p50``, the median of rate after / rate before over the cuts."""
     from unittest import mock
 
     from mvopt.build import build
@@ -136,12 +139,16 @@ def segment_what_if(senders: int, total_bytes: int, segment_kb: int | None) -> d
 
     cfg = incast_config(senders, total_bytes)
     exp = build(cfg).experiment
-    every = None if segment_kb is None else max(1, segment_kb * 1000 // exp.params.payload)
+    p = exp.params
+    every = 1 if segment_kb is None else max(1, segment_kb * 1000 // p.payload)
+    samples: list[tuple[int, float, float, float]] = []   # (time ps, rtt ps, rate before, after)
 
     class SegmentTimely(reference.Timely):
-        """Times a new packet only ``every`` packets after the previous timed one."""
+        """Times a new packet only ``every`` packets after the previous timed one (1: mvopt's
+        rule) and records every sample."""
 
         next_seq = 0
+        now = 0
 
         def on_send(self, flow, seq: int, fresh: bool, now: int) -> None:
             if seq == self.timed:
@@ -149,10 +156,27 @@ def segment_what_if(senders: int, total_bytes: int, segment_kb: int | None) -> d
             if self.timed < 0 and fresh and seq >= self.next_seq:
                 self.timed, self.sent_at, self.next_seq = seq, now, seq + every
 
+        def on_feedback(self, flow, fb, now: int) -> None:
+            self.now = now
+            super().on_feedback(flow, fb, now)
+
+        def update(self, flow, rtt: float) -> None:
+            before = flow.rate
+            super().update(flow, rtt)
+            samples.append((self.now, rtt, before, flow.rate))
+
     t0 = time.perf_counter()
-    with mock.patch.object(reference, "Timely", SegmentTimely if every else reference.Timely):
+    with mock.patch.object(reference, "Timely", SegmentTimely):
         r = reference.simulate_reference(exp)
-    return {**incast_figures(exp, r), "segment_kb": segment_kb, "wall_s": time.perf_counter() - t0}
+    f = incast_figures(exp, r)
+    lo, hi = (w * 1e6 for w in f["window_us"])
+    steady = [s for s in samples if lo <= s[0] <= hi]
+    t_low, t_high = float(p.timely_t_low_ps), float(p.timely_t_high_ps)
+    cuts = [after / before for _, rtt, before, after in steady if t_low <= rtt <= t_high and after < before]
+    n_low = sum(1 for s in steady if s[1] < t_low)
+    return {**f, "segment_kb": segment_kb, "rule_t_low": n_low, "rule_cut": len(cuts),
+            "rule_other": len(steady) - n_low - len(cuts),
+            "cut_p50": float(np.median(cuts)) if cuts else float("nan"), "wall_s": time.perf_counter() - t0}
 
 
 def _row(f: dict, first: str) -> str:
@@ -162,6 +186,18 @@ def _row(f: dict, first: str) -> str:
             f"| {f['max_queue_kb']:.0f} | {f['jain']:.4f} | {f['share_min']:.2f}-{f['share_max']:.2f} | {f['drops']} |")
 
 
+def _what_if_row(f: dict) -> str:
+    how = "one timed packet at a time" if f["segment_kb"] is None else f"one per {f['segment_kb']} KB"
+    return (f"| {how} | {f['makespan_us'] / 1e3:.2f} | {f['utilisation']:.3f} "
+            f"| {f['rtt_p50_us']:.1f} / {f['rtt_p99_us']:.1f} / {f['rtt_max_us']:.1f} | {f['jain']:.4f} "
+            f"| {f['rule_t_low']} / {f['rule_cut']} / {f['rule_other']} "
+            f"| {'-' if np.isnan(f['cut_p50']) else format(f['cut_p50'], '.3f')} |")
+
+
+WHAT_IF_HEADER = ("| RTT samples | makespan (ms) | utilisation | RTT p50 / p99 / max | Jain "
+                  "| samples: < T_low / cut / other | median cut |\n"
+                  "|---|---:|---:|---:|---:|---:|---:|")
+
 HEADER = ("| incast | makespan (ms) | window (ms) | utilisation | unloaded RTT | RTT p50 / p99 / max "
           "| RTT max, run | max queue (KB) | Jain | shares | drops |\n"
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -170,10 +206,7 @@ HEADER = ("| incast | makespan (ms) | window (ms) | utilisation | unloaded RTT |
 def render(results: list[dict], what_if: list[dict], command: str, t) -> str:
     """The ``timely`` section of docs/validation.md."""
     rows = "\n".join(_row(f, f"{f['senders']} x {f['bytes_per_sender'] / 1e6:g} MB") for f in results)
-    wrows = "\n".join(_row(f, f"{f['senders']} x {f['bytes_per_sender'] / 1e6:g} MB, "
-                               + ("one timed packet at a time" if f["segment_kb"] is None
-                                  else f"one sample per {f['segment_kb']} KB"))
-                       for f in what_if)
+    wrows = "\n".join(_what_if_row(f) for f in what_if)
     util = ", ".join(f"{f['utilisation']:.3f}" for f in results)
     p99 = ", ".join(f"{f['rtt_p99_us']:.0f}" for f in results)
     burst = ", ".join(f"{f['rtt_max_run_us']:.0f}" for f in results)
@@ -202,10 +235,13 @@ initial burst). *Utilisation*: the bottleneck's wire bytes in the window over it
 | the RTT is held below T_high: above it every sample cuts the rate by beta (1 - T_high/RTT) (Algorithm 1) | steady RTT p99 {p99} us against T_high {t.t_high_us:g} us; the initial burst (every sender at 10 Gb/s until its first samples) reaches {burst} us |
 | equal flows share the bottleneck (the gradient rule cuts every flow that sees the same RTTs by the same factor; Zhu et al., CoNEXT 2016, show that flows which start unequal can stay unequal) | Jain {jains} |
 
-*What-if, one RTT sample per segment* (reference simulator, {WHAT_IF_SENDERS} senders, shorter
-flows; the first row is mvopt's sampling, equal to the engine's result):
+*What-if, one RTT sample per segment* (reference simulator, {WHAT_IF_SENDERS} x
+{WHAT_IF_BYTES / WHAT_IF_SENDERS / 1e6:g} MB; the first row is mvopt's sampling, whose figures equal the
+engine's). Columns as above, in the steady window; *samples*: the flows' RTT samples in the
+window by the rule of Algorithm 1 they used (RTT below T_low: + delta; a cut: a positive
+gradient between T_low and T_high; other: the rest), *median cut*: rate after / rate before.
 
-{HEADER}
+{WHAT_IF_HEADER}
 {wrows}
 """
 
