@@ -20,12 +20,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mvopt.bench import parse_set, sample_generation  # noqa: E402
 from mvopt.build import build_all  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
 from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend  # noqa: E402
-from mvopt.engine.schema import NPT, PT  # noqa: E402
+from diag_node_events import node_packets  # noqa: E402
 
 
 def main() -> None:
@@ -46,11 +47,8 @@ def main() -> None:
     backend.run(batch, max_iters=args.windows)
     cpu_s = time.process_time() - t0
     c = batch.cols
-    tx = c["port_tx"].reshape(-1, NPT)
-    sent = np.maximum(tx[:, PT["tail"]], tx[:, PT["tail"] + 1])       # packets each port put on the wire
+    sent, out, into = node_packets(c)
     n = c["node_is_host"].size
-    out = np.bincount(c["port_node"], weights=sent, minlength=n)
-    into = np.bincount(c["port_node"], weights=sent[c["port_peer"]], minlength=n)
     windows = int(c["exp_iter"][0])
     ports = c["node_port_hi"] - c["node_port_lo"]
     print(f"{args.topology}: {n} nodes, {windows} windows, {int(c['exp_T_ps'][0]) / 1e9:.2f} ms simulated, "

@@ -23,6 +23,17 @@ from mvopt.engine._cpu import CpuBackend  # noqa: E402
 from mvopt.engine.schema import NPT, PT  # noqa: E402
 
 
+def node_packets(cols: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per port the packets it put on the wire; per node the packets it sent and received, from a
+    single experiment's batch columns after a run (its ports' ring tails and its peers')."""
+    tx = cols["port_tx"].reshape(-1, NPT)
+    sent = np.maximum(tx[:, PT["tail"]], tx[:, PT["tail"] + 1])        # packets each port put on the wire
+    n = cols["node_is_host"].size
+    out = np.bincount(cols["port_node"], weights=sent, minlength=n)
+    into = np.bincount(cols["port_node"], weights=sent[cols["port_peer"]], minlength=n)
+    return sent, out, into
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=float, default=8.0, help="all-reduce size per host (MiB)")
@@ -31,11 +42,8 @@ def main() -> None:
     batch = build_batch([build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))])
     CpuBackend().run(batch)
     c = batch.cols
-    tx = c["port_tx"].reshape(-1, NPT)
-    sent = np.maximum(tx[:, PT["tail"]], tx[:, PT["tail"] + 1])        # packets each port put on the wire
+    sent, out, into = node_packets(c)
     n = c["node_is_host"].size
-    out = np.bincount(c["port_node"], weights=sent, minlength=n)
-    into = np.bincount(c["port_node"], weights=sent[c["port_peer"]], minlength=n)
     windows = int(c["exp_iter"][0])
     ports = c["node_port_hi"] - c["node_port_lo"]
     hosts_on = np.bincount(c["port_node"], weights=c["node_is_host"][c["port_node"][c["port_peer"]]], minlength=n)
