@@ -131,3 +131,18 @@ def test_mvopt_reads_its_own_value_where_it_refuses_one(tmp_path):
         keys = dict(ln.split(maxsplit=1) for ln in mv.read_text().splitlines())
         assert keys["ACK_HIGH_PRIO"] == "1" and keys["INT_MULTI"] == "1"
         assert keys["CC_MODE"] == S.SETTINGS[setting]["CC_MODE"]      # everything else as written
+
+
+def test_draws_and_trace_give_the_total_mvopt_simulate_gives(tmp_path, capsys):
+    """draws.py's mvopt totals (simulation.seed 1..N) and trace_dcqcn.py's end (the reference
+    simulator) build the run as `mvopt simulate --hpcc-*` does: seed 1 gives its total."""
+    D, T = _load("draws"), _load("trace_dcqcn")
+    cfg = _tiny(tmp_path)
+    mv_cfg, _ = C.mvopt_config(cfg)
+    C.run_mvopt(tmp_path, mv_cfg, "cpu")
+    total = C.compare(*(2 * [C.read_fct(tmp_path / "fct_mvopt.txt")]))["total_ref_ns"]
+    assert D.total_ns(C.read_fct(tmp_path / "fct_mvopt.txt")) == total
+    assert D.mvopt_totals(tmp_path, mv_cfg, 2, "cpu")[0] == total
+    assert T.main([str(tmp_path)]) == 0
+    end_us = float(capsys.readouterr().out.splitlines()[-1].split()[1])
+    assert end_us == pytest.approx(total / 1e3, abs=1e-3)
