@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-import compare as C  # experiments/hpcc_ref/compare.py (puts this folder and experiments/ on sys.path)
+import compare as C  # beside this script; it puts experiments/ on sys.path (for _report)
 
 S = C.S
 RESULTS = C.REPO / "experiments" / "results" / "hpcc_ref_draws"
