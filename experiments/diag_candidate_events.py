@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--schedule", choices=SWITCH_SCHEDULES, default="lanes")
     ap.add_argument("--top", type=int, default=8, help="busiest nodes listed")
     args = ap.parse_args()
-    configs, _, _ = sample_generation(args.space, 1, 0, parse_set(args.set), args.topology)
+    configs, _, _, _ = sample_generation(args.space, 1, 0, parse_set(args.set), args.topology)
     if not configs:
         sys.exit(f"no feasible {args.topology} candidate of {args.space}")
     batch = build_batch([build_all(configs)[0][0].experiment])

@@ -167,19 +167,24 @@ def space_path(space: str) -> Path:
 
 
 def sample_generation(space: str, n: int | None, seed: int, overrides: dict,
-                      topology: str | None = None) -> tuple[list, int, int]:
-    """The generation's feasible configurations, how many were sampled, the generation size;
-    with `topology`, only candidates of that cluster kind (sampled until `n` are found)."""
+                      topology: str | None = None) -> tuple[list, int, int, int]:
+    """The generation's distinct feasible configurations (the optimizer simulates each distinct
+    configuration once and tells its duplicates the same result: optimize/loop.py), how many
+    candidates were sampled, the generation size and how many of its trials were feasible; with
+    `topology`, only candidates of that cluster kind (sampled until `n` distinct ones are found)."""
     from mvopt.optimize import load_space
 
     space = load_space(space_path(space), base_overrides=overrides or None)
     size = n or space.run.generation_size or 128
     if topology is None:
-        cands = space.sample(size, seed=seed)
-        return [c.config for c in cands if c.feasible], len(cands), size
-    configs = [c.config for c in space.sample(size * 50, seed=seed)
-               if c.feasible and c.config.cluster.topology == topology]
-    return configs[:size], size * 50, size
+        cands = [c for c in space.sample(size, seed=seed) if c.feasible]
+        sampled, feasible = size, len(cands)
+    else:
+        cands = [c for c in space.sample(size * 50, seed=seed)
+                 if c.feasible and c.config.cluster.topology == topology]
+        sampled, feasible = size * 50, min(size, len(cands))
+    distinct = list({c.key: c.config for c in cands}.values())
+    return (distinct if topology is None else distinct[:size]), sampled, size, feasible
 
 
 def run_budget(experiments: list, backend: str, budget_s: float) -> dict:
@@ -252,14 +257,14 @@ def bench_space(name: str, *, backend: str, n: int | None = None, seed: int = 0,
 
     overrides = overrides or {}
     t0 = time.perf_counter()
-    configs, sampled, size = sample_generation(name, n, seed, overrides, topology)
+    configs, sampled, size, feasible = sample_generation(name, n, seed, overrides, topology)
     t1 = time.perf_counter()
     built = build_all(configs)
     kinds = [c.cluster.topology for c, (b, _, _) in zip(configs, built) if b is not None]
     experiments = [b.experiment for b, _, _ in built if b is not None]
     build_s = time.perf_counter() - t1
-    row: dict = {"space": name, "generation_size": size, "sampled": sampled, "feasible": len(configs),
-                 "simulated": len(experiments), "sample_s": t1 - t0, "build_s": build_s,
+    row: dict = {"space": name, "generation_size": size, "sampled": sampled, "feasible": feasible,
+                 "distinct": len(configs), "simulated": len(experiments), "sample_s": t1 - t0, "build_s": build_s,
                  "nodes_max": max((int(e.topology.n_node) for e in experiments), default=0),
                  "mode": "budget" if budget_s else "user"}
     if not experiments:
@@ -285,9 +290,15 @@ def bench_space(name: str, *, backend: str, n: int | None = None, seed: int = 0,
     return row
 
 
+def _trials(row: dict) -> str:
+    """A generation's feasible trials and, where fewer, the distinct configurations simulated."""
+    feasible, simulated = row.get("feasible", 0), row.get("simulated", 0)
+    return f"{feasible} ({simulated})" if "distinct" in row and simulated != feasible else str(simulated)
+
+
 def markdown(docs: list[dict]) -> str:
     """A docs table of saved runs (their JSON), one row per space and run."""
-    lines = ["| space | packets | trials | mode | wall s | ended | simulated ms reached (median) | "
+    lines = ["| space | packets | trials (simulated) | mode | wall s | ended | simulated ms reached (median) | "
              "G packet-hops/s | share of k=4 | GPU busy |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for doc in docs:
@@ -296,7 +307,7 @@ def markdown(docs: list[dict]) -> str:
             share = row.get("share_of_k4")
             busy = row.get("gpu_busy_share")
             lines.append(
-                f"| {row['space']} | {payload} | {row.get('simulated', 0)} | "
+                f"| {row['space']} | {payload} | {_trials(row)} | "
                 f"{row['mode']}{' ' + str(int(doc['budget_s'])) + ' s' if doc.get('budget_s') else ''} | "
                 f"{row.get('run_s', 0):.0f} | {row.get('ended', 0)} | "
                 f"{row.get('simulated_ms_reached', {}).get('median', 0):.1f} | "

@@ -24,3 +24,18 @@ def test_rows_count_every_experiment_of_a_batch() -> None:
     assert three.run_s > 0 and three.makespan_us == one.makespan_us > 0
     table = format_table([one, three])
     assert table.count("\n") == 3 and f"{three.packet_hops:,}" in table
+
+
+def test_a_space_generation_is_benchmarked_as_its_distinct_configurations() -> None:
+    """The optimizer simulates each distinct configuration of a generation once (its duplicates
+    are told the same result), so the benchmark simulates those: topology.yaml's 128 trials hold
+    far fewer distinct configurations; every feasible trial's configuration is among them."""
+    from mvopt.bench import sample_generation, space_path
+    from mvopt.optimize import load_space
+
+    configs, sampled, size, feasible = sample_generation("topology", None, 0, {})
+    cands = [c for c in load_space(space_path("topology")).sample(size, seed=0) if c.feasible]
+    assert sampled == size == 128 and feasible == len(cands)
+    keys = {c.key for c in cands}
+    assert len(configs) == len(keys) < feasible
+    assert configs[0] == cands[0].config     # in the order of their first trial

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -96,6 +96,10 @@ class CpuBackend:
             out[name] = buf[at:at + n]
             at += n
         return out
+
+    def launch_parts(self, nodes: Sequence[int]) -> list[list[int]]:
+        """One part: every experiment runs at its own pace on the CPU (see GpuBackend.launch_parts)."""
+        return [list(range(len(nodes)))]
 
     def batch_memory_limit(self) -> int | None:
         """Bytes one batch may take: no limit on the CPU (host memory is the user's to manage)."""

@@ -16,7 +16,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from mvopt.engine.progress import backend_counts
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
-__all__ = ["GpuBackend", "experiment_groups", "gpu_available", "gpu_count", "nvrtc_options"]
+__all__ = ["GpuBackend", "experiment_groups", "gpu_available", "gpu_count", "launch_parts", "nvrtc_options"]
 
 
 def _blocks(rows: int, threads: int) -> int:
@@ -72,6 +72,19 @@ def experiment_groups(nodes: np.ndarray, threads: int, limit: int) -> tuple[np.n
     return np.asarray(offsets, np.int64), threads
 
 
+def launch_parts(nodes: Sequence[int], launch: str, defaults: GpuDefaults) -> list[list[int]]:
+    """Experiments (given by their node counts) in the parts that run as separate sub-batches:
+    under 'auto', those that run as 'groups' (each experiment at its own pace) and then the others
+    ('graph': every experiment one window per launch pair, in lockstep), so that a small
+    experiment never waits for a large one's windows; under a fixed launch mode, one part."""
+    if launch != "auto":
+        return [list(range(len(nodes)))]
+    bound = min(defaults.auto_groups_nodes_max, defaults.group_threads_max)
+    small = [i for i, n in enumerate(nodes) if n <= bound]
+    large = [i for i, n in enumerate(nodes) if n > bound]
+    return [part for part in (small, large) if part]
+
+
 def first_window(status: np.ndarray, iters: np.ndarray) -> int:
     """The window from which a run's cap rises: the least window count of the experiments still
     running (a run continued after a stop may hold experiments that ended long before; 0 if none
@@ -104,9 +117,9 @@ class GpuBackend:
         """`defines`: kernel constants (backend_defaults.KERNEL_DEFINES: the pull-vs-lock
         ablation, the switch widths tests shrink). `launch`: how a window's phases are separated
         (backend_defaults.LAUNCH_MODES; default $MVOPT_GPU_LAUNCH, else the table's 'auto':
-        'groups' where every experiment has at most `defaults.threads` nodes, else 'graph'; a
-        batch with an experiment wider than `defaults.group_threads_max` runs as 'graph' in any
-        case). `defaults`: the backend's row of the table of backend defaults. Results depend on
+        'groups' where every experiment has at most `defaults.auto_groups_nodes_max` nodes, else
+        'graph'; `launch_parts` splits a batch so; a batch with an experiment wider than
+        `defaults.group_threads_max` runs as 'graph' in any case). `defaults`: the backend's row of the table of backend defaults. Results depend on
         none of them."""
         d = defaults or backend_defaults.GPU
         try:
@@ -311,6 +324,10 @@ class GpuBackend:
             free, _ = self.cp.cuda.runtime.memGetInfo()
         return int(free * GPU_MEMORY_FRACTION)
 
+    def launch_parts(self, nodes: Sequence[int]) -> list[list[int]]:
+        """This backend's launch parts of experiments with these node counts (:func:`launch_parts`)."""
+        return launch_parts(nodes, self.launch, self.defaults)
+
     def _mode(self, batch: Batch) -> tuple[str, tuple[np.ndarray, int] | None]:
         """The launch mode of a batch and, for groups, its blocks (experiment_groups)."""
         d = self.defaults
@@ -319,8 +336,8 @@ class GpuBackend:
         widths = batch.cols["exp_node_hi"] - batch.cols["exp_node_lo"]
         groups = experiment_groups(widths, d.group_block_threads, d.group_threads_max)
         # graph: an experiment too large for a block; auto also keeps graph for experiments
-        # wider than `threads`: groups is measured faster only up to that (docs/decisions/0001)
-        if groups is None or (self.launch == "auto" and int(widths.max(initial=0)) > self.threads):
+        # wider than `auto_groups_nodes_max` (docs/decisions/0001)
+        if groups is None or (self.launch == "auto" and int(widths.max(initial=0)) > d.auto_groups_nodes_max):
             return "graph", None
         return "groups", groups
 

@@ -21,7 +21,9 @@ __all__ = ["CPU", "GPU", "CpuDefaults", "GpuDefaults", "KERNEL_DEFINES", "LAUNCH
 # How the GPU runs the two phases of a window (kernels/mv_cuda_main.cuh): 'groups' (the
 # megakernel: each experiment's nodes in one block, the block's barrier between the phases, many
 # windows per launch), 'graph' (one launch per phase, many windows replayed as a CUDA graph), or
-# 'auto': groups where every experiment has at most GpuDefaults.threads nodes, else graph.
+# 'auto': a batch's experiments of at most GpuDefaults.auto_groups_nodes_max nodes as groups, the
+# others as graph, in sub-batches of their own (engine/split.py), so that no experiment waits for
+# another's windows.
 LAUNCH_MODES = ("auto", "groups", "graph")
 
 
@@ -51,7 +53,8 @@ class GpuDefaults:
     """The GPU backend's row."""
 
     launch: str = "auto"              # LAUNCH_MODES; $MVOPT_GPU_LAUNCH overrides it (the ablation)
-    threads: int = 128                # the graph kernels' block (MV_THREADS); auto's bound for groups
+    threads: int = 128                # the graph kernels' block (MV_THREADS)
+    auto_groups_nodes_max: int = 128  # auto: experiments of at most this many nodes run as groups, the rest as graph
     group_threads_max: int = 512      # the groups kernel's largest block, and so experiment (MV_GROUP_THREADS)
     group_block_threads: int = 256    # groups: consecutive experiments packed into blocks of this many threads
     group_slice_windows: int = 16     # groups beyond the resident grid take turns, this many windows each
@@ -70,7 +73,7 @@ class GpuDefaults:
         if self.group_block_threads % 32 or self.group_block_threads > 1024:
             raise ValueError(f"GpuDefaults.group_block_threads = {self.group_block_threads}: expected a multiple "
                              "of 32 up to 1024 (threads of a block, in whole warps)")
-        for name in ("threads", "group_threads_max"):
+        for name in ("threads", "group_threads_max", "auto_groups_nodes_max"):
             if getattr(self, name) > 1024:
                 raise ValueError(f"GpuDefaults.{name} = {getattr(self, name)}: expected at most 1024 (threads of a block)")
 

@@ -24,7 +24,7 @@ from mvopt.engine.threads import experiment_threads, thread_map
 from mvopt.engine.workers import Worker
 from mvopt.errors import MvoptError
 
-__all__ = ["split_by_memory", "compact_first", "run_share"]
+__all__ = ["split_by_memory", "split_by_launch", "compact_first", "run_share"]
 
 _log = logging.getLogger("mvopt.engine")
 
@@ -56,6 +56,16 @@ def split_by_memory(counts: Sequence[dict[str, int]], memory_bytes: int | None,
     if cur:
         groups.append(cur)
     return groups
+
+
+def split_by_launch(groups: list[list[int]], nodes: Sequence[int], parts) -> list[list[int]]:
+    """Each sub-batch cut further into the backend's launch parts (`parts(node_counts)`, e.g.
+    GpuBackend.launch_parts: the experiments that run at their own pace first, then those that run
+    in lockstep), keeping the experiments' order within a part."""
+    out: list[list[int]] = []
+    for g in groups:
+        out.extend([g[j] for j in part] for part in parts([nodes[k] for k in g]))
+    return out
 
 
 def _backend_for(worker: Worker):
@@ -100,6 +110,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     compact_counts = [{**c, **slot_counts(e, True)} for c, e in zip(full_counts, exps)] if compact else None
     if compact:
         groups = split_by_memory(compact_counts, cap, names)
+    nodes = [c["n_node"] for c in full_counts]
+    groups = split_by_launch(groups, nodes, be.launch_parts)
     reporter = ProgressReporter(progress, len(exps), len(groups)) if progress is not None else None
     results: list = [None] * len(exps)
     t0 = time.perf_counter()
@@ -152,6 +164,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
                   len(again), len(exps), "; ".join(f"{names[k]}: {results[k].diagnostic}" for k in again[:5]))
         retry = [[again[j] for j in g] for g in split_by_memory([full_counts[k] for k in again], cap,
                                                                 [names[k] for k in again])]
+        retry = split_by_launch(retry, nodes, be.launch_parts)
         if reporter is not None:
             reporter.sub_batches += len(retry)
         stats["rerun_full"] = len(again)
