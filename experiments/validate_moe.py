@@ -284,11 +284,43 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                 implied = algbw * (n - g) / n / (row["nic_gbps"] / 8)
                 lines.append(f"- `{row['name']}` {pt['size_bytes'] / 2**20:.0f} MiB: {implied:.3f} in the all-to-all, "
                              f"{r['eff']:.4f} in the calibration row.")
-            lines += ["", "Inside one server no NIC is involved: the intra-server model's all-to-all is derived "
-                      "from its all-gather curve (docs/training-model.md, *Intra-server collectives*; no published "
-                      "intra-server all-to-all sweep is fitted), which is where those two rows' errors lie."]
+        lines += _intra_server_diagnosis(a2a, data.get("intra_server_reference", []))
     lines += ["", "Missing: " + " ".join(data["missing"].split())]
     return "\n".join(lines)
+
+
+def _intra_server_diagnosis(a2a: list[dict], refs: list[dict]) -> list[str]:
+    """Lines on the rows inside one server: the intra-server model prices the all-to-all like
+    an all-gather and derives that from its all-reduce curve; ``refs`` (the data's
+    ``intra_server_reference``) are published triples that show how far apart those collectives
+    are on one platform."""
+    inside = [r for r in a2a if r["row"]["servers"] == 1]
+    if not inside:
+        return []
+    out = ["", "Inside one server no NIC is involved: the intra-server model prices an all-to-all like an "
+           "all-gather, and without a fitted all-gather curve (only all-reduce sweeps are shipped) it takes "
+           "the all-gather as half the ring all-reduce time, i.e. at the all-reduce's bus bandwidth "
+           "(docs/training-model.md, *Intra-server collectives*). Published triples of one platform and size "
+           "(`intra_server_reference` in the data):", ""]
+    for ref in refs:
+        bw = ref["busbw_GBps"]
+        parts = [f"{k.replace('_', '-')} {v:.2f}" for k, v in bw.items()]
+        ratios = [f"all-to-all / all-gather {bw['all_to_all'] / bw['all_gather']:.3f}"]
+        if "all_reduce" in bw:
+            ratios.append(f"all-gather / all-reduce {bw['all_gather'] / bw['all_reduce']:.3f}")
+        out.append(f"- `{ref['name']}` ({ref['gpu']}, {ref['gpus']} GPUs, {ref['size_bytes'] / 2**20:.0f} MiB): "
+                   f"busbw GB/s {', '.join(parts)}; {', '.join(ratios)}.")
+    out += ["", "The all-to-all moves data as fast as the all-gather on both platforms, so pricing it like an "
+            "all-gather holds; what the A100 row misses is the all-gather itself: on that platform the "
+            "all-gather is faster than the all-reduce by the ratio above, and the model, deriving the "
+            "all-gather from the all-reduce, inherits the all-reduce's lower bus bandwidth. The H100 row "
+            "(4 GPUs) is predicted at 370 GB/s, NVIDIA's stated ring ceiling on H100 (nccl-tests #212, "
+            "sjeaugey: \"NCCL can get an effective NVLink bandwidth of 370GB/s, which you can observe as "
+            "'BusBw' when running non-allreduce operations\"); its measured 334.90 GB/s comes from an issue "
+            "about all-to-all throughput on that machine. Neither is corrected here: a per-GPU all-gather "
+            "curve needs a published intra-server all-gather sweep (at least four sizes) on each GPU type, "
+            "and none other than the single 1 GiB point above was found."]
+    return out
 
 
 def main() -> None:

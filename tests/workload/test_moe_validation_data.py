@@ -59,3 +59,20 @@ def test_every_simulated_row_builds(script) -> None:
             # one NVLink all-to-all step per GPU with server peers, a flow per pair of GPUs in two servers
             assert int((g.kind == FLOW).sum()) == n * (n - gps)
             assert int((g.kind == DELAY).sum()) == (n if gps > 1 else 0)
+
+
+def test_intra_server_reference_rows_and_diagnosis(script) -> None:
+    """Each reference row names its source and gives the all-to-all and the all-gather on one
+    platform; the diagnosis prints their ratio (254.69 / 253.59 for the NDm A100 v4 triple) and
+    is empty when no all-to-all row lies inside one server."""
+    data = yaml.safe_load(script.DATA.read_text())
+    refs = data["intra_server_reference"]
+    assert refs
+    for ref in refs:
+        assert len(ref["source"]) > 40 and {"all_gather", "all_to_all"} <= set(ref["busbw_GBps"]), ref["name"]
+    inside = {"row": {"servers": 1}}
+    lines = script._intra_server_diagnosis([inside], refs)
+    ndmv4 = next(line for line in lines if "`ndmv4-1x8-a100-1g`" in line)
+    assert f"all-to-all / all-gather {254.69 / 253.59:.3f}" in ndmv4
+    assert f"all-gather / all-reduce {253.59 / 231.45:.3f}" in ndmv4
+    assert script._intra_server_diagnosis([{"row": {"servers": 2}}], refs) == []
