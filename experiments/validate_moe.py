@@ -289,37 +289,51 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+def _ratio_line(ref: dict) -> str:
+    """One reference row: its busbw at one size, or the all-to-all / all-gather ratio over its
+    sizes >= 1 MiB (median and range)."""
+    pts = [pt for pt in ref["points"] if pt["size_bytes"] >= 2**20]
+    head = f"- `{ref['name']}` ({ref['gpu']}, {ref['gpus']} GPUs"
+    if len(pts) == 1:
+        bw = pts[0]["busbw_GBps"]
+        parts = ", ".join(f"{k.replace('_', '-')} {v:.2f}" for k, v in bw.items())
+        ratios = [f"all-to-all / all-gather {bw['all_to_all'] / bw['all_gather']:.3f}"]
+        if "all_reduce" in bw:
+            ratios.append(f"all-gather / all-reduce {bw['all_gather'] / bw['all_reduce']:.3f}")
+        return f"{head}, {pts[0]['size_bytes'] / 2**20:.0f} MiB): busbw GB/s {parts}; {', '.join(ratios)}."
+    ratio = {pt["size_bytes"]: pt["busbw_GBps"]["all_to_all"] / pt["busbw_GBps"]["all_gather"] for pt in pts}
+    lo, hi = min(ratio, key=ratio.get), max(ratio, key=ratio.get)
+    return (f"{head}, {len(pts)} sizes from {min(ratio) / 2**20:.0f} to {max(ratio) / 2**20:.0f} MiB): all-to-all / "
+            f"all-gather median {statistics.median(ratio.values()):.3f}, lowest {ratio[lo]:.3f} at "
+            f"{lo / 2**20:.0f} MiB, highest {ratio[hi]:.3f} at {hi / 2**20:.0f} MiB; "
+            + ", ".join(f"{s / 2**20:.0f} MiB {r:.3f}" for s, r in ratio.items()) + ".")
+
+
 def _intra_server_diagnosis(a2a: list[dict], refs: list[dict]) -> list[str]:
     """Lines on the rows inside one server: the intra-server model prices the all-to-all like
     an all-gather and derives that from its all-reduce curve; ``refs`` (the data's
-    ``intra_server_reference``) are published triples that show how far apart those collectives
-    are on one platform."""
-    inside = [r for r in a2a if r["row"]["servers"] == 1]
-    if not inside:
+    ``intra_server_reference``) are published measurements of those collectives on one
+    platform that show how far apart they are."""
+    if not any(r["row"]["servers"] == 1 for r in a2a):
         return []
     out = ["", "Inside one server no NIC is involved: the intra-server model prices an all-to-all like an "
            "all-gather, and without a fitted all-gather curve (only all-reduce sweeps are shipped) it takes "
            "the all-gather as half the ring all-reduce time, i.e. at the all-reduce's bus bandwidth "
-           "(docs/training-model.md, *Intra-server collectives*). Published triples of one platform and size "
-           "(`intra_server_reference` in the data):", ""]
-    for ref in refs:
-        bw = ref["busbw_GBps"]
-        parts = [f"{k.replace('_', '-')} {v:.2f}" for k, v in bw.items()]
-        ratios = [f"all-to-all / all-gather {bw['all_to_all'] / bw['all_gather']:.3f}"]
-        if "all_reduce" in bw:
-            ratios.append(f"all-gather / all-reduce {bw['all_gather'] / bw['all_reduce']:.3f}")
-        out.append(f"- `{ref['name']}` ({ref['gpu']}, {ref['gpus']} GPUs, {ref['size_bytes'] / 2**20:.0f} MiB): "
-                   f"busbw GB/s {', '.join(parts)}; {', '.join(ratios)}.")
-    out += ["", "The all-to-all moves data as fast as the all-gather on both platforms, so pricing it like an "
-            "all-gather holds; what the A100 row misses is the all-gather itself: on that platform the "
-            "all-gather is faster than the all-reduce by the ratio above, and the model, deriving the "
-            "all-gather from the all-reduce, inherits the all-reduce's lower bus bandwidth. The H100 row "
-            "(4 GPUs) is predicted at 370 GB/s, NVIDIA's stated ring ceiling on H100 (nccl-tests #212, "
-            "sjeaugey: \"NCCL can get an effective NVLink bandwidth of 370GB/s, which you can observe as "
-            "'BusBw' when running non-allreduce operations\"); its measured 334.90 GB/s comes from an issue "
-            "about all-to-all throughput on that machine. Neither is corrected here: a per-GPU all-gather "
-            "curve needs a published intra-server all-gather sweep (at least four sizes) on each GPU type, "
-            "and none other than the single 1 GiB point above was found."]
+           "(docs/training-model.md, *Intra-server collectives*). Published measurements of those collectives "
+           "on one platform (`intra_server_reference` in the data):", ""]
+    out += [_ratio_line(ref) for ref in refs]
+    out += ["", "At large sizes the all-to-all moves data as fast as the all-gather (the A100 VM at 1 GiB; 8 B200 "
+            "from 4 GiB), so pricing it like an all-gather holds there; at mid sizes (the B200 sweep from 128 MiB "
+            "to 2 GiB) the all-to-all is slower, by the ratios above, and below 128 MiB the two alternate. "
+            "(A Mixtral 8x7B layer's dispatch at micro-batch 1 and 4096 tokens is 64 MiB per GPU: 4096 tokens "
+            "x 2 experts x 4096 x 2 bytes.) What the A100 row misses is the all-gather itself: on that VM the all-gather is faster than "
+            "the all-reduce by the ratio above, and the model, deriving the all-gather from the all-reduce, "
+            "inherits the all-reduce's lower bus bandwidth. The H100 row (4 GPUs) is predicted at 370 GB/s, "
+            "NVIDIA's stated ring ceiling on H100 (nccl-tests #212, sjeaugey: \"NCCL can get an effective NVLink "
+            "bandwidth of 370GB/s, which you can observe as 'BusBw' when running non-allreduce operations\"); "
+            "its measured 334.90 GB/s comes from an issue about all-to-all throughput on that machine. Neither "
+            "is corrected here: a per-GPU all-gather curve needs a published intra-server all-gather sweep (at "
+            "least four sizes) on each GPU type mvopt models, and none was found."]
     return out
 
 

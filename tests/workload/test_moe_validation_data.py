@@ -62,17 +62,26 @@ def test_every_simulated_row_builds(script) -> None:
 
 
 def test_intra_server_reference_rows_and_diagnosis(script) -> None:
-    """Each reference row names its source and gives the all-to-all and the all-gather on one
-    platform; the diagnosis prints their ratio (254.69 / 253.59 for the NDm A100 v4 triple) and
-    is empty when no all-to-all row lies inside one server."""
+    """Each reference row names its source and gives the all-to-all and the all-gather at every
+    size; the diagnosis prints their ratio at one size (254.69 / 253.59 for the NDm A100 v4 triple)
+    or its median and range over a sweep, and is empty when no all-to-all row lies inside one
+    server."""
     data = yaml.safe_load(script.DATA.read_text())
     refs = data["intra_server_reference"]
     assert refs
     for ref in refs:
-        assert len(ref["source"]) > 40 and {"all_gather", "all_to_all"} <= set(ref["busbw_GBps"]), ref["name"]
-    inside = {"row": {"servers": 1}}
-    lines = script._intra_server_diagnosis([inside], refs)
-    ndmv4 = next(line for line in lines if "`ndmv4-1x8-a100-1g`" in line)
+        assert len(ref["source"]) > 40 and ref["points"], ref["name"]
+        assert all({"all_gather", "all_to_all"} <= set(pt["busbw_GBps"]) for pt in ref["points"]), ref["name"]
+    lines = script._intra_server_diagnosis([{"row": {"servers": 1}}], refs)
+    ndmv4 = next(line for line in lines if "`ndmv4-1x8-a100`" in line)
     assert f"all-to-all / all-gather {254.69 / 253.59:.3f}" in ndmv4
     assert f"all-gather / all-reduce {253.59 / 231.45:.3f}" in ndmv4
+    sweep = {"name": "s", "gpu": "G", "gpus": 8, "points": [
+        {"size_bytes": 2**19, "busbw_GBps": {"all_gather": 1.0, "all_to_all": 9.0}},   # below 1 MiB: left out
+        {"size_bytes": 2**20, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 8.0}},
+        {"size_bytes": 2**21, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 9.0}},
+        {"size_bytes": 2**22, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 11.0}}]}
+    line = script._ratio_line(sweep)
+    assert "3 sizes from 1 to 4 MiB" in line and "median 0.900" in line
+    assert "lowest 0.800 at 1 MiB" in line and "highest 1.100 at 4 MiB" in line
     assert script._intra_server_diagnosis([{"row": {"servers": 2}}], refs) == []
