@@ -284,9 +284,29 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                 implied = algbw * (n - g) / n / (row["nic_gbps"] / 8)
                 lines.append(f"- `{row['name']}` {pt['size_bytes'] / 2**20:.0f} MiB: {implied:.3f} in the all-to-all, "
                              f"{r['eff']:.4f} in the calibration row.")
+            lines += _cross_server_causes(cross)
         lines += _intra_server_diagnosis(a2a, data.get("intra_server_reference", []))
     lines += ["", "Missing: " + " ".join(data["missing"].split())]
     return "\n".join(lines)
+
+
+def _cross_server_causes(cross: list[dict]) -> list[str]:
+    """What the calibrated `concurrent` runs across servers rule out: NCCL's schedule (the spread
+    between `concurrent` and `pairwise`) and per-peer latency (the spread of a row's error over
+    its sizes)."""
+    sched = max(abs(r["concurrent"] / r["pairwise"] - 1) * 100 for r in cross)
+    by_row: dict[str, list[float]] = {}
+    for r in cross:
+        by_row.setdefault(r["row"]["name"], []).append(err(r["concurrent"], r["point"]["busbw_GBps"]))
+    spread = {k: max(v) - min(v) for k, v in by_row.items() if len(v) > 1}
+    out = ["", f"Not the schedule: `concurrent` and `pairwise` differ by at most {sched:.1f} % on these rows."]
+    if spread:
+        out[-1] += (" Not per-peer latency: the error is the same at every size of a row ("
+                    + ", ".join(f"`{k}` within {s:.2f} points" for k, s in spread.items())
+                    + "), where a fixed per-peer cost would weigh less at the larger size. What is left is bandwidth: the "
+                    "measured all-to-all carried a lower fraction of each NIC's line rate than the same "
+                    "platform's ring (above), which one `nic_efficiency` per cluster cannot express.")
+    return out
 
 
 def _ratio_line(ref: dict) -> str:

@@ -85,3 +85,14 @@ def test_intra_server_reference_rows_and_diagnosis(script) -> None:
     assert "3 sizes from 1 to 4 MiB" in line and "median 0.900" in line
     assert "lowest 0.800 at 1 MiB" in line and "highest 1.100 at 4 MiB" in line
     assert script._intra_server_diagnosis([{"row": {"servers": 2}}], refs) == []
+
+
+def test_cross_server_causes(script) -> None:
+    """The schedule's share is the largest concurrent / pairwise gap; a row's size spread is
+    the range of its errors (+9 % and +10 % against a measured 100: 1 point)."""
+    row = {"name": "r"}
+    cross = [{"row": row, "point": {"busbw_GBps": 100.0}, "concurrent": 109.0, "pairwise": 108.0},
+             {"row": row, "point": {"busbw_GBps": 100.0}, "concurrent": 110.0, "pairwise": 110.0}]
+    text = " ".join(script._cross_server_causes(cross))
+    assert f"at most {(109 / 108 - 1) * 100:.1f} %" in text
+    assert "`r` within 1.00 points" in text
