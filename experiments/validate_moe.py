@@ -284,11 +284,77 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                 implied = algbw * (n - g) / n / (row["nic_gbps"] / 8)
                 lines.append(f"- `{row['name']}` {pt['size_bytes'] / 2**20:.0f} MiB: {implied:.3f} in the all-to-all, "
                              f"{r['eff']:.4f} in the calibration row.")
-            lines += ["", "Inside one server no NIC is involved: the intra-server model's all-to-all is derived "
-                      "from its all-gather curve (docs/training-model.md, *Intra-server collectives*; no published "
-                      "intra-server all-to-all sweep is fitted), which is where those two rows' errors lie."]
+            lines += _cross_server_causes(cross)
+        lines += _intra_server_diagnosis(a2a, data.get("intra_server_reference", []))
     lines += ["", "Missing: " + " ".join(data["missing"].split())]
     return "\n".join(lines)
+
+
+def _cross_server_causes(cross: list[dict]) -> list[str]:
+    """What the calibrated `concurrent` runs across servers rule out: NCCL's schedule (the spread
+    between `concurrent` and `pairwise`) and per-peer latency (the spread of a row's error over
+    its sizes)."""
+    sched = max(abs(r["concurrent"] / r["pairwise"] - 1) * 100 for r in cross)
+    by_row: dict[str, list[float]] = {}
+    for r in cross:
+        by_row.setdefault(r["row"]["name"], []).append(err(r["concurrent"], r["point"]["busbw_GBps"]))
+    spread = {k: max(v) - min(v) for k, v in by_row.items() if len(v) > 1}
+    out = ["", f"Not the schedule: `concurrent` and `pairwise` differ by at most {sched:.1f} % on these rows."]
+    if spread:
+        out[-1] += (" Not per-peer latency: the error is the same at every size of a row ("
+                    + ", ".join(f"`{k}` within {s:.2f} points" for k, s in spread.items())
+                    + "), where a fixed per-peer cost would weigh less at the larger size. What is left is bandwidth: the "
+                    "measured all-to-all carried a lower fraction of each NIC's line rate than the same "
+                    "platform's ring (above), which one `nic_efficiency` per cluster cannot express.")
+    return out
+
+
+def _ratio_line(ref: dict) -> str:
+    """One reference row: its busbw at one size, or the all-to-all / all-gather ratio over its
+    sizes >= 1 MiB (median and range)."""
+    pts = [pt for pt in ref["points"] if pt["size_bytes"] >= 2**20]
+    head = f"- `{ref['name']}` ({ref['gpu']}, {ref['gpus']} GPUs"
+    if len(pts) == 1:
+        bw = pts[0]["busbw_GBps"]
+        parts = ", ".join(f"{k.replace('_', '-')} {v:.2f}" for k, v in bw.items())
+        ratios = [f"all-to-all / all-gather {bw['all_to_all'] / bw['all_gather']:.3f}"]
+        if "all_reduce" in bw:
+            ratios.append(f"all-gather / all-reduce {bw['all_gather'] / bw['all_reduce']:.3f}")
+        return f"{head}, {pts[0]['size_bytes'] / 2**20:.0f} MiB): busbw GB/s {parts}; {', '.join(ratios)}."
+    ratio = {pt["size_bytes"]: pt["busbw_GBps"]["all_to_all"] / pt["busbw_GBps"]["all_gather"] for pt in pts}
+    lo, hi = min(ratio, key=ratio.get), max(ratio, key=ratio.get)
+    return (f"{head}, {len(pts)} sizes from {min(ratio) / 2**20:.0f} to {max(ratio) / 2**20:.0f} MiB): all-to-all / "
+            f"all-gather median {statistics.median(ratio.values()):.3f}, lowest {ratio[lo]:.3f} at "
+            f"{lo / 2**20:.0f} MiB, highest {ratio[hi]:.3f} at {hi / 2**20:.0f} MiB; "
+            + ", ".join(f"{s / 2**20:.0f} MiB {r:.3f}" for s, r in ratio.items()) + ".")
+
+
+def _intra_server_diagnosis(a2a: list[dict], refs: list[dict]) -> list[str]:
+    """Lines on the rows inside one server: the intra-server model prices the all-to-all like
+    an all-gather and derives that from its all-reduce curve; ``refs`` (the data's
+    ``intra_server_reference``) are published measurements of those collectives on one
+    platform that show how far apart they are."""
+    if not any(r["row"]["servers"] == 1 for r in a2a):
+        return []
+    out = ["", "Inside one server no NIC is involved: the intra-server model prices an all-to-all like an "
+           "all-gather, and without a fitted all-gather curve (only all-reduce sweeps are shipped) it takes "
+           "the all-gather as half the ring all-reduce time, i.e. at the all-reduce's bus bandwidth "
+           "(docs/training-model.md, *Intra-server collectives*). Published measurements of those collectives "
+           "on one platform (`intra_server_reference` in the data):", ""]
+    out += [_ratio_line(ref) for ref in refs]
+    out += ["", "At large sizes the all-to-all moves data as fast as the all-gather (the A100 VM at 1 GiB; 8 B200 "
+            "from 4 GiB), so pricing it like an all-gather holds there; at mid sizes (the B200 sweep from 128 MiB "
+            "to 2 GiB) the all-to-all is slower, by the ratios above, and below 128 MiB the two alternate. "
+            "(A Mixtral 8x7B layer's dispatch at micro-batch 1 and 4096 tokens is 64 MiB per GPU: 4096 tokens "
+            "x 2 experts x 4096 x 2 bytes.) What the A100 row misses is the all-gather itself: on that VM the all-gather is faster than "
+            "the all-reduce by the ratio above, and the model, deriving the all-gather from the all-reduce, "
+            "inherits the all-reduce's lower bus bandwidth. The H100 row (4 GPUs) is predicted at 370 GB/s, "
+            "NVIDIA's stated ring ceiling on H100 (nccl-tests #212, sjeaugey: \"NCCL can get an effective NVLink "
+            "bandwidth of 370GB/s, which you can observe as 'BusBw' when running non-allreduce operations\"); "
+            "its measured 334.90 GB/s comes from an issue about all-to-all throughput on that machine. Neither "
+            "is corrected here: a per-GPU all-gather curve needs a published intra-server all-gather sweep (at "
+            "least four sizes) on each GPU type mvopt models, and none was found."]
+    return out
 
 
 def main() -> None:

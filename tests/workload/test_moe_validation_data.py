@@ -59,3 +59,40 @@ def test_every_simulated_row_builds(script) -> None:
             # one NVLink all-to-all step per GPU with server peers, a flow per pair of GPUs in two servers
             assert int((g.kind == FLOW).sum()) == n * (n - gps)
             assert int((g.kind == DELAY).sum()) == (n if gps > 1 else 0)
+
+
+def test_intra_server_reference_rows_and_diagnosis(script) -> None:
+    """Each reference row names its source and gives the all-to-all and the all-gather at every
+    size; the diagnosis prints their ratio at one size (254.69 / 253.59 for the NDm A100 v4 triple)
+    or its median and range over a sweep, and is empty when no all-to-all row lies inside one
+    server."""
+    data = yaml.safe_load(script.DATA.read_text())
+    refs = data["intra_server_reference"]
+    assert refs
+    for ref in refs:
+        assert len(ref["source"]) > 40 and ref["points"], ref["name"]
+        assert all({"all_gather", "all_to_all"} <= set(pt["busbw_GBps"]) for pt in ref["points"]), ref["name"]
+    lines = script._intra_server_diagnosis([{"row": {"servers": 1}}], refs)
+    ndmv4 = next(line for line in lines if "`ndmv4-1x8-a100`" in line)
+    assert f"all-to-all / all-gather {254.69 / 253.59:.3f}" in ndmv4
+    assert f"all-gather / all-reduce {253.59 / 231.45:.3f}" in ndmv4
+    sweep = {"name": "s", "gpu": "G", "gpus": 8, "points": [
+        {"size_bytes": 2**19, "busbw_GBps": {"all_gather": 1.0, "all_to_all": 9.0}},   # below 1 MiB: left out
+        {"size_bytes": 2**20, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 8.0}},
+        {"size_bytes": 2**21, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 9.0}},
+        {"size_bytes": 2**22, "busbw_GBps": {"all_gather": 10.0, "all_to_all": 11.0}}]}
+    line = script._ratio_line(sweep)
+    assert "3 sizes from 1 to 4 MiB" in line and "median 0.900" in line
+    assert "lowest 0.800 at 1 MiB" in line and "highest 1.100 at 4 MiB" in line
+    assert script._intra_server_diagnosis([{"row": {"servers": 2}}], refs) == []
+
+
+def test_cross_server_causes(script) -> None:
+    """The schedule's share is the largest concurrent / pairwise gap; a row's size spread is
+    the range of its errors (+9 % and +10 % against a measured 100: 1 point)."""
+    row = {"name": "r"}
+    cross = [{"row": row, "point": {"busbw_GBps": 100.0}, "concurrent": 109.0, "pairwise": 108.0},
+             {"row": row, "point": {"busbw_GBps": 100.0}, "concurrent": 110.0, "pairwise": 110.0}]
+    text = " ".join(script._cross_server_causes(cross))
+    assert f"at most {(109 / 108 - 1) * 100:.1f} %" in text
+    assert "`r` within 1.00 points" in text
