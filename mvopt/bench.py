@@ -11,6 +11,7 @@ engine does not deduplicate), so a batch of B costs B experiments' work.
 
 from __future__ import annotations
 
+import sys
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -280,8 +281,11 @@ def bench_space(name: str, *, backend: str, n: int | None = None, seed: int = 0,
         tail: list = []
         report: dict = {}
         t2 = time.perf_counter()
-        results = simulate(experiments, backend=backend, report=report,
-                           progress=lambda p: tail.append((round(p.elapsed_s, 1), p.done, p.windows, p.simulated_ps)))
+        def progress(p) -> None:      # on stderr as it comes, so that a run cut short still shows its tail
+            tail.append((round(p.elapsed_s, 1), p.done, p.windows, p.simulated_ps))
+            print(f"  {name}: {p.describe()}", file=sys.stderr, flush=True)
+
+        results = simulate(experiments, backend=backend, report=report, progress=progress)
         row.update(run_s=time.perf_counter() - t2, tail=tail)
     row.update(summarise(results, experiments, row["run_s"]))
     row["by_topology"] = by_topology(results, kinds)
