@@ -11,8 +11,8 @@ engine does not deduplicate), so a batch of B costs B experiments' work.
 
 from __future__ import annotations
 
-import sys
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
