@@ -11,6 +11,15 @@ for Nsight Compute, with the kernels compiled with a line table (-lineinfo) for 
     ncu --clock-control none --set full -k mv_run_groups --launch-skip 1 -c 1 \\
         -o prof python experiments/profile_gpu.py --ncu-once --batch 256 --iters 300
 
+`--space NAME --topology KIND [--set PATH=VALUE]` profiles a shipped search space's candidates
+of one cluster kind instead (the distinct ones of its first generation, up to `--batch`), as
+built for the optimizer; e.g. the busy part of a leaf-spine candidate's iteration, in Nsight
+Compute:
+
+    ncu ... -k mv_run_groups --launch-skip 100 -c 1 -o prof python experiments/profile_gpu.py \
+        --ncu-once --space topology --topology leaf_spine --set network.payload_bytes=32000 \
+        --batch 16 --iters 400000
+
 Writes DIR/profile_gpu.json. Needs CuPy and a GPU.
 """
 
@@ -26,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gpu import cluster128_config, idle_experiments  # noqa: E402
-from mvopt.bench import allreduce_config  # noqa: E402
-from mvopt.build import build_experiment  # noqa: E402
+from mvopt.bench import allreduce_config, parse_set, sample_generation  # noqa: E402
+from mvopt.build import build_all, build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import _gpu, build_batch  # noqa: E402
 from mvopt.engine._gpu import GpuBackend  # noqa: E402
@@ -58,9 +67,18 @@ def main() -> None:
                     help="same: the batch is one experiment repeated; distinct: experiment i has seed i + 1 "
                          "(ECMP paths differ, as in an optimizer's generation)")
     ap.add_argument("--no-idle", action="store_true", help="skip the idle windows' costs")
+    ap.add_argument("--space", help="a shipped search space (with --topology): its candidates instead of --workload")
+    ap.add_argument("--topology", help="the cluster kind of --space's candidates")
+    ap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="--space's base experiment")
     args = ap.parse_args()
     nbytes = int(args.mib * 2**20)
-    if args.workload == "b":
+    if args.space:
+        if not args.topology:
+            ap.error("--space needs --topology")
+        configs, _, _, _ = sample_generation(args.space, args.batch, 0, parse_set(args.set), args.topology)
+        distinct = [b.experiment for b, _, _ in build_all(configs) if b is not None]
+        exps = [distinct[i % len(distinct)] for i in range(args.batch)]
+    elif args.workload == "b":
         exps = [build_experiment(load_config(cluster128_config(args.mib)))] * args.batch
     elif args.seeds == "same":
         exps = [build_experiment(allreduce_config(args.cc, nbytes))] * args.batch
