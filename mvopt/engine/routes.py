@@ -160,7 +160,8 @@ def wants_paths(topo: CompiledTopology, n_flow: int) -> bool:
     return has_table(topo) and n_flow <= FLOW_PATHS_MAX_FLOWS
 
 
-def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows: np.ndarray | None = None) -> np.ndarray:
+def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows: np.ndarray | None = None,
+               ports: np.ndarray | None = None) -> np.ndarray:
     """Every flow's ECMP path through a batch's dense tables: f_path's rows [n_flow, 2, npath],
     the egress port's index among the ports of the flow's i-th switch, the data way (from the
     source host to f_dst_local) and back (to f_src_local: ACKs, NACKs); -1 where the switch
@@ -168,13 +169,17 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
     switches, or the data way of an experiment that sprays: `spray` per experiment). The
     kernels' `route` on the same inputs, ahead of time: the same table entries, next-hop sets
     and hash (hash64(seed, TAG_ECMP, switch, flow, 0, 0), from node_hash), one hop at a time for
-    all flows at once. `flows`: only these flow rows (the result's rows, in their order)."""
+    all flows at once. `flows`: only these flow rows (the result's rows, in their order).
+    `ports`: an int64 array of the result's shape, filled with the egress ports themselves (ids
+    of node_port_lo's numbering) where the result has an index, -1 elsewhere."""
     from mvopt.engine import schema
     from mvopt.engine.params import hash_from
 
     fl = np.arange(cols["f_local"].size) if flows is None else np.asarray(flows, np.int64)
     nf = fl.size
     out = np.full((nf, 2, npath), -1, np.int16)
+    if ports is not None:
+        ports[...] = -1
     if not nf:
         return out
     f_local, f_src, f_dst = cols["f_local"][fl], cols["f_src_local"][fl], cols["f_dst_local"][fl]
@@ -205,12 +210,17 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
                 pick = np.where((un & (un - np.uint64(1))) == 0, h & (un - np.uint64(1)), h % un).astype(np.int64)
                 k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]
             out[live, way, hop] = k
-            nxt = cols["port_node"][cols["port_peer"][port_lo[v] + k]]
+            egress = port_lo[v] + k
+            if ports is not None:
+                ports[live, way, hop] = egress
+            nxt = cols["port_node"][cols["port_peer"][egress]]
             onward = cols["node_is_host"][nxt] == 0
             # (defensive: a walk that reached another host than the destination keeps no path,
             # and on the data way neither does the way back, which would start elsewhere)
             astray = live[~onward][nxt[~onward] != base[live[~onward]] + dst[live[~onward]]]
             out[astray, way, :] = -1
+            if ports is not None:
+                ports[astray, way, :] = -1
             lost[astray] = True
             live = live[onward]
             node[live] = nxt[onward]

@@ -73,12 +73,19 @@ namespace {
 // The transfers' loops over every active slot (a multiple of VW of them), as free functions of the
 // vector width so that each is compiled for AVX2 and for the baseline; dispatched at run time.
 
-// The least of left[0 .. nv).
+// The least of left[0 .. nv) (two running minima: independent chains).
 template <class V> __attribute__((always_inline)) inline double least_of(const double *left, size_t nv) {
     typedef Lanes<V> L;
     const int W = L::W;
-    typename L::v lo = L::splat(PAD_BITS * PS_PER_BIT_UNIT);
-    for (size_t i = 0; i < nv; i += W) { const typename L::v q = L::load(left + i); lo = q < lo ? q : lo; }
+    typename L::v lo = L::splat(PAD_BITS * PS_PER_BIT_UNIT), hi = lo;
+    size_t i = 0;
+    for (; i + 2 * W <= nv; i += 2 * W) {
+        const typename L::v a = L::load(left + i), b = L::load(left + i + W);
+        lo = a < lo ? a : lo;
+        hi = b < hi ? b : hi;
+    }
+    if (i < nv) { const typename L::v a = L::load(left + i); lo = a < lo ? a : lo; }
+    lo = hi < lo ? hi : lo;
     double m = lo[0];
     for (int j = 1; j < W; j++) m = lo[j] < m ? lo[j] : m;
     return m;
@@ -328,19 +335,19 @@ struct Exp {
         const int32_t *ep = ent_port.data();
         i64 *__restrict wl = w_left.data(), *__restrict ww = w_weight.data(), *__restrict ws = w_share.data();
         i64 *__restrict lm = w_link_min.data(), *__restrict fmin = f_min.data();
-        for (i64 p : touched) ww[p] = 0;
         const size_t nc = comp.size();
         if (cur.size() < nc) { cur.resize(nc); next.resize(nc); }
         if (live.size() < touched.size()) live.resize(touched.size());
         i64 *__restrict cu = cur.data(), *__restrict nx = next.data(), *__restrict lv = live.data();
-        for (size_t i = 0; i < nc; i++) {
-            const i64 f = comp[i];
-            cu[i] = f;
-            for (i64 k = lo[f]; k < ack[f]; k++) ww[ep[k]] += ew[k];
-        }
+        std::copy(comp.begin(), comp.end(), cu);
+        // every active flow on a port of `touched` is in `comp` (it is closed), so a port's
+        // weight is that of all its active flows
+        const i64 *pw = port_weight.data();
         size_t n_live = 0;
-        for (i64 p : touched)
+        for (i64 p : touched) {
+            ww[p] = pw[p];
             if (ww[p] > 0) { wl[p] = cap(p); lv[n_live++] = p; }
+        }
         size_t n_cur = nc;
         while (n_cur) {
             for (size_t i = 0; i < n_live; i++) { const i64 p = lv[i]; ws[p] = wl[p] / ww[p]; lm[p] = INF; }

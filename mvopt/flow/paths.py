@@ -135,7 +135,10 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
     diameter = int(getattr(topo, "diameter_hops", 0))        # 0: not known
     npath = min(n_switch, 2 * diameter + 2) if diameter > 0 else n_switch   # switches a walk covers
     cols = _route_columns(exp, flows, src, dst) if flows.size else None
-    egress = routes.flow_paths(cols, np.zeros(1, np.int8), npath).astype(np.int64) if cols is not None else None
+    egress = None
+    if cols is not None:
+        egress = np.empty((flows.size, 2, npath), np.int64)
+        routes.flow_paths(cols, np.zeros(1, np.int8), npath, ports=egress)
     out = {}
     for way in ways:
         start, end = (src, dst) if way == DATA else (dst, src)
@@ -144,21 +147,16 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
             out[way] = ports
             continue
         ports[:, 0] = off[start]
-        node = peer[ports[:, 0]]
-        walked = 1                                     # columns the walk below filled
+        walked = 1                                     # columns the table's walk filled
         if egress is not None:
-            # the rows still walking (a switch without a table entry ends its row's walk)
-            walking = np.flatnonzero(node != end)
-            for h in range(npath):
-                hop = egress[walking, way, h]
-                walking = walking[hop >= 0]
-                if not walking.size:
-                    break
-                port = off[node[walking]] + hop[hop >= 0]
-                ports[walking, h + 1] = port
-                node[walking] = peer[port]
-                walked = h + 2
-                walking = walking[node[walking] != end[walking]]
+            # a walk through the tables is a prefix of the row (a switch without a table entry
+            # ends it)
+            ports[:, 1:] = egress[:, way]
+            hops = (ports >= 0).sum(axis=1)
+            walked = int(hops.max())
+            node = peer[ports[np.arange(flows.size), hops - 1]]
+        else:
+            node = peer[ports[:, 0]]
         rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
         if not rest.size:
             ports = ports[:, :walked]
