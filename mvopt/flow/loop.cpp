@@ -166,6 +166,11 @@ struct Exp {
     // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
+    // the components found, kept until a flow starts or ends on one of their ports: each port's
+    // component (-1: none kept), each component's flows and ports (slices of kept_flows and
+    // kept_ports) and whether it still holds
+    std::vector<i64> port_comp, kept_flows, kept_ports, kept_flow_lo, kept_port_lo;
+    std::vector<int8_t> kept_valid;
     // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
     // the ports whose load an event may have changed, with their load before it
     std::vector<i64> ack_load, ack_before, ack_mark, ack_dirty;
@@ -200,6 +205,7 @@ struct Exp {
         active_pos.assign(n_flow, -1);
         port_flows.resize(n_port);
         port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
+        port_comp.assign(n_port, -1);
         ack_load.assign(n_port, 0); ack_before.assign(n_port, 0); ack_mark.assign(n_port, 0);
         port_weight.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
@@ -249,6 +255,7 @@ struct Exp {
         f_first[f] = 0;                      // no ACK load until its first pass
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
+            drop_comp(ent_port[k]);
             port_weight[ent_port[k]] += ent_w[k];
             changed.push_back(ent_port[k]);
         }
@@ -266,6 +273,7 @@ struct Exp {
             for (size_t j = 0; j < on.size(); j++)
                 if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
             port_weight[ent_port[k]] -= ent_w[k];
+            drop_comp(ent_port[k]);
             changed.push_back(ent_port[k]);
         }
         drop_acks(f);
@@ -298,14 +306,35 @@ struct Exp {
         }
     }
 
-    // Add to `comp` every active flow linked to port `p` (transitively), their ports to `touched`.
+    // A flow starts or ends on port p: its component no longer holds.
+    void drop_comp(i64 p) {
+        if (port_comp[p] >= 0) kept_valid[port_comp[p]] = 0;
+    }
+
+    // Add to `comp` every active flow linked to port `p` (transitively), their ports to
+    // `touched`: the component kept for p where it still holds, else found and kept.
     void spread_from(i64 p) {
+        i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
+        const i64 m = mark;
+        if (pm[p] == m) return;
+        const i64 id = port_comp[p];
+        if (id >= 0 && kept_valid[id]) {
+            for (i64 i = kept_flow_lo[id]; i < kept_flow_lo[id + 1]; i++) { fm[kept_flows[i]] = m; comp.push_back(kept_flows[i]); }
+            for (i64 i = kept_port_lo[id]; i < kept_port_lo[id + 1]; i++) { pm[kept_ports[i]] = m; touched.push_back(kept_ports[i]); }
+            return;
+        }
+        const size_t comp0 = comp.size(), touched0 = touched.size();
+        find_comp(p);
+        keep_comp(comp0, touched0);
+    }
+
+    // The component of `p` (not marked), found by its flows' data entries.
+    void find_comp(i64 p) {
         i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
         const i64 *lo = ent_lo.data(), *ack = ent_ack.data();
         const int32_t *ep = ent_port.data();
         const std::vector<int32_t> *on = port_flows.data();
         const i64 m = mark;
-        if (pm[p] == m) return;
         pm[p] = m;
         touched.push_back(p);
         size_t head = comp.size();
@@ -322,6 +351,29 @@ struct Exp {
                     if (fm[g] != m) { fm[g] = m; comp.push_back(g); }
             }
         }
+    }
+
+    // Keep the component just found (comp and touched from comp0 and touched0). The store is
+    // emptied when it outgrows the experiment's ports and flows, so it stays within a few
+    // times what holds.
+    void keep_comp(size_t comp0, size_t touched0) {
+        if (kept_valid.empty()) { kept_flow_lo.assign(1, 0); kept_port_lo.assign(1, 0); }
+        if (kept_flows.size() + kept_ports.size() > (size_t)(4 * (n_port + n_flow) + 4096)) {
+            for (i64 q : kept_ports) port_comp[q] = -1;
+            kept_flows.clear(); kept_ports.clear(); kept_valid.clear();
+            kept_flow_lo.assign(1, 0); kept_port_lo.assign(1, 0);
+        }
+        const i64 id = (i64)kept_valid.size();
+        kept_flows.insert(kept_flows.end(), comp.begin() + comp0, comp.end());
+        kept_ports.insert(kept_ports.end(), touched.begin() + touched0, touched.end());
+        for (size_t i = touched0; i < touched.size(); i++) {
+            const i64 q = touched[i];
+            if (port_comp[q] >= 0) kept_valid[port_comp[q]] = 0;
+            port_comp[q] = id;
+        }
+        kept_valid.push_back(1);
+        kept_flow_lo.push_back((i64)kept_flows.size());
+        kept_port_lo.push_back((i64)kept_ports.size());
     }
 
     // Max-min rates (into `out`) of the flows of `comp` over their data entries, on capacities
