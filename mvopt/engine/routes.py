@@ -161,7 +161,7 @@ def wants_paths(topo: CompiledTopology, n_flow: int) -> bool:
 
 
 def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows: np.ndarray | None = None,
-               ports: np.ndarray | None = None) -> np.ndarray:
+               hops: list | None = None) -> np.ndarray:
     """Every flow's ECMP path through a batch's dense tables: f_path's rows [n_flow, 2, npath],
     the egress port's index among the ports of the flow's i-th switch, the data way (from the
     source host to f_dst_local) and back (to f_src_local: ACKs, NACKs); -1 where the switch
@@ -170,16 +170,15 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
     kernels' `route` on the same inputs, ahead of time: the same table entries, next-hop sets
     and hash (hash64(seed, TAG_ECMP, switch, flow, 0, 0), from node_hash), one hop at a time for
     all flows at once. `flows`: only these flow rows (the result's rows, in their order).
-    `ports`: an int64 array of the result's shape, filled with the egress ports themselves (ids
-    of node_port_lo's numbering) where the result has an index, -1 elsewhere."""
+    `hops`: a list to which each hop's egress ports themselves are appended, as (way, hop, rows
+    of the result, ports in node_port_lo's numbering), and (way, -1, rows, None) for the rows
+    whose way was cleared (it reached another host)."""
     from mvopt.engine import schema
     from mvopt.engine.params import hash_from
 
     fl = np.arange(cols["f_local"].size) if flows is None else np.asarray(flows, np.int64)
     nf = fl.size
     out = np.full((nf, 2, npath), -1, np.int16)
-    if ports is not None:
-        ports[...] = -1
     if not nf:
         return out
     f_local, f_src, f_dst = cols["f_local"][fl], cols["f_src_local"][fl], cols["f_dst_local"][fl]
@@ -211,16 +210,16 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
                 k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]
             out[live, way, hop] = k
             egress = port_lo[v] + k
-            if ports is not None:
-                ports[live, way, hop] = egress
+            if hops is not None:
+                hops.append((way, hop, live, egress))
             nxt = cols["port_node"][cols["port_peer"][egress]]
             onward = cols["node_is_host"][nxt] == 0
             # (defensive: a walk that reached another host than the destination keeps no path,
             # and on the data way neither does the way back, which would start elsewhere)
             astray = live[~onward][nxt[~onward] != base[live[~onward]] + dst[live[~onward]]]
             out[astray, way, :] = -1
-            if ports is not None:
-                ports[astray, way, :] = -1
+            if hops is not None and astray.size:
+                hops.append((way, -1, astray, None))
             lost[astray] = True
             live = live[onward]
             node[live] = nxt[onward]
