@@ -196,11 +196,12 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
         for hop in range(npath):
             v = node[live]
             row = cols["node_rtab"][v]
-            live, v, row = live[row >= 0], v[row >= 0], row[row >= 0]
+            if not (ok := row >= 0).all():             # (masks only where a row stops)
+                live, v, row = live[ok], v[ok], row[ok]
             x = rtab[row + dst[live]].astype(np.int64)
             a, n = x >> _SET_BITS, x & ((1 << _SET_BITS) - 1)
-            keep = n > 0
-            live, v, a, n = live[keep], v[keep], a[keep], n[keep]
+            if not (keep := n > 0).all():
+                live, v, a, n = live[keep], v[keep], a[keep], n[keep]
             k = a.copy()
             many = n > 1
             if many.any():
@@ -208,7 +209,7 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
                 un = n[many].astype(np.uint64)
                 pick = np.where((un & (un - np.uint64(1))) == 0, h & (un - np.uint64(1)), h % un).astype(np.int64)
                 k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]
-            out[live, way, hop] = k
+            out[:, way, hop][live] = k
             egress = port_lo[v] + k
             if hops is not None:
                 hops.append((way, hop, live, egress))
@@ -216,7 +217,8 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
             onward = cols["node_is_host"][nxt] == 0
             # (defensive: a walk that reached another host than the destination keeps no path,
             # and on the data way neither does the way back, which would start elsewhere)
-            astray = live[~onward][nxt[~onward] != base[live[~onward]] + dst[live[~onward]]]
+            ended = live[~onward]
+            astray = ended[nxt[~onward] != base[ended] + dst[ended]]
             out[astray, way, :] = -1
             if hops is not None and astray.size:
                 hops.append((way, -1, astray, None))
