@@ -177,7 +177,9 @@ struct Exp {
     std::vector<i64> port_weight;            // the data weight of the active flows on each port
     i64 mark = 0;
     // water-filling scratch (per port, per flow)
-    std::vector<i64> w_left, w_weight, w_share, w_link_min, f_min, f_first, first_before, cur, next, live;
+    std::vector<i64> w_left, w_weight, w_share, w_link_min, f_first, first_before, live;
+    struct Item { i64 f, lo, hi, m; };       // a flow of the water-filling: its data entries, its least share
+    std::vector<Item> cur, next;
 
     Exp(const FlowCtx &ctx, i64 e) : c(ctx) {
         t0 = c.exp_task_lo[e]; n_task = c.exp_task_lo[e + 1] - t0;
@@ -210,7 +212,7 @@ struct Exp {
         port_weight.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
         w_link_min.assign(n_port, 0);
-        f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
+        f_first.assign(n_flow, 0);
         for (i64 t = 0; t < n_task; t++) { c.task_start_ps[t0 + t] = -1; c.task_finish_ps[t0 + t] = -1; }
         for (i64 f = 0; f < n_flow; f++) c.flow_end_ps[f0 + f] = -1;
     }
@@ -386,12 +388,13 @@ struct Exp {
         const i64 *lo = ent_lo.data(), *ack = ent_ack.data(), *ew = ent_w.data();
         const int32_t *ep = ent_port.data();
         i64 *__restrict wl = w_left.data(), *__restrict ww = w_weight.data(), *__restrict ws = w_share.data();
-        i64 *__restrict lm = w_link_min.data(), *__restrict fmin = f_min.data();
+        i64 *__restrict lm = w_link_min.data();
         const size_t nc = comp.size();
         if (cur.size() < nc) { cur.resize(nc); next.resize(nc); }
         if (live.size() < touched.size()) live.resize(touched.size());
-        i64 *__restrict cu = cur.data(), *__restrict nx = next.data(), *__restrict lv = live.data();
-        std::copy(comp.begin(), comp.end(), cu);
+        Item *__restrict cu = cur.data(), *__restrict nx = next.data();
+        i64 *__restrict lv = live.data();
+        for (size_t i = 0; i < nc; i++) { const i64 f = comp[i]; cu[i] = Item{f, lo[f], ack[f], 0}; }
         // every active flow on a port of `touched` is in `comp` (it is closed), so a port's
         // weight is that of all its active flows
         const i64 *pw = port_weight.data();
@@ -404,22 +407,22 @@ struct Exp {
         while (n_cur) {
             for (size_t i = 0; i < n_live; i++) { const i64 p = lv[i]; ws[p] = wl[p] / ww[p]; lm[p] = INF; }
             for (size_t i = 0; i < n_cur; i++) {
-                const i64 f = cu[i];
+                Item &x = cu[i];
                 i64 m = INF;
-                for (i64 k = lo[f]; k < ack[f]; k++) m = std::min(m, ws[ep[k]]);
-                fmin[f] = m;
-                for (i64 k = lo[f]; k < ack[f]; k++) lm[ep[k]] = std::min(lm[ep[k]], m);
+                for (i64 k = x.lo; k < x.hi; k++) m = std::min(m, ws[ep[k]]);
+                x.m = m;
+                for (i64 k = x.lo; k < x.hi; k++) lm[ep[k]] = std::min(lm[ep[k]], m);
             }
             size_t n_next = 0;
             for (size_t i = 0; i < n_cur; i++) {
-                const i64 f = cu[i];
+                const Item &x = cu[i];
                 bool fixed = false;
-                for (i64 k = lo[f]; k < ack[f]; k++) fixed |= ws[ep[k]] == lm[ep[k]];
-                if (!fixed) { nx[n_next++] = f; continue; }
-                const i64 m = fmin[f];
-                out[f] = m;
-                for (i64 k = lo[f]; k < ack[f]; k++) { wl[ep[k]] -= ew[k] * m; ww[ep[k]] -= ew[k]; }
+                for (i64 k = x.lo; k < x.hi; k++) fixed |= ws[ep[k]] == lm[ep[k]];
+                if (!fixed) { nx[n_next++] = x; continue; }
+                out[x.f] = x.m;
+                for (i64 k = x.lo; k < x.hi; k++) { wl[ep[k]] -= ew[k] * x.m; ww[ep[k]] -= ew[k]; }
             }
+            if (!n_next) break;
             size_t kept = 0;
             for (size_t i = 0; i < n_live; i++) if (ww[lv[i]] > 0) lv[kept++] = lv[i];
             n_live = kept;
