@@ -162,7 +162,7 @@ struct Exp {
     bool avx2 = has_avx2();
     typedef std::pair<i64, i64> Due;         // (ready time, flow)
     std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
-    std::vector<i64> stack, ended, changed;    // scratch of a step
+    std::vector<i64> stack, ended, changed, arrived;    // scratch of a step
     // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
@@ -246,6 +246,7 @@ struct Exp {
 
     // ---------------------------------------------------------------- flows
     void attach(i64 f) {
+        arrived.push_back(f);
         const size_t i = act_flow.size();
         active_pos[f] = (i64)i;
         act_flow.push_back(f);
@@ -257,7 +258,6 @@ struct Exp {
         f_first[f] = 0;                      // no ACK load until its first pass
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
-            drop_comp(ent_port[k]);
             port_weight[ent_port[k]] += ent_w[k];
             changed.push_back(ent_port[k]);
         }
@@ -313,6 +313,45 @@ struct Exp {
         if (port_comp[p] >= 0) kept_valid[port_comp[p]] = 0;
     }
 
+    // The components of a step's arrivals. One flow that starts joins the components of its
+    // ports (those kept and still holding, copied; the others found) into one, kept; where
+    // several start, the components of their ports no longer hold, and are found again.
+    void join_arrivals() {
+        if (arrived.size() != 1) {
+            for (i64 f : arrived)
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) drop_comp(ent_port[k]);
+            arrived.clear();
+            return;
+        }
+        const i64 f = arrived[0], m = mark;
+        arrived.clear();
+        const size_t comp0 = comp.size(), touched0 = touched.size();
+        flow_mark[f] = m;
+        comp.push_back(f);
+        for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
+            const i64 q = ent_port[k];
+            if (port_mark[q] == m) continue;
+            const i64 id = port_comp[q];
+            if (id >= 0 && kept_valid[id]) copy_comp(id);
+            else find_comp(q);
+        }
+        keep_comp(comp0, touched0);
+    }
+
+    // Add kept component `id` (it holds) to `comp` and `touched`.
+    void copy_comp(i64 id) {
+        i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
+        const i64 m = mark;
+        for (i64 i = kept_flow_lo[id]; i < kept_flow_lo[id + 1]; i++) {
+            const i64 g = kept_flows[i];
+            if (fm[g] != m) { fm[g] = m; comp.push_back(g); }
+        }
+        for (i64 i = kept_port_lo[id]; i < kept_port_lo[id + 1]; i++) {
+            const i64 q = kept_ports[i];
+            if (pm[q] != m) { pm[q] = m; touched.push_back(q); }
+        }
+    }
+
     // Add to `comp` every active flow linked to port `p` (transitively), their ports to
     // `touched`: the component kept for p where it still holds, else found and kept.
     void spread_from(i64 p) {
@@ -320,11 +359,7 @@ struct Exp {
         const i64 m = mark;
         if (pm[p] == m) return;
         const i64 id = port_comp[p];
-        if (id >= 0 && kept_valid[id]) {
-            for (i64 i = kept_flow_lo[id]; i < kept_flow_lo[id + 1]; i++) { fm[kept_flows[i]] = m; comp.push_back(kept_flows[i]); }
-            for (i64 i = kept_port_lo[id]; i < kept_port_lo[id + 1]; i++) { pm[kept_ports[i]] = m; touched.push_back(kept_ports[i]); }
-            return;
-        }
+        if (id >= 0 && kept_valid[id]) { copy_comp(id); return; }
         const size_t comp0 = comp.size(), touched0 = touched.size();
         find_comp(p);
         keep_comp(comp0, touched0);
@@ -457,6 +492,7 @@ struct Exp {
     // and the components of the ports whose ACK load changed.
     void rates() {
         comp.clear(); touched.clear();
+        join_arrivals();
         for (i64 p : changed) spread_from(p);
         const size_t nc = comp.size();
         if (first_before.size() < nc) first_before.resize(nc);
