@@ -13,7 +13,8 @@
 // in place from the flows whose first-pass rate changed, and the second pass is recomputed for
 // those components and the components of the ports whose ACK load changed, but for a port whose
 // change provably moves no rate (ack_change_moves_nothing). Every other flow keeps both its rates
-// exactly.
+// exactly. A component found is kept until a flow starts or ends on one of its ports (until then
+// it holds exactly: see port_comp), so that an ACK-load change or an arrival reuses it.
 //
 // Every active transfer's time left (bits left / rate) is needed each step for the next end; it
 // is computed as a product by the rate's reciprocal, a few ulps off the quotient, on vectors,
@@ -166,9 +167,11 @@ struct Exp {
     // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
-    // the components found, kept until a flow starts or ends on one of their ports: each port's
-    // component (-1: none kept), each component's flows and ports (slices of kept_flows and
-    // kept_ports) and whether it still holds
+    // the components found, kept until a flow starts or ends on one of their ports (a component
+    // is closed: every active flow on its ports is in it, every data port of its flows too, and
+    // only a start or an end changes which flows a port links): each port's component (-1: none
+    // kept), each component's flows and ports (slices of kept_flows and kept_ports) and whether
+    // it still holds
     std::vector<i64> port_comp, kept_flows, kept_ports, kept_flow_lo, kept_port_lo;
     std::vector<int8_t> kept_valid;
     // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
