@@ -328,6 +328,7 @@ struct Exp {
         }
         const i64 f = arrived[0], m = mark;
         arrived.clear();
+        if (ent_lo[f] == ent_ack[f]) return;   // (on no port: linked to nothing, as spreading finds it)
         const size_t comp0 = comp.size(), touched0 = touched.size();
         flow_mark[f] = m;
         comp.push_back(f);
