@@ -137,8 +137,10 @@ def build_flow_batch(experiments: Sequence[Experiment]) -> FlowBatch:
 
     def cat(key: str, shift: str | None = None) -> np.ndarray:
         """Column `key` of every experiment; ids >= 0 of kind `shift` made global."""
-        cols = [p[key] if shift is None else np.where(p[key] >= 0, p[key] + lo[shift][i], p[key])
+        cols = [p[key] if shift is None or lo[shift][i] == 0 else np.where(p[key] >= 0, p[key] + lo[shift][i], p[key])
                 for i, p in enumerate(parts)]
+        if len(cols) == 1:
+            return cols[0]          # (each experiment's columns are its own arrays)
         return np.concatenate(cols) if cols else np.zeros(0, np.int64)
 
     def csr(offset_key: str) -> np.ndarray:
@@ -151,13 +153,13 @@ def build_flow_batch(experiments: Sequence[Experiment]) -> FlowBatch:
         experiments=list(experiments),
         exp_task_lo=lo["task"], exp_flow_lo=lo["flow"], exp_port_lo=lo["port"],
         exp_limit_ps=np.asarray([e.time_limit_ps for e in experiments], np.int64),
-        task_exp=np.repeat(np.arange(E), n_task), task_is_flow=cat("task_is_flow").astype(bool),
+        task_exp=np.repeat(np.arange(E), n_task), task_is_flow=cat("task_is_flow").astype(bool, copy=False),
         task_duration_ps=cat("task_duration_ps"), task_min_ps=cat("task_min_ps"), task_npred=cat("task_npred"),
         task_flow=cat("task_flow", "flow"), succ_offset=csr("succ_offset"), succ=cat("succ", "task"),
         succ_notify_ps=cat("succ_notify_ps"), flow_task=cat("flow_task", "task"),
-        flow_exp=np.repeat(np.arange(E), n_flow), flow_bits=cat("flow_bits").astype(np.float64),
+        flow_exp=np.repeat(np.arange(E), n_flow), flow_bits=cat("flow_bits").astype(np.float64, copy=False),
         flow_latency_ps=cat("flow_latency_ps"), flow_ack_ps=cat("flow_ack_ps"),
         path_offset=csr("path_offset"), path_port=cat("path_port", "port"), path_weight=cat("path_weight"),
-        path_is_data=cat("path_is_data").astype(bool),
+        path_is_data=cat("path_is_data").astype(bool, copy=False),
         port_cap=cat("port_cap"),
     )

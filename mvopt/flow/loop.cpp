@@ -13,7 +13,8 @@
 // in place from the flows whose first-pass rate changed, and the second pass is recomputed for
 // those components and the components of the ports whose ACK load changed, but for a port whose
 // change provably moves no rate (ack_change_moves_nothing). Every other flow keeps both its rates
-// exactly.
+// exactly. A component found is kept until a flow starts or ends on one of its ports (until then
+// it holds exactly: see port_comp), so that an ACK-load change or an arrival reuses it.
 //
 // Every active transfer's time left (bits left / rate) is needed each step for the next end; it
 // is computed as a product by the rate's reciprocal, a few ulps off the quotient, on vectors,
@@ -21,19 +22,25 @@
 // ends) falls within that error: the same decisions as the array path's divisions.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <queue>
 #include <utility>
 #include <vector>
 
 typedef int64_t i64;
-// vectors of doubles for the per-transfer loops (GCC/Clang vector extensions: whatever the target
-// has, the same IEEE operations element by element)
-typedef double vd __attribute__((vector_size(16)));
-static const int VW = 2;
-static inline vd vsplat(double x) { return vd{x, x}; }
-static inline vd vload(const double *p) { vd v; __builtin_memcpy(&v, p, sizeof v); return v; }
-static inline void vstore(double *p, vd v) { __builtin_memcpy(p, &v, sizeof v); }
+// vectors of W doubles for the per-transfer loops (GCC/Clang vector extensions: the same IEEE
+// operations element by element whatever the width), 4 wide where the CPU has AVX2, else 2
+typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+template <class V> struct Lanes {
+    typedef V v;
+    static const int W = sizeof(V) / sizeof(double);
+    static inline v splat(double x) { v r; for (int j = 0; j < W; j++) r[j] = x; return r; }
+    static inline v load(const double *p) { v r; __builtin_memcpy(&r, p, sizeof r); return r; }
+    static inline void store(double *p, v x) { __builtin_memcpy(p, &x, sizeof x); }
+};
+static const int VW = 4;      // slots are padded to a multiple of the widest
 
 static const i64 INF = (i64)1 << 62;
 static const double PS_PER_BIT_UNIT = 1e9;    // sim.PS_PER_BIT_UNIT
@@ -64,6 +71,72 @@ struct FlowCtx {
 
 namespace {
 
+// The transfers' loops over every active slot (a multiple of VW of them), as free functions of the
+// vector width so that each is compiled for AVX2 and for the baseline; dispatched at run time.
+
+// The least of left[0 .. nv) (two running minima: independent chains).
+template <class V> __attribute__((always_inline)) inline double least_of(const double *left, size_t nv) {
+    typedef Lanes<V> L;
+    const int W = L::W;
+    typename L::v lo = L::splat(PAD_BITS * PS_PER_BIT_UNIT), hi = lo;
+    size_t i = 0;
+    for (; i + 2 * W <= nv; i += 2 * W) {
+        const typename L::v a = L::load(left + i), b = L::load(left + i + W);
+        lo = a < lo ? a : lo;
+        hi = b < hi ? b : hi;
+    }
+    if (i < nv) { const typename L::v a = L::load(left + i); lo = a < lo ? a : lo; }
+    lo = hi < lo ? hi : lo;
+    double m = lo[0];
+    for (int j = 1; j < W; j++) m = lo[j] < m ? lo[j] : m;
+    return m;
+}
+
+// Every slot's bits left less rate x dt (the array path's operation, in its order), and its time
+// left after that by the reciprocal (rem x PS_PER_BIT_UNIT x inv); the slots whose time left
+// before it was <= `unsure`, with their bits left before it, into near / near_rem. Returns how many.
+template <class V> __attribute__((always_inline)) inline size_t advance(
+        double *__restrict rem, double *__restrict left, const double *__restrict rate,
+        const double *__restrict inv, size_t nv, double unsure, double dt, double scale,
+        size_t *__restrict near, double *__restrict near_rem) {
+    typedef Lanes<V> L;
+    const int W = L::W;
+    const typename L::v vu = L::splat(unsure), vdt = L::splat(dt), vs = L::splat(scale);
+    size_t n_near = 0;
+    for (size_t i = 0; i < nv; i += W) {
+        const typename L::v a = L::load(left + i), b = L::load(rem + i);
+        const auto close = a <= vu;
+        bool any = false;
+        for (int j = 0; j < W; j++) any |= close[j] != 0;
+        if (any)
+            for (int j = 0; j < W; j++)
+                if (close[j]) { near[n_near] = i + j; near_rem[n_near] = b[j]; n_near++; }
+        const typename L::v r = b - L::load(rate + i) * vdt;
+        L::store(rem + i, r);
+        L::store(left + i, r * vs * L::load(inv + i));
+    }
+    return n_near;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MV_AVX2 __attribute__((target("avx2")))
+static bool has_avx2() { return __builtin_cpu_supports("avx2"); }
+#else
+#define MV_AVX2
+static bool has_avx2() { return false; }
+#endif
+
+MV_AVX2 double least_of4(const double *left, size_t nv) { return least_of<v4d>(left, nv); }
+double least_of2(const double *left, size_t nv) { return least_of<v2d>(left, nv); }
+MV_AVX2 size_t advance4(double *rem, double *left, const double *rate, const double *inv, size_t nv, double unsure,
+                        double dt, double scale, size_t *near, double *near_rem) {
+    return advance<v4d>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
+}
+size_t advance2(double *rem, double *left, const double *rate, const double *inv, size_t nv, double unsure,
+                double dt, double scale, size_t *near, double *near_rem) {
+    return advance<v2d>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
+}
+
 // ceil(x) as an integer, 0 for x <= 0 (the array path's maximum(ceil(x), 0).astype(int64)),
 // without a libm call: exact for every double below 2**63
 inline i64 ceil_nonneg(double x) {
@@ -85,20 +158,31 @@ struct Exp {
     // the flows transferring, by slot: flow, bits left, rate (as the double the arithmetic uses)
     std::vector<i64> act_flow, active_pos;   // active_pos: a flow's slot, -1 when not active
     // (slots past the last active flow are padding, see pad_slots)
-    std::vector<double> act_rem, act_rate, act_inv, left_ps;
+    std::vector<double> act_rem, act_rate, act_inv, left_ps, near_rem;
+    std::vector<size_t> near;                // scratch of move_on
+    bool avx2 = has_avx2();
     typedef std::pair<i64, i64> Due;         // (ready time, flow)
     std::priority_queue<Due, std::vector<Due>, std::greater<Due>> pending;
-    std::vector<i64> stack, ended, changed;    // scratch of a step
+    std::vector<i64> stack, ended, changed, arrived;    // scratch of a step
     // the active flows with a data entry on each port, for the components
     std::vector<std::vector<int32_t>> port_flows;
     std::vector<i64> port_mark, flow_mark, comp, touched;
+    // the components found, kept until a flow starts or ends on one of their ports (a component
+    // is closed: every active flow on its ports is in it, every data port of its flows too, and
+    // only a start or an end changes which flows a port links): each port's component (-1: none
+    // kept), each component's flows and ports (slices of kept_flows and kept_ports) and whether
+    // it still holds
+    std::vector<i64> port_comp, kept_flows, kept_ports, kept_flow_lo, kept_port_lo;
+    std::vector<int8_t> kept_valid;
     // each port's ACK load (the first pass's rates of the active flows whose ACKs cross it), and
     // the ports whose load an event may have changed, with their load before it
     std::vector<i64> ack_load, ack_before, ack_mark, ack_dirty;
     std::vector<i64> port_weight;            // the data weight of the active flows on each port
     i64 mark = 0;
     // water-filling scratch (per port, per flow)
-    std::vector<i64> w_left, w_weight, w_share, w_link_min, w_cap2, f_min, f_first, cur, next, live;
+    std::vector<i64> w_left, w_weight, w_share, w_link_min, f_first, first_before, live;
+    struct Item { i64 f, lo, hi, m; };       // a flow of the water-filling: its data entries, its least share
+    std::vector<Item> cur, next;
 
     Exp(const FlowCtx &ctx, i64 e) : c(ctx) {
         t0 = c.exp_task_lo[e]; n_task = c.exp_task_lo[e + 1] - t0;
@@ -126,11 +210,12 @@ struct Exp {
         active_pos.assign(n_flow, -1);
         port_flows.resize(n_port);
         port_mark.assign(n_port, 0); flow_mark.assign(n_flow, 0);
+        port_comp.assign(n_port, -1);
         ack_load.assign(n_port, 0); ack_before.assign(n_port, 0); ack_mark.assign(n_port, 0);
         port_weight.assign(n_port, 0);
         w_left.assign(n_port, 0); w_weight.assign(n_port, 0); w_share.assign(n_port, 0);
-        w_link_min.assign(n_port, 0); w_cap2.assign(n_port, 0);
-        f_min.assign(n_flow, 0); f_first.assign(n_flow, 0);
+        w_link_min.assign(n_port, 0);
+        f_first.assign(n_flow, 0);
         for (i64 t = 0; t < n_task; t++) { c.task_start_ps[t0 + t] = -1; c.task_finish_ps[t0 + t] = -1; }
         for (i64 f = 0; f < n_flow; f++) c.flow_end_ps[f0 + f] = -1;
     }
@@ -164,6 +249,7 @@ struct Exp {
 
     // ---------------------------------------------------------------- flows
     void attach(i64 f) {
+        arrived.push_back(f);
         const size_t i = act_flow.size();
         active_pos[f] = (i64)i;
         act_flow.push_back(f);
@@ -171,6 +257,7 @@ struct Exp {
         act_rem[i] = c.flow_bits[f0 + f];
         act_rate[i] = 0.0;
         act_inv[i] = 0.0;
+        approx_left(i);
         f_first[f] = 0;                      // no ACK load until its first pass
         for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
             port_flows[ent_port[k]].push_back((int32_t)f);
@@ -182,7 +269,7 @@ struct Exp {
     void detach(i64 f) {
         i64 i = active_pos[f], last = (i64)act_flow.size() - 1;
         act_flow[i] = act_flow[last]; act_rem[i] = act_rem[last]; act_rate[i] = act_rate[last];
-        act_inv[i] = act_inv[last];
+        act_inv[i] = act_inv[last]; left_ps[i] = left_ps[last];
         active_pos[act_flow[i]] = i;
         act_flow.pop_back();
         active_pos[f] = -1;
@@ -191,87 +278,195 @@ struct Exp {
             for (size_t j = 0; j < on.size(); j++)
                 if (on[j] == f) { on[j] = on.back(); on.pop_back(); break; }
             port_weight[ent_port[k]] -= ent_w[k];
+            drop_comp(ent_port[k]);
             changed.push_back(ent_port[k]);
         }
-        add_acks(f, -1);
+        drop_acks(f);
     }
 
-    // Add (sign 1) or take off (-1) flow f's ACK load at its first-pass rate (sim._Run._rates'
-    // load, an integer: sums of it are exact in any order).
-    void add_acks(i64 f, i64 sign) {
+    // A flow's ACK load on a port of its way back, at first-pass rate r (sim._Run._rates' load,
+    // an integer: sums of it are exact in any order).
+    i64 ack_share(i64 w, i64 r) const {
         const i64 one = c.weight_one;
+        return (w * r) / (one + w) * one;
+    }
+
+    // Port p's ACK load changes by d (its load before the step kept for ack_change_moves_nothing).
+    void ack_add(i64 p, i64 d) {
+        if (ack_mark[p] != mark) { ack_mark[p] = mark; ack_before[p] = ack_load[p]; ack_dirty.push_back(p); }
+        ack_load[p] += d;
+    }
+
+    // Take off flow f's ACK load (at its first-pass rate).
+    void drop_acks(i64 f) {
+        for (i64 k = ent_ack[f]; k < ent_lo[f + 1]; k++) ack_add(ent_port[k], -ack_share(ent_w[k], f_first[f]));
+    }
+
+    // Flow f's ACK load from first-pass rate `before` to its rate now.
+    void move_acks(i64 f, i64 before) {
+        const i64 now = f_first[f];
         for (i64 k = ent_ack[f]; k < ent_lo[f + 1]; k++) {
-            i64 p = ent_port[k], w = ent_w[k];
-            if (ack_mark[p] != mark) { ack_mark[p] = mark; ack_before[p] = ack_load[p]; ack_dirty.push_back(p); }
-            ack_load[p] += sign * ((w * f_first[f]) / (one + w) * one);
+            const i64 d = ack_share(ent_w[k], now) - ack_share(ent_w[k], before);
+            if (d) ack_add(ent_port[k], d);
         }
     }
 
-    // Add to `comp` every active flow linked to port `p` (transitively), their ports to `touched`.
+    // A flow starts or ends on port p: its component no longer holds.
+    void drop_comp(i64 p) {
+        if (port_comp[p] >= 0) kept_valid[port_comp[p]] = 0;
+    }
+
+    // The components of a step's arrivals. One flow that starts joins the components of its
+    // ports (those kept and still holding, copied; the others found) into one, kept; where
+    // several start, the components of their ports no longer hold, and are found again.
+    void join_arrivals() {
+        if (arrived.size() != 1) {
+            for (i64 f : arrived)
+                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) drop_comp(ent_port[k]);
+            arrived.clear();
+            return;
+        }
+        const i64 f = arrived[0], m = mark;
+        arrived.clear();
+        if (ent_lo[f] == ent_ack[f]) return;   // (on no port: linked to nothing, as spreading finds it)
+        const size_t comp0 = comp.size(), touched0 = touched.size();
+        flow_mark[f] = m;
+        comp.push_back(f);
+        for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
+            const i64 q = ent_port[k];
+            if (port_mark[q] == m) continue;
+            const i64 id = port_comp[q];
+            if (id >= 0 && kept_valid[id]) copy_comp(id);
+            else find_comp(q);
+        }
+        keep_comp(comp0, touched0);
+    }
+
+    // Add kept component `id` (it holds) to `comp` and `touched`.
+    void copy_comp(i64 id) {
+        i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
+        const i64 m = mark;
+        for (i64 i = kept_flow_lo[id]; i < kept_flow_lo[id + 1]; i++) {
+            const i64 g = kept_flows[i];
+            if (fm[g] != m) { fm[g] = m; comp.push_back(g); }
+        }
+        for (i64 i = kept_port_lo[id]; i < kept_port_lo[id + 1]; i++) {
+            const i64 q = kept_ports[i];
+            if (pm[q] != m) { pm[q] = m; touched.push_back(q); }
+        }
+    }
+
+    // Add to `comp` every active flow linked to port `p` (transitively), their ports to
+    // `touched`: the component kept for p where it still holds, else found and kept.
     void spread_from(i64 p) {
-        if (port_mark[p] == mark) return;
-        port_mark[p] = mark;
+        i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
+        const i64 m = mark;
+        if (pm[p] == m) return;
+        const i64 id = port_comp[p];
+        if (id >= 0 && kept_valid[id]) { copy_comp(id); return; }
+        const size_t comp0 = comp.size(), touched0 = touched.size();
+        find_comp(p);
+        keep_comp(comp0, touched0);
+    }
+
+    // The component of `p` (not marked), found by its flows' data entries.
+    void find_comp(i64 p) {
+        i64 *__restrict pm = port_mark.data(), *__restrict fm = flow_mark.data();
+        const i64 *lo = ent_lo.data(), *ack = ent_ack.data();
+        const int32_t *ep = ent_port.data();
+        const std::vector<int32_t> *on = port_flows.data();
+        const i64 m = mark;
+        pm[p] = m;
         touched.push_back(p);
         size_t head = comp.size();
-        for (i64 f : port_flows[p])
-            if (flow_mark[f] != mark) { flow_mark[f] = mark; comp.push_back(f); }
+        for (int32_t f : on[p])
+            if (fm[f] != m) { fm[f] = m; comp.push_back(f); }
         for (; head < comp.size(); head++) {
-            i64 f = comp[head];
-            for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
-                i64 q = ent_port[k];
-                if (port_mark[q] == mark) continue;
-                port_mark[q] = mark;
+            const i64 f = comp[head];
+            for (i64 k = lo[f]; k < ack[f]; k++) {
+                const i64 q = ep[k];
+                if (pm[q] == m) continue;
+                pm[q] = m;
                 touched.push_back(q);
-                for (i64 g : port_flows[q])
-                    if (flow_mark[g] != mark) { flow_mark[g] = mark; comp.push_back(g); }
+                for (int32_t g : on[q])
+                    if (fm[g] != m) { fm[g] = m; comp.push_back(g); }
             }
         }
+    }
+
+    // Keep the component just found (comp and touched from comp0 and touched0). The store is
+    // emptied when it outgrows the experiment's ports and flows, so it stays within a few
+    // times what holds.
+    void keep_comp(size_t comp0, size_t touched0) {
+        if (kept_valid.empty()) { kept_flow_lo.assign(1, 0); kept_port_lo.assign(1, 0); }
+        if (kept_flows.size() + kept_ports.size() > (size_t)(4 * (n_port + n_flow) + 4096)) {
+            for (i64 q : kept_ports) port_comp[q] = -1;
+            kept_flows.clear(); kept_ports.clear(); kept_valid.clear();
+            kept_flow_lo.assign(1, 0); kept_port_lo.assign(1, 0);
+        }
+        const i64 id = (i64)kept_valid.size();
+        kept_flows.insert(kept_flows.end(), comp.begin() + comp0, comp.end());
+        kept_ports.insert(kept_ports.end(), touched.begin() + touched0, touched.end());
+        for (size_t i = touched0; i < touched.size(); i++) {
+            const i64 q = touched[i];
+            if (port_comp[q] >= 0) kept_valid[port_comp[q]] = 0;
+            port_comp[q] = id;
+        }
+        kept_valid.push_back(1);
+        kept_flow_lo.push_back((i64)kept_flows.size());
+        kept_port_lo.push_back((i64)kept_ports.size());
     }
 
     // Max-min rates (into `out`) of the flows of `comp` over their data entries, on capacities
     // `cap` (by local port): maxmin.max_min_rates' rounds, with each port's share computed once
-    // a round (the same value the array path computes for each of its entries).
+    // a round (the same value the array path computes for each of its entries). A round's
+    // decisions read only its shares, so the flows it fixes take their rates off the ports' room
+    // as they are found (integer sums: the same in any order).
     template <class Cap>
-    void max_min(const Cap &cap, std::vector<i64> &out) {
-        for (i64 p : touched) w_weight[p] = 0;
-        for (i64 f : comp)
-            for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) w_weight[ent_port[k]] += ent_w[k];
-        live.clear();
-        for (i64 p : touched)
-            if (w_weight[p] > 0) { w_left[p] = cap(p); live.push_back(p); }
-        cur.assign(comp.begin(), comp.end());
-        while (!cur.empty()) {
-            for (i64 p : live) { w_share[p] = w_left[p] / w_weight[p]; w_link_min[p] = INF; }
-            for (i64 f : cur) {
+    void max_min(const Cap &cap, i64 *__restrict out) {
+        const i64 *lo = ent_lo.data(), *ack = ent_ack.data(), *ew = ent_w.data();
+        const int32_t *ep = ent_port.data();
+        i64 *__restrict wl = w_left.data(), *__restrict ww = w_weight.data(), *__restrict ws = w_share.data();
+        i64 *__restrict lm = w_link_min.data();
+        const size_t nc = comp.size();
+        if (cur.size() < nc) { cur.resize(nc); next.resize(nc); }
+        if (live.size() < touched.size()) live.resize(touched.size());
+        Item *__restrict cu = cur.data(), *__restrict nx = next.data();
+        i64 *__restrict lv = live.data();
+        for (size_t i = 0; i < nc; i++) { const i64 f = comp[i]; cu[i] = Item{f, lo[f], ack[f], 0}; }
+        // every active flow on a port of `touched` is in `comp` (it is closed), so a port's
+        // weight is that of all its active flows
+        const i64 *pw = port_weight.data();
+        size_t n_live = 0;
+        for (i64 p : touched) {
+            ww[p] = pw[p];
+            if (ww[p] > 0) { wl[p] = cap(p); lv[n_live++] = p; }
+        }
+        size_t n_cur = nc;
+        while (n_cur) {
+            for (size_t i = 0; i < n_live; i++) { const i64 p = lv[i]; ws[p] = wl[p] / ww[p]; lm[p] = INF; }
+            for (size_t i = 0; i < n_cur; i++) {
+                Item &x = cu[i];
                 i64 m = INF;
-                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) m = std::min(m, w_share[ent_port[k]]);
-                f_min[f] = m;
-                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
-                    i64 &lm = w_link_min[ent_port[k]];
-                    lm = std::min(lm, m);
-                }
+                for (i64 k = x.lo; k < x.hi; k++) m = std::min(m, ws[ep[k]]);
+                x.m = m;
+                for (i64 k = x.lo; k < x.hi; k++) lm[ep[k]] = std::min(lm[ep[k]], m);
             }
-            next.clear();
-            size_t n_fixed = 0;
-            for (i64 f : cur) {
+            size_t n_next = 0;
+            for (size_t i = 0; i < n_cur; i++) {
+                const Item &x = cu[i];
                 bool fixed = false;
-                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++)
-                    fixed |= w_share[ent_port[k]] == w_link_min[ent_port[k]];
-                if (fixed) { cur[n_fixed++] = f; out[f] = f_min[f]; }
-                else next.push_back(f);
+                for (i64 k = x.lo; k < x.hi; k++) fixed |= ws[ep[k]] == lm[ep[k]];
+                if (!fixed) { nx[n_next++] = x; continue; }
+                out[x.f] = x.m;
+                for (i64 k = x.lo; k < x.hi; k++) { wl[ep[k]] -= ew[k] * x.m; ww[ep[k]] -= ew[k]; }
             }
-            // the shares above all read the round's capacities: update them after
-            for (size_t i = 0; i < n_fixed; i++) {
-                i64 f = cur[i];
-                for (i64 k = ent_lo[f]; k < ent_ack[f]; k++) {
-                    w_left[ent_port[k]] -= ent_w[k] * f_min[f];
-                    w_weight[ent_port[k]] -= ent_w[k];
-                }
-            }
-            size_t n_live = 0;
-            for (i64 p : live) if (w_weight[p] > 0) live[n_live++] = p;
-            live.resize(n_live);
-            cur.swap(next);
+            if (!n_next) break;
+            size_t kept = 0;
+            for (size_t i = 0; i < n_live; i++) if (ww[lv[i]] > 0) lv[kept++] = lv[i];
+            n_live = kept;
+            std::swap(cu, nx);
+            n_cur = n_next;
         }
     }
 
@@ -301,56 +496,49 @@ struct Exp {
     // and the components of the ports whose ACK load changed.
     void rates() {
         comp.clear(); touched.clear();
+        join_arrivals();
         for (i64 p : changed) spread_from(p);
-        for (i64 f : comp) add_acks(f, -1);
-        max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first);
-        for (i64 f : comp) add_acks(f, 1);
+        const size_t nc = comp.size();
+        if (first_before.size() < nc) first_before.resize(nc);
+        for (size_t i = 0; i < nc; i++) first_before[i] = f_first[comp[i]];
+        max_min([this](i64 p) { return c.port_cap[p0 + p]; }, f_first.data());
+        for (size_t i = 0; i < nc; i++)
+            if (f_first[comp[i]] != first_before[i]) move_acks(comp[i], first_before[i]);
         for (i64 p : ack_dirty)
             if (ack_load[p] != ack_before[p] && port_mark[p] != mark && !ack_change_moves_nothing(p)) spread_from(p);
         ack_dirty.clear();
-        for (i64 p : touched) {
-            i64 room = c.port_cap[p0 + p] - ack_load[p];
-            w_cap2[p] = room > 0 ? room : 0;
-        }
-        max_min([this](i64 p) { return w_cap2[p]; }, rate);
+        max_min([this](i64 p) { return std::max(c.port_cap[p0 + p] - ack_load[p], (i64)0); }, rate.data());
         for (i64 f : comp) {
             if (rate[f] < 1) rate[f] = 1;
             act_rate[active_pos[f]] = (double)rate[f];
             act_inv[active_pos[f]] = 1.0 / (double)rate[f];
+            approx_left((size_t)active_pos[f]);
         }
     }
 
     // ---------------------------------------------------------------- transfers, vectorised
-    // The slots past the last active flow, up to a whole number of vectors, hold a transfer that
-    // never ends (its bits left stay far above any active one's), so that the loops below run
+    // Every slot's time left by the reciprocal (left_ps) is kept from step to step: advance()
+    // computes it after moving the bits left on, and rates() again for the slots whose rate it
+    // set. The slots past the last active flow, up to a whole number of vectors, hold a transfer
+    // that never ends (its bits left stay far above any active one's), so that the loops run
     // on whole vectors. Returns the number of slots they cover.
     size_t pad_slots() {
         const size_t n = act_flow.size(), nv = (n + VW - 1) / VW * VW;
         if (act_rem.size() < nv) grow_slots(nv);
-        for (size_t i = n; i < nv; i++) { act_rem[i] = PAD_BITS; act_rate[i] = 1.0; act_inv[i] = 1.0; }
+        for (size_t i = n; i < nv; i++) {
+            act_rem[i] = PAD_BITS; act_rate[i] = 1.0; act_inv[i] = 1.0; left_ps[i] = PAD_BITS * PS_PER_BIT_UNIT;
+        }
         return nv;
     }
 
     void grow_slots(size_t n) {
         n = std::max(2 * n, (size_t)64);
         act_rem.resize(n); act_rate.resize(n); act_inv.resize(n); left_ps.resize(n);
+        near.resize(n); near_rem.resize(n);
     }
 
-    // left_ps[i] = the time left of slot i by the reciprocal; the least of them
-    double approx_left(size_t nv) {
-        const double *rem = act_rem.data(), *inv = act_inv.data();
-        double *out = left_ps.data();
-        vd lo = vsplat(PAD_BITS * PS_PER_BIT_UNIT);
-        const vd scale = vsplat(PS_PER_BIT_UNIT);
-        for (size_t i = 0; i < nv; i += VW) {
-            vd q = vload(rem + i) * scale * vload(inv + i);
-            vstore(out + i, q);
-            lo = q < lo ? q : lo;
-        }
-        double m = lo[0];
-        for (int j = 1; j < VW; j++) m = lo[j] < m ? lo[j] : m;
-        return m;
-    }
+    // slot i's time left by the reciprocal (advance()'s operations)
+    void approx_left(size_t i) { left_ps[i] = act_rem[i] * PS_PER_BIT_UNIT * act_inv[i]; }
 
     // ceil of the least exact time left, from the least approximate one (> 0: the exact one
     // lies within APPROX_BAND of it; <= 0: so is the exact one, and its ceil is 0)
@@ -373,23 +561,17 @@ struct Exp {
     double exact_left(size_t i) const { return act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]; }
 
     // The transfers that end by `d` ps from now (into `ended`, in slot order: exactly those whose
-    // time left is <= d), then every slot's bits left less rate x dt (the array path's
-    // operation, in its order).
+    // time left is <= d), and every slot's bits left moved on by d.
     void move_on(size_t nv, i64 d) {
-        const double by = (double)d, sure = by * (1.0 - APPROX_BAND);
-        const vd unsure = vsplat(by * (1.0 + APPROX_BAND));
-        const vd dt = vsplat(by / PS_PER_BIT_UNIT);
-        double *rem = act_rem.data();
-        const double *r = act_rate.data(), *left = left_ps.data();
-        for (size_t i = 0; i < nv; i += VW) {
-            const vd a = vload(left + i);
-            const auto near = a <= unsure;
-            bool any = false;
-            for (int j = 0; j < VW; j++) any |= near[j] != 0;
-            if (any)
-                for (int j = 0; j < VW; j++)
-                    if (near[j] && (a[j] <= sure || exact_left(i + j) <= by)) ended.push_back(act_flow[i + j]);
-            vstore(rem + i, vload(rem + i) - vload(r + i) * dt);
+        const double by = (double)d, sure = by * (1.0 - APPROX_BAND), unsure = by * (1.0 + APPROX_BAND);
+        const size_t n_near = (avx2 ? advance4 : advance2)(act_rem.data(), left_ps.data(), act_rate.data(),
+                                                           act_inv.data(), nv, unsure, by / PS_PER_BIT_UNIT,
+                                                           PS_PER_BIT_UNIT, near.data(), near_rem.data());
+        // (the slot's time left before the move: near_rem is its bits left then)
+        for (size_t j = 0; j < n_near; j++) {
+            const size_t i = near[j];
+            const double a = near_rem[j] * PS_PER_BIT_UNIT * act_inv[i];
+            if (a <= sure || near_rem[j] * PS_PER_BIT_UNIT / act_rate[i] <= by) ended.push_back(act_flow[i]);
         }
     }
 
@@ -408,7 +590,7 @@ struct Exp {
             // within that error: the least time left (ceil is monotone: the earliest end is that
             // of the least) and whether a transfer ends by T + d (d whole: exactly when left <= d)
             const size_t nv = pad_slots();
-            double least_approx = approx_left(nv);
+            const double least_approx = (avx2 ? least_of4 : least_of2)(left_ps.data(), nv);
             i64 nxt = INF;
             if (n) nxt = T + least_left(n, least_approx);
             if (!pending.empty() && pending.top().first < nxt) nxt = pending.top().first;

@@ -135,37 +135,34 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
     diameter = int(getattr(topo, "diameter_hops", 0))        # 0: not known
     npath = min(n_switch, 2 * diameter + 2) if diameter > 0 else n_switch   # switches a walk covers
     cols = _route_columns(exp, flows, src, dst) if flows.size else None
-    egress = routes.flow_paths(cols, np.zeros(1, np.int8), npath).astype(np.int64) if cols is not None else None
+    hops: list = []
+    if cols is not None:
+        routes.flow_paths(cols, np.zeros(1, np.int8), npath, hops=hops)
+    width = 1 + max((h + 1 for _, h, _, _ in hops), default=0)     # columns the tables' walk fills
     out = {}
     for way in ways:
         start, end = (src, dst) if way == DATA else (dst, src)
-        ports = np.full((flows.size, npath + 1), -1, np.int64)
+        ports = np.full((flows.size, width), -1, np.int64)
         if not flows.size:
             out[way] = ports
             continue
         ports[:, 0] = off[start]
-        node = peer[ports[:, 0]]
-        walked = 1                                     # columns the walk below filled
-        if egress is not None:
-            # the rows still walking (a switch without a table entry ends its row's walk)
-            walking = np.flatnonzero(node != end)
-            for h in range(npath):
-                hop = egress[walking, way, h]
-                walking = walking[hop >= 0]
-                if not walking.size:
-                    break
-                port = off[node[walking]] + hop[hop >= 0]
-                ports[walking, h + 1] = port
-                node[walking] = peer[port]
-                walked = h + 2
-                walking = walking[node[walking] != end[walking]]
+        last = ports[:, 0].copy()                      # each row's last port so far
+        for w, h, rows, egress in hops:
+            if w != way:
+                continue
+            if h < 0:                                  # a walk that went astray: walked again below
+                ports[rows, 1:] = -1
+                last[rows] = ports[rows, 0]
+            else:
+                ports[rows, h + 1] = egress
+                last[rows] = egress
+        node = peer[last]
         rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
-        if not rest.size:
-            ports = ports[:, :walked]
-        else:
+        if rest.size:
             walks = [_walk(exp, int(flows[i]), int(start[i]), int(end[i])) for i in rest.tolist()]
-            width = max(ports.shape[1], max(len(w) for w in walks))
-            ports = np.pad(ports, ((0, 0), (0, width - ports.shape[1])), constant_values=-1)
+            wide = max(ports.shape[1], max(len(w) for w in walks))
+            ports = np.pad(ports, ((0, 0), (0, wide - ports.shape[1])), constant_values=-1)
             ports[rest] = -1
             for i, w in zip(rest.tolist(), walks):
                 ports[i, :len(w)] = w
