@@ -63,7 +63,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
                 iters.a[e] += max(0, min(windows, lengths[e] - iters.a[e]))
                 if iters.a[e] >= lengths[e]:
                     status.a[e] = ST_DONE
-    be.groups_kernel = kernel
+    be.groups_kernel = kernel      # (passed to _groups_launcher as the compiled kernels' would be)
     return be
 
 
@@ -82,7 +82,7 @@ def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budg
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
     be.defaults = replace(GPU, group_slice_windows=slice_windows)
-    launch, blocks = be._groups_launcher(offsets, 128, status, iters)
+    launch, blocks = be._groups_launcher(be.groups_kernel, offsets, 128, status, iters)
     assert blocks == min(resident, 3)
     be._run_launches(launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0, None)
     assert (status.a == ST_DONE).all() and (iters.a == lengths).all()
@@ -94,7 +94,7 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
     lengths = np.array([15, 1259])
     status, iters = HostArray([ST_DONE, ST_RUN]), HostArray([15, 415])
     be = backend(status, iters, lengths, 100, None)
-    launch, _ = be._groups_launcher(np.array([0, 2]), 128, status, iters)
+    launch, _ = be._groups_launcher(be.groups_kernel, np.array([0, 2]), 128, status, iters)
     with pytest.raises(RuntimeError, match="no progress"):
         be._run_launches(launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
 
@@ -113,6 +113,6 @@ def test_the_switch_lanes_launch_whole_warps() -> None:
     seen = []
     run_groups = be.groups_kernel
     be.groups_kernel = lambda grid, blk, args, shared_mem=0: (seen.append(blk), run_groups(grid, blk, args, shared_mem))
-    launch, _ = be._groups_launcher(np.array([0, 1, 2]), 100, status, iters)
+    launch, _ = be._groups_launcher(be.groups_kernel, np.array([0, 1, 2]), 100, status, iters)
     launch(5)
     assert seen == [(128,)] and (status.a == ST_DONE).all()
