@@ -356,18 +356,22 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_wind
                                                                                   unsigned long long* next_row,
                                                                                   int steal) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  if (!steal) {
-    MV_FOR(i, c->n_node) window_row(c, i, cap);
-    return;
-  }
   const int lane = threadIdx.x & 31;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;   // (without steal: grid-stride rows)
   for (;;) {
-    unsigned long long base = 0;
-    if (lane == 0) base = atomicAdd(next_row, 32ull);
-    base = __shfl_sync(0xffffffffu, base, 0);
-    if (base >= (unsigned long long)c->n_node) return;
-    int64_t i = (int64_t)base + lane;
+    if (steal) {
+      unsigned long long base = 0;
+      if (lane == 0) base = atomicAdd(next_row, 32ull);
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (base >= (unsigned long long)c->n_node) return;
+      i = (int64_t)base + lane;
+    } else if (i >= c->n_node) {
+      return;
+    }
+    // (one call site: nvcc inlines the node's window, where a second one made it a call, around
+    // which the kernel spilled)
     if (i < c->n_node) window_row(c, i, cap);
+    if (!steal) i += (int64_t)gridDim.x * blockDim.x;
   }
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsigned long long* next_row) {
