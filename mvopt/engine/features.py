@@ -9,7 +9,7 @@ and the feature's code dead, when its switch is 0. Both are generated from FEATU
 cannot depend on the build. The GPU compiles one module per set of switches a batch needs (the
 features cost its kernels registers and spills where no experiment uses them); the CPU keeps one
 build with every feature (docs/decisions/0028-features-compiled-per-batch.md). Features share a
-switch where experiments rarely use them, so that there are few builds.
+switch, so that there are few builds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mvopt._cfg.algorithms import LOAD_BALANCERS, TRANSPORTS, congestion_control
+from mvopt._cfg.algorithms import LOAD_BALANCERS, congestion_control
 from mvopt.engine import schema
 
 __all__ = ["FEATURES", "SWITCHES", "Feature", "batch_features", "c_feature_source", "check_features",
@@ -54,13 +54,13 @@ def switch_macro(switch: str) -> str:
     return f"MV_FEAT_{switch.upper()}"
 
 
-# Selective repeat has a switch of its own: it is the transport of every experiment that sprays
-# packets (network.transport's default), which several use-case search spaces do; the others
-# share one.
+# One switch for the features few experiments use. Selective repeat, the transport of every
+# experiment that sprays, is always compiled in: it costs the kernels few spills (decisions/0028).
 FEATURES: tuple[Feature, ...] = (
-    Feature("sr", "sr", "transport", TRANSPORTS.index("sr"), doc="selective repeat (network.transport sr)"),
-    Feature("adaptive", "rare", "spray", LOAD_BALANCERS.index("adaptive"), doc="adaptive routing (network.lb adaptive)"),
-    Feature("flowlet", "rare", "flowlet_ps", nonzero=True, doc="adaptive routing per flowlet (network.flowlet_gap_ns)"),
+    Feature("adaptive", "rare", "spray", LOAD_BALANCERS.index("adaptive"),
+            doc="adaptive routing (network.lb adaptive)"),
+    Feature("flowlet", "rare", "flowlet_ps", nonzero=True,
+            doc="adaptive routing per flowlet (network.flowlet_gap_ns)"),
     Feature("timely", "rare", "cc", congestion_control("timely").code, doc="TIMELY (network.cc timely)"),
     Feature("link_down", "rare", "down_n", nonzero=True, doc="links going down (cluster.link_down)"),
 )

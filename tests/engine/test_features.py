@@ -21,11 +21,10 @@ from mvopt.engine.features import FEATURES, SWITCHES, batch_features, check_feat
 from mvopt.engine.source import kernel_source
 from mvopt.testing.backends import available_backends
 
-# per feature: the configuration of an experiment that uses it (and no feature of another switch)
+# per feature: the configuration of an experiment that uses it
 CASES = {
-    "sr": {"network": {"transport": "sr"}},
-    "adaptive": {"network": {"lb": "adaptive", "transport": "gbn"}},
-    "flowlet": {"network": {"lb": "adaptive", "transport": "gbn", "flowlet_gap_ns": 500.0}},
+    "adaptive": {"network": {"lb": "adaptive"}},
+    "flowlet": {"network": {"lb": "adaptive", "flowlet_gap_ns": 500.0}},
     "timely": {"network": {"cc": "timely"}},
     "link_down": {"cluster": {"link_down": [[2, 0, 4000]]}},
 }
@@ -52,8 +51,11 @@ def test_every_feature_has_a_case() -> None:
     assert all(f.slot in schema.EI for f in FEATURES)
 
 
-def test_a_plain_batch_gets_no_feature() -> None:
-    assert _on(batch_features(build_batch([_exp(), _exp(name="f")]).cols)) == set()
+def test_a_plain_batch_gets_no_switch() -> None:
+    """Also with spraying and selective repeat, which every build has."""
+    plain = [_exp(), _exp(name="f"), _exp(network={"lb": "spray"}, name="s"),
+             _exp(network={"transport": "sr"}, name="r")]
+    assert _on(batch_features(build_batch(plain).cols)) == set()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -75,7 +77,7 @@ def test_every_feature_at_once() -> None:
 
 def test_the_benchmark_gets_the_lean_build() -> None:
     """`mvopt bench` (workload (a): k=4 fat-tree ring all-reduce, ECMP, go-back-N) with each
-    congestion control but TIMELY: no feature."""
+    congestion control but TIMELY: no switch."""
     from mvopt.bench import allreduce_config
     for cc in ("none", "dcqcn", "hpcc", "dctcp"):
         batch = build_batch([build_experiment(allreduce_config(cc, 1 << 20))])
@@ -95,8 +97,10 @@ def test_feature_options_name_every_switch() -> None:
     first = SWITCHES[0]
     on = {m: int(m == first) for m in SWITCHES}
     assert feature_options(on) == tuple(f"-D{m}={int(m == first)}" for m in SWITCHES)
-    with pytest.raises(ValueError, match=SWITCHES[-1]):
-        feature_options({first: 1})
+    with pytest.raises(ValueError, match=first):
+        feature_options({})
+    with pytest.raises(ValueError, match="MV_FEAT_OTHER"):
+        feature_options({**on, "MV_FEAT_OTHER": 0})
     with pytest.raises(ValueError, match="0 or 1"):
         feature_options({**on, first: 2})
 

@@ -13,6 +13,7 @@ MV_DEV void sr_set(int64_t* map, int64_t f, int64_t s, bool on) {
   uint64_t w = (uint64_t)map[f * SR_WORDS + (k >> 6)], b = 1ULL << (k & 63);
   map[f * SR_WORDS + (k >> 6)] = (int64_t)(on ? (w | b) : (w & ~b));
 }
+MV_DEV bool flow_sr(const Ctx* c, int64_t e) { return EI(c, e, EI_TRANSPORT) == TR_SR; }
 // The packet selective repeat retransmits next (-1: none): a hole presumed lost.
 MV_DEV int64_t sr_retx_seq(const Ctx* c, int64_t f) {
   int64_t r = c->f_rtx_nxt[f];
@@ -36,7 +37,7 @@ MV_DEV bool flow_win_bound(const Ctx* c, int64_t e, int64_t f) {
 // A retransmission of selective repeat is neither window-bound nor limited by the receive window;
 // new data is limited by both.
 MV_DEV bool flow_can_send(const Ctx* c, int64_t e, int64_t f) {
-  if (uses_sr(c, e)) {
+  if (flow_sr(c, e)) {
     if (sr_retx_seq(c, f) >= 0) return true;
     if (c->f_snd_nxt[f] - c->f_snd_una[f] >= SR_WINDOW) return false;
   }
@@ -87,7 +88,7 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
   int64_t notify = MV_INF;
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) { pfc_set(c, p, PFC_PAUSED, pk.type == PK_PAUSE); return notify; }
   int32_t f = pk.flow;
-  if (pk.type == PK_DATA && uses_sr(c, e)) {   // selective repeat: every packet acknowledged
+  if (pk.type == PK_DATA && flow_sr(c, e)) {   // selective repeat: every packet acknowledged
     int64_t exp_seq = c->f_rx_next[f], s = pk.seq;
     bool fresh = s == exp_seq || (s > exp_seq && s - exp_seq < SR_WINDOW && !sr_bit(c->f_rx_map, f, s));
     if (!fresh) ctr_add(c, v, C_OOO, 1);   // (as go-back-N's: an arrival the receiver discards)
@@ -129,7 +130,7 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
   if (c->f_done_ps[f] >= 0) return notify;
   int64_t a = pk.seq;
   if (a > c->f_snd_una[f]) { c->f_snd_una[f] = a; c->f_progress_ps[f] = t; }
-  if (uses_sr(c, e)) {
+  if (flow_sr(c, e)) {
     int64_t s = pk.sendno;
     if (s >= c->f_snd_una[f]) {   // received out of order: a hole below it
       sr_set(c->f_sack_map, f, s, true);
@@ -138,7 +139,7 @@ MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slo
     sr_settle(c, f);
   } else if (pk.type == PK_NACK) c->f_snd_nxt[f] = c->f_snd_una[f];
   else if (c->f_snd_nxt[f] < c->f_snd_una[f]) c->f_snd_nxt[f] = c->f_snd_una[f];
-  cc_on_ack(c, e, f, t, a, (pk.flags & FL_ECHO) != 0, slot, pk.nint, uses_sr(c, e) ? (int64_t)pk.sendno : -1);
+  cc_on_ack(c, e, f, t, a, (pk.flags & FL_ECHO) != 0, slot, pk.nint, flow_sr(c, e) ? (int64_t)pk.sendno : -1);
   if (c->f_snd_una[f] == c->f_npkt[f]) {
     c->f_done_ps[f] = t;
     c->node_flows_acked[v] += 1;
@@ -185,7 +186,7 @@ MV_DEV void host_fire_timers(Ctx* c, int64_t e, int64_t v, int64_t t) {
     int32_t f = c->act_flow[base + j];
     if (EI(c, e, EI_CC) == CC_DCQCN) dcqcn_timers(c, e, f, t);
     if (flow_rto_t(c, e, f) == t) {
-      if (uses_sr(c, e)) {   // every packet outstanding and not selectively acknowledged is lost
+      if (flow_sr(c, e)) {   // every packet outstanding and not selectively acknowledged is lost
         c->f_lost_hi[f] = c->f_snd_nxt[f];
         c->f_rtx_nxt[f] = c->f_snd_una[f];
         sr_settle(c, f);
@@ -231,14 +232,14 @@ MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, in
     if (!flow_can_send(c, e, f) || c->f_next_tx[f] > t) continue;
     c->node_rr[v] = f;
     if (c->f_snd_nxt[f] == c->f_snd_una[f]) c->f_progress_ps[f] = t;   // RTO measures from here
-    int64_t seq = uses_sr(c, e) ? sr_retx_seq(c, f) : -1;
+    int64_t seq = flow_sr(c, e) ? sr_retx_seq(c, f) : -1;
     if (seq >= 0) {   // selective repeat's retransmission of a hole
       c->f_rtx_nxt[f] = (int32_t)(seq + 1);
       sr_settle(c, f);
     } else {
       seq = c->f_snd_nxt[f];
       c->f_snd_nxt[f] = (int32_t)(seq + 1);
-      if (uses_sr(c, e)) sr_set(c->f_sack_map, f, seq, false);   // (the ring's bit of seq - SR_WINDOW)
+      if (flow_sr(c, e)) sr_set(c->f_sack_map, f, seq, false);   // (the ring's bit of seq - SR_WINDOW)
     }
     int64_t pay = EI(c, e, EI_PAYLOAD);
     int64_t left = c->f_size[f] - seq * pay;
