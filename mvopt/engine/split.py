@@ -121,7 +121,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
                 g = [k for k in g if k not in racer.results]
                 if not g:
                     continue
-            t = time.perf_counter()
+            t = t_start = time.perf_counter()
             sized = compact_counts if small else full_counts     # the planner's counts: not computed again
             batch = build_batch([exps[k] for k in g], compact=small, exp_counts=[sized[k] for k in g])
             built = time.perf_counter() - t
@@ -139,7 +139,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             ran = time.perf_counter() - t
             stats["run_s"] += ran
             stats["sub_batches"] += 1
-            stats["timeline"].append({"experiments": len(g), "compact": small, "start_s": t - built - t0,
+            stats["timeline"].append({"experiments": len(g), "compact": small, "start_s": t_start - t0,
                                       "build_s": built, "run_s": ran})
             t = time.perf_counter()
             extracted = extract_results(batch, iters)
