@@ -1,8 +1,8 @@
-"""Model features compiled per batch (engine/features.py; docs/decisions/0028): the switches a
-batch gets from its experiments' features, that a batch mixing a feature's experiment with plain ones gets
-the feature, that a build without a feature refuses a batch that uses it, and that the kernel
-source compiles with every combination of switches. The GPU's builds are run by
-test_gpu_launch.py and the GPU tests below (skipped without a GPU)."""
+"""Model features compiled per batch (engine/features.py; docs/decisions/0028): the switch a
+batch gets from its experiments' features (also when one experiment among plain ones uses one),
+that a build without a feature refuses a batch that uses it, and that the kernel source compiles
+with every combination of switches. The GPU's builds run in test_gpu_launch.py and in the GPU
+test below (skipped without a GPU)."""
 
 from __future__ import annotations
 
@@ -132,6 +132,29 @@ def test_the_source_compiles_with_every_combination_of_switches(tmp_path) -> Non
         r = subprocess.run([compiler(), "-std=c++17", "-fsyntax-only", *feature_options(switches), str(src)],
                            capture_output=True, text=True)
         assert r.returncode == 0, (switches, r.stderr[-2000:])
+
+
+@pytest.mark.skipif("cpu" not in available_backends(), reason="needs a C++ compiler")
+def test_the_kernels_without_the_features_give_the_same_results(monkeypatch) -> None:
+    """The CPU's kernels compiled as the GPU's for a batch without the features (every switch 0)
+    give the one build's results on such a batch: leaving the features out changes nothing."""
+    from mvopt.engine import _cpu
+    from mvopt.engine.batch import extract_results
+    from mvopt.testing.scenarios import mixed_experiments
+
+    exps = [e for e in mixed_experiments(9) + [_exp(network={"lb": "spray"})]
+            if not any(batch_features(build_batch([e]).cols).values())]
+    assert len(exps) >= 5
+
+    def run(be):
+        batch = build_batch(exps)
+        return extract_results(batch, be.run(batch))
+
+    one = _cpu.CpuBackend(threads=1)
+    monkeypatch.setattr(_cpu, "FLAGS", (*_cpu.FLAGS, *feature_options(dict.fromkeys(SWITCHES, 0))))
+    without = _cpu.CpuBackend(threads=1)
+    assert without.lib._name != one.lib._name          # (another library)
+    assert all(a.same_as(b) for a, b in zip(run(one), run(without)))
 
 
 @pytest.mark.gpu
