@@ -156,12 +156,12 @@ class GpuBackend:
         key = tuple(sorted(features.items()))
         if key not in self.compiled:
             cupy = self.cp
-            used = ", ".join(name for name, on in key if on) or "none"
+            switches = feature_options(features)
             # (the first load of a version compiles for tens of seconds; CuPy keeps the result)
-            print(f"mvopt: loading the GPU kernels on device {self.device} (features: {used}; compiled on a "
+            print(f"mvopt: loading the GPU kernels on device {self.device} ({' '.join(switches)}; compiled on a "
                   "version's first use) ...", file=sys.stderr, flush=True)
             with cupy.cuda.Device(self.device):
-                module = cupy.RawModule(code=kernel_source("cuda"), options=self.options + feature_options(features))
+                module = cupy.RawModule(code=kernel_source("cuda"), options=self.options + switches)
                 phases = {p: module.get_function(f"mv_phase_{p}") for p in ("window", "advance")}
                 per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(phases["window"].kernel.ptr,
                                                                                     self.threads, 0)
