@@ -6,10 +6,10 @@ belongs to a compile-time switch, ``MV_FEAT_<SWITCH>`` (0 or 1), and ``uses_<nam
 and the feature's code dead, when its switch is 0. Both are generated from FEATURES
 (kernel_source inlines them), and a batch's switches are computed from the same slots
 (`batch_features`): a batch with an experiment that uses a feature gets its switch, so results
-cannot depend on the build. The GPU compiles one module per set of switches a batch needs (the
-features cost its kernels registers and spills where no experiment uses them); the CPU keeps one
-build with every feature (docs/decisions/0028-features-compiled-per-batch.md). Features share a
-switch, so that there are few builds.
+cannot depend on the build. The GPU compiles one module per set of switches a batch needs, so
+that a batch runs no code of features it does not use; the CPU keeps one build with every
+feature (docs/decisions/0028-features-compiled-per-batch.md). Features share a switch, so that
+there are few builds.
 """
 
 from __future__ import annotations
