@@ -179,12 +179,14 @@ def run_on_gpu(row: dict, args) -> dict:
     pool.free_all_blocks()
     t0 = time.perf_counter()
     batch = build_batch([row["experiment"]] * n, compact=small)
+    t_built = time.perf_counter()
+    be.prepare(batch)        # the kernels of the batch's features, compiled on first use: not run time
     t1 = time.perf_counter()
     try:
         iters = be.run(batch, deadline_s=args.run_budget_s, resumable=False)
     except cp.cuda.memory.OutOfMemoryError as e:
         return {"run_n": n, "run_status": f"out of memory ({e})", "run_s": time.perf_counter() - t1,
-                "run_build_s": t1 - t0, "run_device_gib": pool.total_bytes() / GIB}
+                "run_build_s": t_built - t0, "run_device_gib": pool.total_bytes() / GIB}
     t2 = time.perf_counter()
     res = extract_results(batch, iters)
     statuses = sorted({r.status for r in res})
@@ -194,7 +196,7 @@ def run_on_gpu(row: dict, args) -> dict:
     done = all(r.status == "done" for r in res)
     hops = sum(r.counters["packet_hops"] for r in res)
     return {"run_n": n, "run_status": "/".join(statuses) + ("" if same else ", first != last"),
-            "run_partial": not done, "run_s": t2 - t1, "run_build_s": t1 - t0, "run_device_gib": batch.nbytes / GIB,
+            "run_partial": not done, "run_s": t2 - t1, "run_build_s": t_built - t0, "run_device_gib": batch.nbytes / GIB,
             "run_windows": max(r.windows for r in res), "run_sim_us": min(r.end_ps for r in res) / 1e6,
             "run_hops": hops, "run_kernel_s": timing.get("kernel_s", float("nan")),
             "run_exp_per_h": n / (t2 - t0) * 3600 if done else float("nan")}

@@ -101,6 +101,9 @@ class CpuBackend:
         """One part: every experiment runs at its own pace on the CPU (see GpuBackend.launch_parts)."""
         return [list(range(len(nodes)))]
 
+    def prepare(self, batch: Batch) -> None:
+        """Nothing to do: the CPU's one build has every model feature (engine/features.py)."""
+
     def batch_memory_limit(self) -> int | None:
         """Bytes one batch may take: no limit on the CPU (host memory is the user's to manage)."""
         return None

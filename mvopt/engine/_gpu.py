@@ -5,8 +5,9 @@ copied; all-zero columns are set there), the column addresses go to constant mem
 windows of every experiment run per host round trip (kernels/mv_cuda_main.cuh: the groups
 megakernel, or the graph kernels for experiments too wide for a block), the host only checks
 whether experiments are still running, and the result columns come back once at the end.
-Compiled with ``--fmad=false`` so that results are bit-identical to the CPU backend. How it runs
-(block sizes, slices, budgets) comes from backend_defaults.GPU.
+Compiled with ``--fmad=false`` so that results are bit-identical to the CPU backend, once per set
+of model features that a batch uses (engine/features.py: the others' code is left out, and with it
+their registers). How it runs (block sizes, slices, budgets) comes from backend_defaults.GPU.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from mvopt.engine.backend_defaults import LAUNCH_MODES, GpuDefaults, check_defin
 from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, scratch_arrays, scratch_words)
 from mvopt.engine.ctx import build_ctx
+from mvopt.engine.features import batch_features, check_features, feature_options
 from mvopt.engine.progress import backend_counts
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
 
-__all__ = ["GpuBackend", "experiment_groups", "gpu_available", "gpu_count", "launch_parts", "nvrtc_options"]
+__all__ = ["GpuBackend", "Kernels", "experiment_groups", "gpu_available", "gpu_count", "launch_parts", "nvrtc_options"]
 
 
 def _blocks(rows: int, threads: int) -> int:
@@ -37,13 +39,29 @@ def _blocks(rows: int, threads: int) -> int:
     return max(1, -(-int(rows) // threads))
 
 
-def nvrtc_options(defines: dict[str, int] | None = None, defaults: GpuDefaults | None = None) -> tuple[str, ...]:
+def nvrtc_options(defines: dict[str, int] | None = None, defaults: GpuDefaults | None = None,
+                  features: dict[str, int] | None = None) -> tuple[str, ...]:
     """The compiler options of the GPU kernels (experiments/gpu_sass.py compiles with them too):
     no fused multiply-add (the CPU's results, bit for bit), the block sizes of the table of
-    backend defaults, and `defines` (backend_defaults.KERNEL_DEFINES)."""
+    backend defaults, `defines` (backend_defaults.KERNEL_DEFINES) and, given, the model features'
+    switches (features.batch_features: MV_FEAT_* -> 0 or 1; without them every feature is in)."""
     d = defaults or backend_defaults.GPU
     options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={d.threads}", f"-DMV_GROUP_THREADS={d.group_threads_max}")
-    return options + tuple(f"-D{k}={v}" for k, v in sorted(check_defines(defines).items()))
+    options += tuple(f"-D{k}={v}" for k, v in sorted(check_defines(defines).items()))
+    return options + (feature_options(features) if features is not None else ())
+
+
+@dataclasses.dataclass
+class Kernels:
+    """One compiled module of the kernels (for one set of feature switches) and what the host
+    needs of it."""
+
+    features: dict[str, int]
+    module: object
+    phases: dict[str, object]          # the graph mode's kernels: 'window', 'advance'
+    groups: object                     # the groups megakernel
+    ctx_symbol: object                 # struct Ctx in constant memory
+    window_resident_blocks: int        # the graph mode's window kernel: blocks resident at once
 
 
 def launch_setting() -> str | None:
@@ -140,20 +158,34 @@ class GpuBackend:
         self.cp = cupy
         self.device = device
         self.threads = self.defaults.threads
+        self.options = options                 # without the feature switches, which each batch sets
+        self.compiled: dict[tuple[tuple[str, int], ...], Kernels] = {}
         with cupy.cuda.Device(device):
-            self.options = options
+            self.sms = int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
+
+    def kernels(self, features: dict[str, int]) -> Kernels:
+        """The kernels compiled with these feature switches (features.batch_features), compiled on
+        their first use in this process (CuPy keeps the result on disk: a later process loads it)."""
+        key = tuple(sorted(features.items()))
+        if key not in self.compiled:
+            cupy = self.cp
+            switches = feature_options(features)
             # (the first load of a version compiles for tens of seconds; CuPy keeps the result)
-            print(f"mvopt: loading the GPU kernels on device {device} (compiled on a version's first use) ...",
-                  file=sys.stderr, flush=True)
-            self.module = cupy.RawModule(code=kernel_source("cuda"), options=options)
-            self.phases = {p: self.module.get_function(f"mv_phase_{p}") for p in ("window", "advance")}
-            self.groups_kernel = self.module.get_function("mv_run_groups")
-            self.ctx_symbol = self.module.get_global("mv_ctx")     # struct Ctx in constant memory
-            props = cupy.cuda.runtime.getDeviceProperties(device)
-            self.sms = int(props["multiProcessorCount"])
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.phases["window"].kernel.ptr,
-                                                                                self.threads, 0)
-            self.window_resident_blocks = max(1, self.sms * int(per_sm))
+            print(f"mvopt: loading the GPU kernels on device {self.device} ({' '.join(switches)}; compiled on a "
+                  "version's first use) ...", file=sys.stderr, flush=True)
+            with cupy.cuda.Device(self.device):
+                module = cupy.RawModule(code=kernel_source("cuda"), options=self.options + switches)
+                phases = {p: module.get_function(f"mv_phase_{p}") for p in ("window", "advance")}
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(phases["window"].kernel.ptr,
+                                                                                    self.threads, 0)
+                self.compiled[key] = Kernels(dict(features), module, phases, module.get_function("mv_run_groups"),
+                                             module.get_global("mv_ctx"), max(1, self.sms * int(per_sm)))
+        return self.compiled[key]
+
+    def prepare(self, batch: Batch) -> Kernels:
+        """The kernels for `batch` (the model features its experiments use), compiled now if this
+        process has not yet: a caller that times runs calls it first."""
+        return self.kernels(batch_features(batch.cols))
 
     @staticmethod
     def _poll(status, iters, cap: int, progress: Callable[..., None] | None,
@@ -218,15 +250,14 @@ class GpuBackend:
                                                                                    smem_bytes))
         return max(1, self.sms * per_sm)
 
-    def _groups_launcher(self, offsets: np.ndarray, threads: int, status,
+    def _groups_launcher(self, kernel, offsets: np.ndarray, threads: int, status,
                          iters) -> tuple[Callable[[int], None], int]:
-        """`launch(cap)` for the groups kernel (kernels/mv_cuda_main.cuh: a resident grid taking
+        """`launch(cap)` for the groups `kernel` (kernels/mv_cuda_main.cuh: a resident grid taking
         slices of groups from a queue), and its blocks. One slice per group when the groups fit
         the grid, else slices of `defaults.group_slice_windows` windows, enough for every running
         experiment to reach `cap` (`status`, `iters`: the device's columns)."""
         cp, d = self.cp, self.defaults
         n_groups = len(offsets) - 1
-        kernel = self.groups_kernel
         acc_words = 4 * int(np.diff(offsets).max())      # reports: four per experiment of the largest group
         smem = 8 * acc_words
         threads = -(-threads // 32) * 32   # the switch lanes take their tasks by whole warps (mv_cuda_main.cuh)
@@ -253,13 +284,13 @@ class GpuBackend:
                    shared_mem=smem)
         return launch, blocks
 
-    def _steals(self, n_node: int) -> bool:
-        """Whether the graph mode's window kernel takes rows from a counter on a resident grid:
-        when one wave of blocks does not cover the batch's nodes (a batch of one wave, e.g. idle
-        windows, gains nothing from it)."""
-        return n_node > self.window_resident_blocks * self.threads
+    def _steals(self, n_node: int, resident_blocks: int) -> bool:
+        """Whether the graph mode's window kernel (`resident_blocks` of it fit at once) takes rows
+        from a counter on a resident grid: when one wave of blocks does not cover the batch's nodes
+        (a batch of one wave, e.g. idle windows, gains nothing from it)."""
+        return n_node > resident_blocks * self.threads
 
-    def _run_graph(self, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
+    def _run_graph(self, k: Kernels, batch: Batch, status, iters, cap_total: int, chunk_iters: int,
                    deadline_s: float | None, t_start: float, progress: Callable[..., None] | None,
                    steer: Steer | None = None, clock=None) -> int:
         """Per-phase launches: `per_graph` iterations captured once as a CUDA graph and replayed
@@ -270,12 +301,12 @@ class GpuBackend:
         n_node, n_exp = int(batch.counts["n_node"]), int(batch.counts["n_exp"])
         # the window kernel's row counter (steal), reset by every advance
         next_row = cp.zeros(1, dtype=np.uint64)
-        steal = self._steals(n_node)
+        steal = self._steals(n_node, k.window_resident_blocks)
         window_blocks = _blocks(n_node, self.threads)
         if steal:
-            window_blocks = min(window_blocks, self.sms * d.steal_blocks_per_sm, self.window_resident_blocks)
-        launches = [(self.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
-                    (self.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
+            window_blocks = min(window_blocks, self.sms * d.steal_blocks_per_sm, k.window_resident_blocks)
+        launches = [(k.phases["window"], window_blocks, (cap, next_row, np.int32(steal))),
+                    (k.phases["advance"], _blocks(n_exp, self.threads), (cap, next_row))]
         per_graph = max(1, min(d.graph_windows, chunk_iters))
         stream = cp.cuda.Stream(non_blocking=True)
 
@@ -358,6 +389,8 @@ class GpuBackend:
         copy (a benchmark that stops for good)."""
         cp = self.cp
         chunk_iters = chunk_iters or self.defaults.chunk_windows
+        kernels = self.prepare(batch)
+        check_features(batch.cols, kernels.features)
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
             # a run stopped on the CPU continues from the reports its state implies
@@ -373,7 +406,7 @@ class GpuBackend:
                 # kind of node
                 order = node_order(batch.cols, widest_first=True, groups=groups[0], tor_first=True)
                 dev["node_order"] = cp.asarray(order.astype(batch.cols["node_order"].dtype))
-            elif self._steals(int(batch.counts["n_node"])):
+            elif self._steals(int(batch.counts["n_node"]), kernels.window_resident_blocks):
                 # warps take the widest nodes (the busiest threads) first, the hosts last
                 order = node_order(batch.cols, widest_first=True).astype(batch.cols["node_order"].dtype)
                 dev["node_order"] = cp.asarray(order)
@@ -385,18 +418,19 @@ class GpuBackend:
             if dev["pkt"].data.ptr % 32:
                 raise AssertionError(f"packet slots at {dev['pkt'].data.ptr:#x}: not 32-byte aligned")
             ctx = build_ctx(batch.counts, {name: a.data.ptr for name, a in dev.items()})
-            self.ctx_symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
+            kernels.ctx_symbol.copy_from_host(ctypes.addressof(ctx), ctypes.sizeof(ctx))
             status, iters = dev["exp_status"], dev["exp_iter"]
             start = first_window(batch.cols["exp_status"], batch.cols["exp_iter"])
             cap_total = start + max_iters if max_iters is not None else 1 << 62
             cp.cuda.Device().synchronize()
             t1 = time.perf_counter()
             if mode == "graph":
-                blocks, block_threads = self._run_graph(batch, status, iters, cap_total, chunk_iters, deadline_s,
-                                                        t1, progress, steer, dev["exp_T_ps"]), self.threads
+                blocks = self._run_graph(kernels, batch, status, iters, cap_total, chunk_iters, deadline_s, t1,
+                                         progress, steer, dev["exp_T_ps"])
+                block_threads = self.threads
             else:
                 offsets, block_threads = groups
-                launch, blocks = self._groups_launcher(offsets, block_threads, status, iters)
+                launch, blocks = self._groups_launcher(kernels.groups, offsets, block_threads, status, iters)
                 self._run_launches(launch, status, iters, start, cap_total, chunk_iters, deadline_s, t1, progress,
                                    steer, dev["exp_T_ps"])
             total = int(iters.get().max()) - start

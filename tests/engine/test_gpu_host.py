@@ -1,19 +1,23 @@
 """The GPU backend's host loop for the groups launch mode (engine/_gpu.py: first_window,
-_run_launches, _groups_launcher), run without a GPU: a stand-in for CuPy and for the kernel,
-which advances each running experiment as the groups kernel would (to the cap, or by the
-slices it is given, or less when a launch's budget runs out). The kernels themselves are
-tested on a GPU (test_gpu_launch.py)."""
+_run_launches, _groups_launcher) and its builds per feature switches (prepare), run without a
+GPU: a stand-in for CuPy and for the kernel, which advances each running experiment as the
+groups kernel would (to the cap, or by the slices it is given, or less when a launch's budget
+runs out). The kernels themselves are tested on a GPU (test_gpu_launch.py)."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from mvopt.engine import build_batch
 from mvopt.engine._gpu import ST_RUN, GpuBackend, first_window
 from mvopt.engine.backend_defaults import GPU
+from mvopt.engine.features import SWITCHES
+from mvopt.testing.scenarios import fat_tree_flows
 
 ST_DONE = 1
 
@@ -63,7 +67,7 @@ def backend(status: HostArray, iters: HostArray, lengths: np.ndarray, resident: 
                 iters.a[e] += max(0, min(windows, lengths[e] - iters.a[e]))
                 if iters.a[e] >= lengths[e]:
                     status.a[e] = ST_DONE
-    be.groups_kernel = kernel
+    be.groups_kernel = kernel      # (passed to _groups_launcher as the compiled kernels' would be)
     return be
 
 
@@ -82,7 +86,7 @@ def test_a_continued_run_reaches_the_end_of_every_experiment(resident: int, budg
     offsets = np.array([0, 2, 3, 5])
     be = backend(status, iters, lengths, resident, budget_windows)
     be.defaults = replace(GPU, group_slice_windows=slice_windows)
-    launch, blocks = be._groups_launcher(offsets, 128, status, iters)
+    launch, blocks = be._groups_launcher(be.groups_kernel, offsets, 128, status, iters)
     assert blocks == min(resident, 3)
     be._run_launches(launch, status, iters, first_window(status.a, iters.a), 1 << 62, 256, None, 0.0, None)
     assert (status.a == ST_DONE).all() and (iters.a == lengths).all()
@@ -94,7 +98,7 @@ def test_the_cap_from_an_ended_experiment_would_stall_the_run() -> None:
     lengths = np.array([15, 1259])
     status, iters = HostArray([ST_DONE, ST_RUN]), HostArray([15, 415])
     be = backend(status, iters, lengths, 100, None)
-    launch, _ = be._groups_launcher(np.array([0, 2]), 128, status, iters)
+    launch, _ = be._groups_launcher(be.groups_kernel, np.array([0, 2]), 128, status, iters)
     with pytest.raises(RuntimeError, match="no progress"):
         be._run_launches(launch, status, iters, 15, 1 << 62, 256, None, 0.0, None)
 
@@ -113,6 +117,37 @@ def test_the_switch_lanes_launch_whole_warps() -> None:
     seen = []
     run_groups = be.groups_kernel
     be.groups_kernel = lambda grid, blk, args, shared_mem=0: (seen.append(blk), run_groups(grid, blk, args, shared_mem))
-    launch, _ = be._groups_launcher(np.array([0, 1, 2]), 100, status, iters)
+    launch, _ = be._groups_launcher(be.groups_kernel, np.array([0, 1, 2]), 100, status, iters)
     launch(5)
     assert seen == [(128,)] and (status.a == ST_DONE).all()
+
+
+def test_each_set_of_feature_switches_compiles_once() -> None:
+    """GpuBackend.prepare: the kernels of a batch's switches (engine/features.py), compiled with
+    them as NVRTC options on their first use and then taken from the backend's cache; a batch
+    that uses a rare feature gets the build with it."""
+    compiled = []
+
+    class Module:
+        def __init__(self, code: str, options: tuple) -> None:
+            compiled.append(options)
+
+        def get_function(self, name: str):
+            return SimpleNamespace(name=name, kernel=SimpleNamespace(ptr=0))
+
+        def get_global(self, name: str):
+            return name
+
+    be = object.__new__(GpuBackend)
+    be.cp = SimpleNamespace(RawModule=Module, cuda=SimpleNamespace(
+        Device=lambda d: nullcontext(), driver=SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=lambda *a: 4)))
+    be.device, be.sms, be.threads, be.options, be.compiled = 0, 132, 128, ("--fmad=false",), {}
+    plain = build_batch([fat_tree_flows([(0, 5)], 10_000)])
+    timely = build_batch([fat_tree_flows([(0, 5)], 10_000), fat_tree_flows([(0, 5)], 10_000, cc="timely")])
+    lean = be.prepare(plain)
+    assert be.prepare(plain) is lean and len(compiled) == 1
+    rare = be.prepare(timely)
+    assert len(compiled) == 2 and rare is not lean
+    assert compiled == [("--fmad=false", *(f"-D{m}=0" for m in SWITCHES)),
+                        ("--fmad=false", *(f"-D{m}=1" for m in SWITCHES))]
+    assert lean.window_resident_blocks == 132 * 4 and lean.groups.name == "mv_run_groups"

@@ -168,8 +168,9 @@ def test_stealing_rows_and_the_widest_first_order_match_the_cpu() -> None:
     exps = mixed_experiments(9)
     cpu = simulate(exps, backend="cpu")
     be = gpu(launch="graph")
+    kernels = be.prepare(build_batch(exps))      # the ones run_gpu's batch takes
     for blocks in (1, 1000):     # a grid of one block: each warp takes many rows
-        be.window_resident_blocks = blocks
+        kernels.window_resident_blocks = blocks
         assert all(a.same_as(b) for a, b in zip(cpu, run_gpu(be, exps))), blocks
 
 

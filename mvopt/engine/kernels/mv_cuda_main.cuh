@@ -34,12 +34,12 @@ MV_DEV bool exp_active(const Ctx* c, int64_t e, int64_t cap) {
 // switch's window may run port by port on this thread (the CPU's way); on the GPU only the
 // groups kernel runs windows port by port, on its free threads, and the graph kernel keeps the
 // serial loop.
-// HOSTS: v is a host (node_window's).
-template <bool HOSTS = false>
+// KIND: what v is known to be (node_window's).
+template <int KIND = NODE_ANY>
 MV_DEV void node_window_into(Ctx* c, int64_t v, int64_t* next_acc, int64_t* prog_acc, int64_t* done_acc,
                              int64_t* acked_acc, bool lanes = false) {
   int32_t done0 = c->node_tasks_done[v], acked0 = c->node_flows_acked[v];
-  node_window<HOSTS>(c, v, lanes);
+  node_window<KIND>(c, v, lanes);
   int64_t next = c->node_next_ps[v], prog = c->node_prog_ps[v];
   if (next < MV_INF) atomicMin(next_acc, next);
   if (prog < MV_INF) atomicMin(prog_acc, prog);
@@ -202,9 +202,10 @@ __device__ __noinline__ void lanes_scan_task(Ctx* c, int64_t v, int64_t k, int64
 }
 // A node's own window in phase B: a switch's serial window on its port 0's task (a function of
 // its own: inlined into the port task, the serial loops, the wide switches' too, made it spill
-// more), and the calm blocks' switches' windows.
+// more), and the calm blocks' switches' windows. Only switches call it: the hosts' code is left
+// out of it (NODE_SWITCH), and with it their registers.
 __device__ __noinline__ void lanes_serial_window(Ctx* c, int64_t v, int64_t* a) {
-  node_window_into(c, v, a, a + 1, a + 2, a + 3, false);
+  node_window_into<NODE_SWITCH>(c, v, a, a + 1, a + 2, a + 3, false);
 }
 // Phase B's task: port k of switch v (`acc`: the group's reports, from experiment e_lo).
 __device__ __noinline__ void lanes_port_task(Ctx* c, int64_t v, int64_t k, int64_t cap, int64_t* acc, int64_t e_lo) {
@@ -311,7 +312,7 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
       }
       if (has_node && !(in_lanes && mine_here) && exp_active(c, c->node_exp[v], cap)) {
         int64_t* a = acc + 4 * (c->node_exp[v] - e_lo);
-        if (c->node_is_host[v]) node_window_into<true>(c, v, a, a + 1, a + 2, a + 3, false);
+        if (c->node_is_host[v]) node_window_into<NODE_HOST>(c, v, a, a + 1, a + 2, a + 3, false);
         else lanes_serial_window(c, v, a);
       }
       if (in_lanes) {
@@ -355,18 +356,22 @@ MV_GLOBAL void __launch_bounds__(MV_THREADS, MV_WINDOW_MIN_BLOCKS) mv_phase_wind
                                                                                   unsigned long long* next_row,
                                                                                   int steal) {
   Ctx* c = const_cast<Ctx*>(&mv_ctx);
-  if (!steal) {
-    MV_FOR(i, c->n_node) window_row(c, i, cap);
-    return;
-  }
   const int lane = threadIdx.x & 31;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;   // (without steal: grid-stride rows)
   for (;;) {
-    unsigned long long base = 0;
-    if (lane == 0) base = atomicAdd(next_row, 32ull);
-    base = __shfl_sync(0xffffffffu, base, 0);
-    if (base >= (unsigned long long)c->n_node) return;
-    int64_t i = (int64_t)base + lane;
+    if (steal) {
+      unsigned long long base = 0;
+      if (lane == 0) base = atomicAdd(next_row, 32ull);
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (base >= (unsigned long long)c->n_node) return;
+      i = (int64_t)base + lane;
+    } else if (i >= c->n_node) {
+      return;
+    }
+    // (one call site: nvcc inlines the node's window, where a second one made it a call, around
+    // which the kernel spilled)
     if (i < c->n_node) window_row(c, i, cap);
+    if (!steal) i += (int64_t)gridDim.x * blockDim.x;
   }
 }
 MV_GLOBAL void __launch_bounds__(MV_THREADS) mv_phase_advance(int64_t cap, unsigned long long* next_row) {

@@ -21,15 +21,17 @@
 #define MV_TRACE_NODE(v)
 #endif
 // `lanes`: whether a switch's window may run port by port here (switch_window_lanes; the GPU's
-// groups kernel runs those windows itself and calls this with false for the others). HOSTS: v
-// is a host (the switches' code left out where this is inlined).
-template <bool HOSTS = false>
+// groups kernel runs those windows itself and calls this with false for the others). KIND: what
+// the caller knows v is (NODE_HOST, NODE_SWITCH: the other kind's code left out where this is
+// inlined), else NODE_ANY.
+enum { NODE_ANY = 0, NODE_HOST = 1, NODE_SWITCH = 2 };
+template <int KIND = NODE_ANY>
 MV_DEV void node_window(Ctx* c, int64_t v, bool lanes) {
   MV_TRACE_NODE(v);
   int64_t e = c->node_exp[v];
   int par = parity(c, e);
   int64_t te = c->exp_T_ps[e] + c->exp_window_ps[e];
-  bool host = HOSTS || c->node_is_host[v];
+  bool host = KIND == NODE_HOST || (KIND == NODE_ANY && c->node_is_host[v]);
   // a quiet node skips its window (a switch before the lanes' scans, which would find nothing to do)
   if (host ? host_quiet(c, e, v, te, par) : switch_quiet(c, e, v, te, par)) return;
   if (lanes && switch_lanes_fit(c, v)) {
