@@ -13,7 +13,8 @@ clusters; the flow-level time (``simulation.fidelity: flow``) of the same config
 beside it. Every row runs twice: at the NIC's line rate, and with ``cluster.nic_efficiency`` from
 the row's calibration row (section ``nic_efficiency`` of the data: published figures of the same
 platform that are neither all-to-alls nor MoE throughputs, :func:`calibrated_efficiency`). The measured iteration time of a row given as model TFLOP/s per GPU is its source's
-FLOP count (Megatron-LM's formula, stated in the row) over GPUs x TFLOP/s. All-to-all rows run
+FLOP count (Megatron-LM's formula, stated in the row) over GPUs x TFLOP/s; one given as tokens/s per GPU
+is global batch x sequence over GPUs x tokens/s. All-to-all rows run
 nccl-tests' even all-to-all (``collective`` workload, ``op: all_to_all``) over the row's GPUs
 (:func:`alltoall_config`).
 The settings of each row were fixed from its sources (the row's ``assumed`` list) before it was
@@ -56,9 +57,14 @@ def megatron_flops(m: dict, global_batch: int) -> float:
 
 
 def measured_time_s(row: dict) -> float:
+    """Iteration time of a row: stated, from tokens/s per GPU (global batch x sequence over GPUs x
+    tokens/s), or from model TFLOP/s per GPU with the row's Megatron-LM FLOP count."""
     meas = row["measured"]
     if "t_iter_s" in meas:
         return float(meas["t_iter_s"])
+    if "tokens_per_s_per_gpu" in meas:
+        tokens = row["parallel"]["global_batch"] * row["model"]["seq"]
+        return tokens / (row["gpus"] * meas["tokens_per_s_per_gpu"])
     flops = megatron_flops(row["model"], row["parallel"]["global_batch"])
     return flops / (row["gpus"] * meas["tflops_per_gpu"] * 1e12)
 
@@ -94,7 +100,8 @@ def training_config(row: dict, fidelity: str, eff: float | None = None):
                                  "link_delay_ns": [DELAY_NS, DELAY_NS]}, eff),
         "network": {"cc": "none", "payload_bytes": PAYLOAD, "pfc": {"headroom_bdp": 4}},
         "workload": {"kind": "training", "model": row["model"]["zoo"], "seq_len": row["model"]["seq"],
-                     "flash_attention": True, "precision": "bf16_fp32_grad", "expert_skew": 1.0},
+                     "flash_attention": True, "precision": row.get("precision", "bf16_fp32_grad"),
+                     "expert_skew": 1.0},
         "parallelism": par,
         "simulation": {"fidelity": fidelity},
     })
@@ -146,12 +153,14 @@ def end_to_end(rows: list[dict], effs: dict[str, float]) -> list[dict]:
         for key, fid, calibrated in E2E_RUNS:
             e = eff if calibrated else None
             # rows that differ only in what was measured (software versions of one job) simulate once
-            same = yaml.safe_dump([row["model"], row["gpu"], row["gpus"], row["nic_gbps"], row["parallel"], fid, e])
+            same = yaml.safe_dump([row["model"], row["gpu"], row["gpus"], row["nic_gbps"], row["parallel"],
+                                   row.get("precision"), fid, e])
             if same not in memo:
                 (b, r), wall = run_one(training_config(row, fid, e))
                 if r.status != "done":
                     raise SystemExit(f"{row['name']} ({fid}): {r.status} {r.diagnostic}")
-                memo[same] = {"t_s": training_report(b.plan, r)["iteration_time_s"], "wall_s": wall}
+                rep = training_report(b.plan, r)
+                memo[same] = {"t_s": rep["iteration_time_s"], "wall_s": wall, "breakdown": rep["breakdown"]}
             res[key] = memo[same]
             print(f"{row['name']} {key}: {res[key]['t_s']:.3f} s (measured {res['measured_s']:.3f} s), "
                   f"{res[key]['wall_s']:.1f} s", flush=True)
@@ -230,17 +239,15 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                   "The network is not what these rows miss: running the NICs at the calibrated fraction "
                   "instead of line rate moves the iteration by "
                   + ", ".join(f"{(r['packet']['t_s'] / r['line']['t_s'] - 1) * 100:+.1f} %" for r in e2e)
-                  + " (packet level). The measured times are derived from the published TFLOP/s with "
-                  "Megatron-LM's FLOP formula. "
-                  "Both rows are one job (Mixtral 8x7B, 64 H100) measured with Megatron-Core v0.8 and v0.9: "
-                  "mvopt predicts one time for both, so they are not independent evidence, and their 7 % "
-                  "spread is software that the model does not distinguish. A median over these two rows "
-                  "says little: rows beyond the target: "
+                  + " (packet level). The measured times come from the published tokens/s per GPU (global "
+                  "batch x sequence / (GPUs x tokens/s)) or, for rows given in TFLOP/s, from Megatron-LM's FLOP "
+                  "formula. Rows beyond the target: "
                   + (", ".join(f"`{r['row']['name']}` {err(r['packet']['t_s'], r['measured_s']):+.1f} %" for r in e2e
                                if abs(err(r["packet"]["t_s"], r["measured_s"])) > TARGET_E2E) or "none")
                   + ". The MoE layer's compute includes Megatron-Core's token permutation and the busiest EP "
                   "rank's sampling maximum (docs/training-model.md, *Mixture of experts*; "
-                  "decisions/0102 lists what it still leaves out)."]
+                  "decisions/0102 lists what it still leaves out).", ""]
+        lines += _jobs(e2e)
     lines += ["", "Published MoE throughputs not simulated:", ""]
     for row in data.get("not_simulated", []):
         lines.append(f"- `{row['name']}`: {' '.join(row['why'].split())}")
@@ -288,6 +295,56 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
         lines += _intra_server_diagnosis(a2a, data.get("intra_server_reference", []))
     lines += ["", "Missing: " + " ".join(data["missing"].split())]
     return "\n".join(lines)
+
+
+def _jobs(e2e: list[dict]) -> list[str]:
+    """What the rows of one model share: one time for rows that differ only in software, the
+    measured and simulated ratio for rows at several batches, and the simulated breakdown."""
+    out = ["Rows by model (packet level, calibrated):", ""]
+    by_model: dict[str, list[dict]] = {}
+    for r in e2e:
+        by_model.setdefault(r["row"]["model"]["zoo"], []).append(r)
+    for zoo, rows in by_model.items():
+        names = ", ".join(f"`{r['row']['name']}`" for r in rows)
+        first = rows[0]
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.3f} s" for k, v in first["packet"]["breakdown"].items() if v)
+        line = f"- {zoo} ({names}): "
+        if len({id(r['packet']) for r in rows}) == 1 and len(rows) > 1:
+            line += ("one job measured with different software: mvopt predicts one time for all of them, so "
+                     "they are not independent evidence, and their spread "
+                     f"({(max(r['measured_s'] for r in rows) / min(r['measured_s'] for r in rows) - 1) * 100:.0f} %) "
+                     "is software that the model does not distinguish. ")
+        elif len(rows) > 1:
+            last = rows[-1]
+            m0, m1 = _microbatches(first["row"]), _microbatches(last["row"])
+            fit = {k: _line_fit(m0, m1, t(first), t(last)) for k, t in
+                   (("measured", lambda r: r["measured_s"]), ("simulated", lambda r: r["packet"]["t_s"]))}
+            line += (f"the same layout at global batches {first['row']['parallel']['global_batch']} and "
+                     f"{last['row']['parallel']['global_batch']} ({m0} and {m1} micro-batches): measured time "
+                     f"ratio {last['measured_s'] / first['measured_s']:.3f}, simulated "
+                     f"{last['packet']['t_s'] / first['packet']['t_s']:.3f}. A line through the two points, "
+                     "time = fixed + per micro-batch x micro-batches, gives measured "
+                     f"{fit['measured'][0]:.3f} s + {fit['measured'][1] * 1e3:.1f} ms, simulated "
+                     f"{fit['simulated'][0]:.3f} s + {fit['simulated'][1] * 1e3:.1f} ms: per micro-batch (the "
+                     "busiest stage's forward and backward) "
+                     f"{(fit['simulated'][1] / fit['measured'][1] - 1) * 100:+.0f} %, per iteration (pipeline fill "
+                     "and drain, gradient reduction, optimizer) "
+                     f"{(fit['simulated'][0] / fit['measured'][0] - 1) * 100:+.0f} % (the rows ran different "
+                     "software, which the line mixes in). ")
+        line += f"Simulated breakdown of `{first['row']['name']}`: {parts}."
+        out.append(line)
+    return out
+
+
+def _microbatches(row: dict) -> int:
+    p = row["parallel"]
+    return p["global_batch"] // (p["micro_batch"] * row["gpus"] // (p["tp"] * p["pp"]))
+
+
+def _line_fit(m0: int, m1: int, t0: float, t1: float) -> tuple[float, float]:
+    """(intercept, slope) of the line through (m0, t0) and (m1, t1)."""
+    slope = (t1 - t0) / (m1 - m0)
+    return t0 - slope * m0, slope
 
 
 def _cross_server_causes(cross: list[dict]) -> list[str]:

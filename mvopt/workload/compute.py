@@ -127,13 +127,17 @@ def _keep_dropout(model: ModelSpec, dropout: bool | None) -> bool:
 
 
 def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool = False,
-              dropout: bool | None = None, moe: bool = False, load: float = 1.0) -> list[Op]:
+              dropout: bool | None = None, moe: bool = False, load: float = 1.0,
+              sliding: bool = False) -> list[Op]:
     """Operators of one transformer layer for one micro-batch on one GPU (TP shard), all phases.
 
     With sequence parallelism the norms, dropouts and residual adds work on s/tp tokens; the
     GEMMs always see the whole sequence (after the all-gather). Latent attention replaces the
     QKV GEMM by its down- (whole on every TP rank) and up-projections. ``moe``: the MLP is
-    :func:`moe_mlp_ops` with ``load`` times the uniform share of routed tokens.
+    :func:`moe_mlp_ops` with ``load`` times the uniform share of routed tokens. ``sliding``: a
+    sliding-window layer; FlashAttention computes only the window's query-key pairs
+    (:meth:`ModelSpec.window_fraction` of the core's FLOPs), the unfused core the whole masked
+    square as for a full layer.
     """
     s, b, h, t = model.seq_len, par.micro_batch, model.hidden, par.tp
     tokens = float(s * b)
@@ -161,14 +165,14 @@ def layer_ops(model: ModelSpec, par: ParallelismConfig, *, flash_attention: bool
         value_flops = 2.0 * tokens * s * model.attn_v_width / t
         out_bytes = _B * tokens * model.attn_out_width / t
     else:
-        ops += _gemm("qkv", tokens, h, (h + 2 * model.kv_dim) / t, recompute=full)
-        q_bytes = _B * tokens * h / t
+        ops += _gemm("qkv", tokens, h, (model.q_width + 2 * model.kv_dim) / t, recompute=full)
+        q_bytes = _B * tokens * model.q_width / t
         kv_bytes = _B * tokens * 2 * model.kv_dim / t
-        score_flops = value_flops = 2.0 * tokens * s * h / t          # QK^T and, again, P V
+        score_flops = value_flops = 2.0 * tokens * s * model.q_width / t     # QK^T and, again, P V
         out_bytes = q_bytes
     if flash_attention:
         io_bytes = q_bytes + kv_bytes + out_bytes
-        core = score_flops + value_flops
+        core = (score_flops + value_flops) * (model.window_fraction() if sliding else 1.0)
         ops.append(Op("flash_attention", "fwd", "attention", core, io_bytes))
         if full:
             ops.append(Op("flash_attention", "recompute", "attention", core, io_bytes))
@@ -321,11 +325,9 @@ def iteration_flops(model: ModelSpec, par: ParallelismConfig, *, flash_attention
     from the operator lists; comparable with :func:`megatron_flops`."""
     def matrix(ops: list[Op]) -> float:
         return sum(o.flops for o in ops if o.kind != "memory")
-    n_moe = model.moe_layers
-    per_micro = (model.layers - n_moe) * matrix(layer_ops(model, par, flash_attention=flash_attention)) \
-        + matrix(output_ops(model, par))
-    if n_moe:
-        per_micro += n_moe * matrix(layer_ops(model, par, flash_attention=flash_attention, moe=True))
+    per_micro = matrix(output_ops(model, par))
+    for (moe, sliding), n in model.layer_kinds_in(0, model.layers).items():
+        per_micro += n * matrix(layer_ops(model, par, flash_attention=flash_attention, moe=moe, sliding=sliding))
     return par.global_batch / par.micro_batch * par.tp * per_micro
 
 

@@ -111,8 +111,11 @@ def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_at
     ``par.recompute`` ("none", "selective": the attention core is recomputed, "full": only the
     layer input is kept).
 
-    Latent attention keeps Q, K, V and the projection input at their widths, plus the two
-    latent vectors (replicated over TP). A MoE layer (``moe``) keeps, instead of the dense MLP's
+    Q, K, V and the projection input are kept at their widths (``heads x head_dim`` for Q and
+    the projection input, ``kv_heads x head_dim`` for K and V); latent attention keeps its
+    widths, plus the two latent vectors (replicated over TP). A sliding window changes nothing
+    here: FlashAttention keeps Q, K, V, the output and the log-sum-exp whatever the window, and
+    the unfused core materialises the whole masked square. A MoE layer (``moe``) keeps, instead of the dense MLP's
     activation and FC2 inputs, those of its shared experts over all tokens and of its routed
     experts over the ``R = s b top_k load`` tokens routed to this GPU (split over TP), the routed
     tokens' FC1 input ``2 R h`` (whole on every TP rank: the experts see the gathered tokens)
@@ -126,10 +129,7 @@ def layer_activation_bytes(model: ModelSpec, par: ParallelismConfig, *, flash_at
         return 2.0 * s * b * h / sp_div
     keep_dropout = (not model.swiglu) if dropout is None else dropout
     sbh = float(s * b * h)
-    if model.is_mla:
-        split = 2.0 * s * b * (model.q_width + model.attn_k_width + model.attn_v_width + model.attn_out_width)
-    else:
-        split = 2 * sbh + 2 * 2 * s * b * model.kv_dim + 2 * sbh
+    split = 2.0 * s * b * (model.q_width + model.attn_k_width + model.attn_v_width + model.attn_out_width)
     if moe:
         routed = float(s * b * model.top_k * load)
         shared = model.shared_experts * model.expert_ffn

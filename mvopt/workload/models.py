@@ -15,6 +15,13 @@ chosen by a router ``h -> experts``) plus ``shared_experts`` experts of the same
 token goes through. Multi-head latent attention (DeepSeek-V2/V3, ``mla_kv_rank > 0``) replaces
 the Q, K, V projections by low-rank down- and up-projections (see :meth:`ModelSpec.param_counts`).
 
+Attention width: ``head_dim`` (0: ``hidden / heads``) sets the width of a head, so that the
+queries and the attention output are ``heads x head_dim`` wide and keys and values ``kv_heads x
+head_dim`` (Gemma, Qwen3, GPT-OSS have ``heads x head_dim != hidden``). Sliding-window attention:
+``sliding_window`` (keys a query attends to, itself included; 0: none) applies to the layers whose
+entry in ``attention_pattern`` is ``"sliding"``; the pattern repeats over the layers (GPT-OSS:
+``["sliding", "full"]``; Mistral 7B: ``["sliding"]``, the default when a window is set).
+
 >>> round(get_model("llama-3.1-8b").param_count() / 1e9, 2)
 8.03
 """
@@ -77,6 +84,9 @@ class ModelSpec:
     mla_rope_dim: int = 0       # latent attention: rotary part of each query / key head
     mla_nope_dim: int = 0       # latent attention: non-rotary part of each query / key head
     mla_v_dim: int = 0          # latent attention: value head size
+    head_dim: int = 0           # width of one attention head (0 on input: hidden / heads)
+    sliding_window: int = 0     # keys a sliding-window layer's query attends to, itself included
+    attention_pattern: tuple[str, ...] = ()   # per layer, repeating: "full" or "sliding"
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
@@ -84,7 +94,7 @@ class ModelSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"model {self.name}.{name}", "must be an integer > 0", value)
         for name in ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers", "mla_q_rank",
-                     "mla_kv_rank", "mla_rope_dim", "mla_nope_dim", "mla_v_dim"):
+                     "mla_kv_rank", "mla_rope_dim", "mla_nope_dim", "mla_v_dim", "head_dim", "sliding_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"model {self.name}.{name}", "must be an integer >= 0", value)
@@ -103,16 +113,68 @@ class ModelSpec:
         if self.mla_kv_rank and (self.mla_nope_dim + self.mla_rope_dim <= 0 or self.mla_v_dim <= 0):
             raise ConfigError(f"model {self.name}.mla_v_dim", "latent attention needs mla_v_dim > 0 and "
                               "mla_nope_dim + mla_rope_dim > 0", self.mla_v_dim)
-        if self.hidden % self.heads:
-            raise ConfigError(f"model {self.name}.heads", f"must divide hidden ({self.hidden})", self.heads)
+        if self.head_dim == 0:
+            if self.hidden % self.heads:
+                raise ConfigError(f"model {self.name}.heads", f"must divide hidden ({self.hidden}) unless "
+                                  "head_dim is given", self.heads)
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        elif self.is_mla:
+            raise ConfigError(f"model {self.name}.head_dim", "does not apply to latent attention (its head "
+                              "sizes are mla_nope_dim, mla_rope_dim and mla_v_dim)", self.head_dim)
+        self._check_window()
         if self.heads % self.kv_heads:
             raise ConfigError(f"model {self.name}.kv_heads", f"must divide heads ({self.heads})", self.kv_heads)
         if self.norm not in ("layernorm", "rmsnorm"):
             raise ConfigError(f"model {self.name}.norm", "must be 'layernorm' or 'rmsnorm'", self.norm)
 
+    def _check_window(self) -> None:
+        if not isinstance(self.attention_pattern, (tuple, list)):
+            raise ConfigError(f"model {self.name}.attention_pattern", "must be a list of 'full' or 'sliding', "
+                              "one per layer, repeating", self.attention_pattern)
+        pattern = tuple(self.attention_pattern)
+        object.__setattr__(self, "attention_pattern", pattern)
+        bad = [p for p in pattern if p not in ("full", "sliding")]
+        if bad:
+            raise ConfigError(f"model {self.name}.attention_pattern", "must list 'full' or 'sliding' per layer",
+                              list(pattern))
+        if self.sliding_window:
+            if not pattern:
+                object.__setattr__(self, "attention_pattern", ("sliding",))
+            elif "sliding" not in pattern:
+                raise ConfigError(f"model {self.name}.attention_pattern", "must contain 'sliding' when "
+                                  "sliding_window is set", list(pattern))
+            if self.is_mla:
+                raise ConfigError(f"model {self.name}.sliding_window", "is not modelled with latent attention",
+                                  self.sliding_window)
+        elif "sliding" in pattern:
+            raise ConfigError(f"model {self.name}.sliding_window", "must be > 0 when attention_pattern has "
+                              "'sliding' layers", self.sliding_window)
+
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def has_sliding_window(self) -> bool:
+        return self.sliding_window > 0
+
+    def is_sliding(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) attends over a sliding window."""
+        return self.has_sliding_window and self.attention_pattern[layer % len(self.attention_pattern)] == "sliding"
+
+    def layer_kinds_in(self, first: int, count: int) -> dict[tuple[bool, bool], int]:
+        """Layers among ``first .. first + count - 1`` by kind ``(moe, sliding)`` (kinds present only)."""
+        kinds: dict[tuple[bool, bool], int] = {}
+        for i in range(first, first + count):
+            key = (self.is_moe and i >= self.dense_layers, self.is_sliding(i))
+            kinds[key] = kinds.get(key, 0) + 1
+        return kinds
+
+    def window_fraction(self) -> float:
+        """Query-key pairs a causal sliding-window layer computes over those of a causal full
+        layer at ``seq_len``: with ``w = min(sliding_window, s)`` keys per query (fewer for the
+        first ``w - 1`` queries), ``(w s - w (w - 1) / 2) / (s (s + 1) / 2)``; 1 without a window."""
+        if not self.has_sliding_window:
+            return 1.0
+        s = self.seq_len
+        w = min(self.sliding_window, s)
+        return (w * s - w * (w - 1) / 2) / (s * (s + 1) / 2)
 
     @property
     def kv_dim(self) -> int:
@@ -146,7 +208,7 @@ class ModelSpec:
     @property
     def q_width(self) -> int:
         """Width of the queries (and keys): all heads."""
-        return self.heads * (self.mla_nope_dim + self.mla_rope_dim) if self.is_mla else self.hidden
+        return self.heads * (self.mla_nope_dim + self.mla_rope_dim) if self.is_mla else self.heads * self.head_dim
 
     @property
     def attn_k_width(self) -> int:
@@ -161,7 +223,7 @@ class ModelSpec:
     @property
     def attn_out_width(self) -> int:
         """Input width of the attention output projection."""
-        return self.heads * self.mla_v_dim if self.is_mla else self.hidden
+        return self.heads * self.mla_v_dim if self.is_mla else self.heads * self.head_dim
 
     def mlp_params(self, width: int) -> int:
         """Parameters of one MLP of ``width`` (a dense MLP, or one expert): two projections (three
@@ -186,8 +248,10 @@ class ModelSpec:
         and up (``q_rank x q_width``; ``h x q_width`` without a down-projection), key/value down
         (``h x (kv_rank + rope)``, its norm) and up (``kv_rank x heads (nope + v)``), output
         ``heads v x h``. A MoE layer's MLP is ``experts + shared_experts`` MLPs of width
-        ``expert_ffn`` plus the router ``h x experts``; a token goes through ``top_k`` routed
-        experts, the shared ones and the router (``active``).
+        ``expert_ffn`` plus the router ``h x experts`` (and its bias when the model has biases); a
+        token goes through ``top_k`` routed experts, the shared ones and the router (``active``).
+        Other attention: Q, K, V projections ``h x (q_width + 2 kv_dim)`` and the output
+        projection ``q_width x h``, with ``q_width = heads x head_dim``.
         """
         h, b = self.hidden, int(self.bias)
         if self.is_mla:
@@ -195,8 +259,8 @@ class ModelSpec:
             kv_up = self.mla_kv_rank * self.heads * (self.mla_nope_dim + self.mla_v_dim)
             attention = self.attention_replicated() + q_up + kv_up + self.attn_out_width * h
         else:
-            qkv_out = h + 2 * self.kv_dim
-            attention = h * qkv_out + b * qkv_out + h * h + b * h
+            qkv_out = self.q_width + 2 * self.kv_dim
+            attention = h * qkv_out + b * qkv_out + self.attn_out_width * h + b * h
         mlp = self.mlp_params(self.ffn)
         norm_params = h * (2 if self.norm == "layernorm" else 1)
         norms = 2 * norm_params
@@ -206,7 +270,7 @@ class ModelSpec:
         output = 0 if self.tied_embeddings else self.vocab * h
         n_moe = self.moe_layers
         expert = self.mlp_params(self.expert_ffn) if self.is_moe else 0
-        router = h * self.experts
+        router = (h + b) * self.experts
         moe_mlp = (self.experts + self.shared_experts) * expert + router
         layers = self.layers * per_layer + n_moe * (moe_mlp - mlp)
         total = layers + embedding + position + output + norm_params
@@ -235,14 +299,16 @@ def decoder_model(name: str, *, layers: int, hidden: int, heads: int, vocab: int
                   norm: str | None = None, learned_positions: bool | None = None, experts: int = 0,
                   top_k: int = 0, expert_ffn: int = 0, shared_experts: int = 0, dense_layers: int = 0,
                   mla_q_rank: int = 0, mla_kv_rank: int = 0, mla_rope_dim: int = 0, mla_nope_dim: int = 0,
-                  mla_v_dim: int = 0) -> ModelSpec:
+                  mla_v_dim: int = 0, head_dim: int = 0, sliding_window: int = 0,
+                  attention_pattern: tuple[str, ...] | list[str] = ()) -> ModelSpec:
     """Any decoder-only model from its hyper-parameters.
 
     Defaults follow the family chosen by ``swiglu`` (see the module docstring): ``kv_heads`` =
     ``heads`` (no GQA), ``ffn`` = 4 * hidden (GPT), ``tied_embeddings``/``bias``/
     ``learned_positions`` true and ``norm`` = layernorm for GPT style, the opposite for LLaMA style.
     ``experts``, ``top_k``, ``expert_ffn``, ``shared_experts``, ``dense_layers`` make a mixture of
-    experts; ``mla_*`` latent attention (see :class:`ModelSpec`).
+    experts; ``mla_*`` latent attention; ``head_dim``, ``sliding_window`` and
+    ``attention_pattern`` the attention's width and window (see the module docstring).
     """
     gpt = not swiglu
     if ffn is None:
@@ -259,7 +325,8 @@ def decoder_model(name: str, *, layers: int, hidden: int, heads: int, vocab: int
         learned_positions=gpt if learned_positions is None else learned_positions,
         experts=experts, top_k=top_k, expert_ffn=expert_ffn, shared_experts=shared_experts,
         dense_layers=dense_layers, mla_q_rank=mla_q_rank, mla_kv_rank=mla_kv_rank, mla_rope_dim=mla_rope_dim,
-        mla_nope_dim=mla_nope_dim, mla_v_dim=mla_v_dim,
+        mla_nope_dim=mla_nope_dim, mla_v_dim=mla_v_dim, head_dim=head_dim, sliding_window=sliding_window,
+        attention_pattern=tuple(attention_pattern) if isinstance(attention_pattern, (list, tuple)) else attention_pattern,
     )
 
 
@@ -278,6 +345,12 @@ def _mixtral(name: str, layers: int, hidden: int, heads: int, ffn: int, vocab: i
                          seq_len=seq, swiglu=True, experts=8, top_k=2, expert_ffn=ffn)
 
 
+def _gpt_oss(name: str, layers: int, experts: int) -> ModelSpec:
+    return decoder_model(name, layers=layers, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880,
+                         vocab=201088, seq_len=131072, swiglu=True, bias=True, experts=experts, top_k=4,
+                         expert_ffn=2880, sliding_window=128, attention_pattern=("sliding", "full"))
+
+
 # The zoo. Sources: GPT-3 (Brown et al. 2020, Table 2.1; BPE vocabulary 50257); LLaMA (Touvron et
 # al. 2023, Table 2; FFN from the released config); Llama 3.1 (Meta's released configs: GQA with
 # 8 KV heads, vocabulary 128256, trained at 8192 tokens). Megatron/Korthikanti/NeMo models use
@@ -288,7 +361,14 @@ def _mixtral(name: str, layers: int, hidden: int, heads: int, ffn: int, vocab: i
 # Table/section 4.2, and the released config of deepseek-ai/DeepSeek-V3: 61 layers, the first 3
 # dense, 256 routed experts of width 2048 with top-8 and 1 shared, latent attention with ranks
 # 1536 / 512, head dims 128 + 64 rotary, values 128; 671 B total, 37 B active, without the
-# multi-token-prediction module), trained at 4096 tokens.
+# multi-token-prediction module), trained at 4096 tokens. GPT-OSS (OpenAI, "gpt-oss-120b &
+# gpt-oss-20b Model Card", arXiv:2508.10925, Table 1: 116.83 B / 20.91 B total, 5.13 B / 3.61 B
+# active, counting the unembedding but not the embedding; the released config.json of
+# openai/gpt-oss-120b and -20b as reproduced in Megatron-Bridge's GPTOSSProvider: 36 / 24 layers,
+# hidden 2880, 64 heads of 64 dimensions and 8 KV heads, 128 / 32 experts of width 2880 with
+# top-4, SwiGLU-style gated MLP, biases on every linear layer and the router, RMSNorm, untied
+# embeddings, vocabulary 201088, a 128-token window on every other layer starting with the first,
+# 131072-token context). Its per-head attention sinks (64 parameters per layer) are left out.
 ZOO: dict[str, ModelSpec] = {m.name: m for m in [
     _gpt("gpt3-13b", 40, 5120, 40, vocab=50257),
     _gpt("gpt3-175b", 96, 12288, 96, vocab=50257),
@@ -309,6 +389,8 @@ ZOO: dict[str, ModelSpec] = {m.name: m for m in [
     decoder_model("deepseek-v3", layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280, seq_len=4096,
                   swiglu=True, experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_layers=3,
                   mla_q_rank=1536, mla_kv_rank=512, mla_rope_dim=64, mla_nope_dim=128, mla_v_dim=128),
+    _gpt_oss("gpt-oss-120b", 36, 128),
+    _gpt_oss("gpt-oss-20b", 24, 32),
 ]}
 
 

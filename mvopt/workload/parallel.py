@@ -66,8 +66,8 @@ def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server
     divides heads, KV heads and FFN width; layers divide into pp * virtual_stages equal chunks;
     the interleaved schedule needs pp >= 2 and a micro-batch count divisible by pp; the global batch
     divides into micro_batch * dp; sequence parallelism needs seq_len divisible by tp; ep > 1 needs
-    a model with experts, ep dividing its experts and dp; and tp * pp * dp equals the GPU count
-    when one is given.
+    a model with experts, ep dividing its experts and dp; cp > 1 needs a model without sliding
+    windows (not modelled); and tp * pp * dp equals the GPU count when one is given.
     """
     p = []
     tp, pp, dp, v = par.tp, par.pp, par.dp, par.virtual_stages
@@ -99,6 +99,9 @@ def layout_problems(model: ModelSpec, par: ParallelismConfig, *, gpus_per_server
         elif par.sequence_parallel and (model.seq_len // cp) % tp:
             p.append(f"sequence parallelism with cp = {cp} needs seq_len / cp ({model.seq_len // cp}) "
                      f"divisible by tp = {tp}")
+        if model.has_sliding_window:
+            p.append(f"parallelism.cp = {cp} with sliding-window attention ({model.name}) is not modelled "
+                     "(the ring would skip the blocks outside the window)")
     if par.fsdp and par.distributed_optimizer:
         p.append("parallelism.fsdp already shards the optimizer state: distributed_optimizer must be false")
     if par.fsdp and par.ep > 1:

@@ -230,6 +230,17 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
     ops = cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention, dropout=setup.dropout), cp)
     times = cm.phase_times(ops)
     slow = overlap_slowdown(setup.gpu)
+    # (forward, backward) compute of a layer of each kind (moe, sliding window); TP collectives
+    # and the routed experts do not depend on the window
+    kind_c: dict[tuple[bool, bool], tuple[float, float]] = {}
+
+    def kind_cost(moe: bool, sliding: bool) -> tuple[float, float]:
+        if (moe, sliding) not in kind_c:
+            pt = cm.phase_times(cp_attention_ops(layer_ops(model, par, flash_attention=setup.flash_attention,
+                                                           dropout=setup.dropout, moe=moe, load=load,
+                                                           sliding=sliding), cp))
+            kind_c[(moe, sliding)] = (pt.fwd, pt.recompute + pt.bwd_input + pt.bwd_weight)
+        return kind_c[(moe, sliding)]
 
     def gemm(name: str, phase: str) -> float:
         return sum(cm.op_time_s(o) for o in ops if o.name == name and o.phase == phase)
@@ -258,6 +269,8 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
         et = cm.phase_times([o for o in moe_ops if o.name.startswith("expert_")])
         mf_c, mb_c = mt.fwd, mt.recompute + mt.bwd_input + mt.bwd_weight
         ef_c, eb_c = et.fwd, et.recompute + et.bwd_input + et.bwd_weight
+        kind_c[(True, False)] = (mf_c, mb_c)
+    kind_c[(False, False)] = (lf_c, lb_c)
     emb = cm.phase_times(embedding_ops(model, par, dropout=setup.dropout))
     out = cm.phase_times(output_ops(model, par))
     if par.sequence_parallel:
@@ -270,31 +283,44 @@ def stage_costs(setup: TrainingSetup, stage: int, load: float = 1.0) -> StageCos
     for ch in range(v):
         first = stage == 0 and ch == 0
         last = stage == p - 1 and ch == v - 1
-        n_moe = model.moe_layers_in(*chunk_layers(model, par, stage, ch))
+        kinds = model.layer_kinds_in(*chunk_layers(model, par, stage, ch))
+        n_moe = sum(n for (moe, _), n in kinds.items() if moe)
         dense = n_layers - n_moe
+        # compute of the chunk's dense and MoE layers, and the mean MoE layer (sliding-window
+        # layers cost less attention than full ones)
+        dense_f = dense_b = moe_f = moe_b = 0.0
+        for (moe, sliding), n in kinds.items():
+            f, b = kind_cost(moe, sliding)
+            if moe:
+                moe_f, moe_b = moe_f + n * f, moe_b + n * b
+            else:
+                dense_f, dense_b = dense_f + n * f, dense_b + n * b
+        moe_kinds = [k for k in kinds if k[0]]
+        mean_mf, mean_mb = (kind_cost(*moe_kinds[0]) if len(moe_kinds) == 1
+                            else (moe_f / n_moe, moe_b / n_moe) if n_moe else (0.0, 0.0))
         head_f = (emb.fwd if first else 0.0, emb_f if first else 0.0)
         tail_f = (out.fwd if last else 0.0, out_f if last else 0.0)
         head_b = (emb.bwd_weight + emb.bwd_input if first else 0.0, emb_b if first else 0.0)
         tail_b = (out.bwd_input + out.bwd_weight if last else 0.0, out_b if last else 0.0)
-        fc.append(dense * lf_c + (n_moe * mf_c if n_moe else 0.0) + head_f[0] + tail_f[0])
+        fc.append(dense_f + moe_f + head_f[0] + tail_f[0])
         ft.append(n_layers * lf_t + head_f[1] + tail_f[1])
-        bc.append(dense * lb_c + (n_moe * mb_c if n_moe else 0.0) + head_b[0] + tail_b[0])
+        bc.append(dense_b + moe_b + head_b[0] + tail_b[0])
         bt.append(n_layers * lb_t + head_b[1] + tail_b[1])
         if a2a and n_moe:
             # forward: [embedding, dense layers, MoE layer 1 up to its dispatch] | experts 1 |
             # [rest of layer 1, layer 2 up to its dispatch] | ... | experts n | [rest, output layer]
-            pre_f = (mf_c - ef_c, lf_t)
-            f = [(head_f[0] + dense * lf_c + pre_f[0], head_f[1] + dense * lf_t + pre_f[1])]
+            pre_f = (mean_mf - ef_c, lf_t)
+            f = [(head_f[0] + dense_f + pre_f[0], head_f[1] + dense * lf_t + pre_f[1])]
             for i in range(n_moe):
                 f.append((ef_c, 0.0))
                 f.append((tail_f[0], tail_f[1]) if i == n_moe - 1 else pre_f)
             # backward in reverse: [output layer] | experts n | [layer n's rest] | ... | experts 1 |
             # [layer 1's rest, dense layers, embedding]
-            pre_b = (mb_c - eb_c, lb_t)
+            pre_b = (mean_mb - eb_c, lb_t)
             b = [tail_b]
             for i in range(n_moe):
                 b.append((eb_c, 0.0))
-                b.append((pre_b[0] + dense * lb_c + head_b[0], pre_b[1] + dense * lb_t + head_b[1])
+                b.append((pre_b[0] + dense_b + head_b[0], pre_b[1] + dense * lb_t + head_b[1])
                          if i == n_moe - 1 else pre_b)
             fseg.append(tuple(f))
             bseg.append(tuple(b))

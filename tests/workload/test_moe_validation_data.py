@@ -45,6 +45,23 @@ def test_mixtral_time_from_published_tflops(script) -> None:
     assert script.measured_time_s(row) == pytest.approx(flops / (64 * 438e12), rel=1e-12)
 
 
+def test_gpt_oss_time_from_published_tokens_per_second(script) -> None:
+    """512 sequences of 4096 tokens at 5630 tokens/s on each of 64 GPUs."""
+    data = yaml.safe_load(script.DATA.read_text())
+    row = next(r for r in data["end_to_end"] if r["name"] == "mbridge-25.11-gpt-oss-120b")
+    assert script.measured_time_s(row) == pytest.approx(512 * 4096 / (64 * 5630), rel=1e-12)
+
+
+def test_gpt_oss_row_builds_with_its_precision(script) -> None:
+    from mvopt.build import build
+
+    data = yaml.safe_load(script.DATA.read_text())
+    row = next(r for r in data["end_to_end"] if r["name"] == "mbridge-25.11-gpt-oss-120b")
+    b = build(script.training_config(row, "flow"))
+    assert b.config.workload.precision == "mixed_adam" and b.config.parallelism.dp == 16
+    assert b.experiment.tasks.n > 0
+
+
 def test_every_simulated_row_builds(script) -> None:
     from mvopt.build import build
 
