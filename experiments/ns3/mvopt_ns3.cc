@@ -16,14 +16,18 @@
 //     - per-flow ECMP: MvRouting, an Ipv4RoutingProtocol that picks the next hop among the
 //       equal-cost ports by a hash of (seed, switch, flow), the flow being recovered from the
 //       UDP/TCP port pair (the 5-tuple); the hash is mvopt's (splitmix64 chain), so both
-//       simulators take the same paths;
+//       simulators take the same paths; data packets routed one by one as mvopt's network.lb
+//       spray (hash of seed, switch, flow, seq, sends) or adaptive (the shortest data queue,
+//       per packet or per flowlet), arrivals of one instant at a switch in ingress-port order;
 //     - MvPrioDevice, a PointToPointNetDevice with a strict-priority egress (control = ACKs
 //       first, then data, FIFO in each) that decides what to send at the instant the port is
 //       free, after every packet arriving at that instant was processed (ns-3 runs same-time
 //       events in scheduling order; the decision is a ScheduleNow event, which runs after all
 //       events scheduled earlier for that instant, i.e. after every arrival);
 //     - on hosts, the NIC pulls data from the active flows round robin (the model has no host
-//       data queue), and flows run as tasks with the dependency rule of docs/engine.md.
+//       data queue), and flows run as tasks with the dependency rule of docs/engine.md; the
+//       transport is go-back-N without loss (an ACK per in-order packet) or mvopt's selective
+//       repeat (an ACK per data packet, holes retransmitted first; no RTO).
 //   The traffic-control layer is bypassed (no queue disc is installed: addresses are assigned by
 //   hand, not by Ipv4AddressHelper, which would install one).
 //
