@@ -61,3 +61,28 @@ def test_single_flow_two_hops_matches_ns3_to_the_picosecond(ns3_binary: Path, si
     rate, d = 100 * 10**9, 10**6
     t_full, t_last = ser_ps(1048, rate), ser_ps(7 + 48, rate)
     assert ns.finish[0] == 3000 + 10 * t_full + (t_full + d) + t_last + d
+
+
+@pytest.mark.parametrize("net, failed, negative", [
+    ("NET_SPRAY", (), "spray_seed"),
+    ("NET_ADAPTIVE", ((2, 0),), "tie_last"),
+])
+def test_routed_ring_with_selective_repeat_matches_ns3(ns3_binary: Path, net: str, failed: tuple,
+                                                       negative: str) -> None:
+    """A ring in a random host order on a k=4 fat-tree, data packets routed one by one (spraying;
+    adaptive routing with an aggregation-core link failed), selective repeat with PFC off: every
+    flow identical to the picosecond, the same packets retransmitted (reordering by 3 packets is
+    taken for loss) and discarded, the same largest queue on every switch port; ns-3 routing off
+    mvopt's rule (another spraying seed; the last of equal queues) differs."""
+    compare = _load("compare")
+    sc = compare.Scenario("ring", "exact", compare.ring_config(
+        4, 8_000, getattr(compare, net) | compare.NO_PFC, compare.shuffled(4), failed))
+    r = compare.compare_exact(sc, ns3_binary)
+    assert r["flows"] == 16 * 30
+    assert (r["max_d_start"], r["max_d_finish"], r["max_d_fct"]) == (0, 0, 0)
+    assert r["exact"] == r["flows"] and r["q_equal"] == r["q_ports"]
+    retx, discarded = r["counts"]["data_packets_retransmitted"], r["counts"]["out_of_order_packets"]
+    assert retx[0] == retx[1] > 0 and discarded[0] == discarded[1] > 0
+    assert r["ok"]
+    off = compare.compare_exact(sc, ns3_binary, negative=negative)
+    assert not off["ok"] and off["exact"] < off["flows"]

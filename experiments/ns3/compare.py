@@ -1,7 +1,7 @@
 """Run mvopt and ns-3 on the same scenarios and print a side-by-side table.
 
     python experiments/ns3/compare.py                  # every scenario, small sizes (~2 min on 2 cores)
-    python experiments/ns3/compare.py --only exact     # the line-rate scenarios only
+    python experiments/ns3/compare.py --only exact     # the line-rate and routed scenarios only
     python experiments/ns3/compare.py --scale 4        # 4x the bytes
     python experiments/ns3/compare.py --write-docs     # also put the tables into docs/validation.md
 
@@ -13,6 +13,9 @@ text file that ``mvopt_ns3`` (experiments/ns3/mvopt_ns3.cc, compiled by build.py
   host-order ring all-reduce over every host of a k=4 and a k=8 fat-tree (one chunk of S/n per
   step, step t+1 sent when step t was received). Both simulators must give every flow the same
   start, last-byte delivery and last-ACK time, to the picosecond.
+* **routed** (``cc: none``, exact too): data packets routed one by one (``lb: spray``,
+  ``adaptive``, per flowlet) with selective repeat, PFC on and off, and a failed
+  aggregation-core link; the retransmitted and discarded packet counts are compared as well.
 * **contended** (mvopt ``cc: dctcp``, rate-based as RDMA NICs; ns-3 TCP with TcpDctcp and RED/ECN
   switch queues): an incast and a random permutation; total completion and FCT percentiles,
   with ECN mark counts and the bottleneck queue of both. See README.md for the model
@@ -40,7 +43,9 @@ import build as ns3build  # noqa: E402  (experiments/ns3/build.py)
 
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
+from mvopt._cfg.algorithms import LOAD_BALANCERS, TRANSPORTS  # noqa: E402
 from mvopt.engine import FLOW, simulate  # noqa: E402
+from mvopt.engine.routes import down_epochs, links_down  # noqa: E402
 
 DOC = REPO / "docs" / "validation.md"
 NET_EXACT = {"cc": "none", "lb": "ecmp", "payload_bytes": 1000, "header_bytes": 48, "ack_bytes": 60,
@@ -64,6 +69,32 @@ def fat_tree(k: int) -> dict:
     return {"topology": "fat_tree", "k": k, "link_gbps": [100], "link_delay_ns": [1000]}
 
 
+def ring_config(k: int, step: int, net: dict, hosts: list[int] | None = None, failed=(), down=()) -> dict:
+    """A ring all-reduce over every host of a k-ary fat-tree, one chunk of ``step`` bytes per step."""
+    n = k**3 // 4
+    coll = {"op": "all_reduce", "bytes": n * step, "channels": 1}
+    if hosts is not None:
+        coll["hosts"] = hosts
+    cluster = fat_tree(k) | ({"failed_links": [list(x) for x in failed]} if failed else {}) \
+        | ({"link_down": [list(x) for x in down]} if down else {})
+    return {"name": f"ring{k}", "cluster": cluster, "network": net, "workload": {"kind": "collective"},
+            "collective": coll}
+
+
+def shuffled(k: int, seed: int = 1) -> list[int]:
+    """Every host of a k-ary fat-tree in a random ring order: most ring neighbours are in other
+    pods, so flows share links and a flow's packets routed one by one meet others' in queues."""
+    return [int(h) for h in np.random.default_rng(seed).permutation(k**3 // 4)]
+
+
+# per-packet routing: spraying and adaptive routing with selective repeat (their default
+# transport); PFC is on by default, so reordering is never taken for loss
+NET_SPRAY = NET_EXACT | {"lb": "spray", "transport": "sr"}
+NET_ADAPTIVE = NET_EXACT | {"lb": "adaptive", "transport": "sr"}
+NO_PFC = {"pfc": {"enabled": False}}
+FAILED = ((2, 0),)     # tier 2 (aggregation-core), the first such link: failed from time 0
+
+
 def exact_scenarios(scale: float) -> list[Scenario]:
     size = int(100_007 * scale)            # 101 packets, the last one short (7 B)
     out = []
@@ -81,6 +112,39 @@ def exact_scenarios(scale: float) -> list[Scenario]:
              "workload": {"kind": "collective"},
              "collective": {"op": "all_reduce", "bytes": n * step, "channels": 1}},
             note=f"{n} hosts, S = {n * step} B, {2 * (n - 1)} steps of {step} B"))
+    return out
+
+
+def routed_scenarios(scale: float) -> list[Scenario]:
+    """Per-packet routing (spraying, adaptive) with selective repeat, and a failed link."""
+    size = int(100_007 * scale)
+    steps = {4: int(32_000 * scale), 8: int(4_000 * scale)}
+    out = []
+    for dst, hops in ((2, 4), (4, 6)):
+        out.append(Scenario(
+            f"spray + SR, single flow, {hops} hops", "exact",
+            {"name": f"spray{hops}", "cluster": fat_tree(4), "network": NET_SPRAY,
+             "workload": {"kind": "tasks", "tasks": [{"id": "f", "src": 0, "dst": dst, "bytes": size}]}},
+            note=f"{size} B, host 0 -> {dst}"))
+
+    def ring(label: str, k: int, net: dict, failed=(), note: str = "", down=()) -> None:
+        n = k**3 // 4
+        out.append(Scenario(
+            f"{label}, ring k={k}", "exact", ring_config(k, steps[k], net, shuffled(k), failed, down),
+            note=f"{n} hosts in a random ring order (seed 1), {2 * (n - 1)} steps of {steps[k]} B" + note))
+
+    for k in (4, 8):
+        ring("spray + SR", k, NET_SPRAY)
+    ring("spray + SR, PFC off", 4, NET_SPRAY | NO_PFC, note="; reordering by 3 packets is taken for loss")
+    for k in (4, 8):
+        ring("adaptive + SR", k, NET_ADAPTIVE)
+    ring("adaptive + SR, PFC off", 4, NET_ADAPTIVE | NO_PFC, note="; reordering by 3 packets is taken for loss")
+    ring("adaptive per flowlet (gap 1 us) + SR", 4, NET_ADAPTIVE | {"flowlet_gap_ns": 1000})
+    for k in (4, 8):
+        ring("ECMP, failed agg-core link", k, NET_EXACT, FAILED, note="; link (tier 2, index 0) failed")
+    ring("spray + SR, failed agg-core link", 4, NET_SPRAY, FAILED, note="; link (tier 2, index 0) failed")
+    ring("ECMP, agg-core link down at t = 0", 4, NET_EXACT, note="; cluster.link_down [2, 0, 0]",
+         down=((2, 0, 0),))
     return out
 
 
@@ -123,10 +187,19 @@ def contended_scenarios(scale: float, seed: int = 1) -> list[Scenario]:
 
 
 def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), stock: int = 0,
-                   data_first: bool = False) -> None:
+                   data_first: bool = False, negative: str = "") -> None:
     topo, net, g, p = exp.topology, exp.network, exp.tasks, exp.params
+    # links down from time 0 (cluster.link_down at 0): they keep their ports, routing avoids them
+    down = links_down(topo)
+    assert all(at == 0 for at, _, _ in down), "ns-3 side: links going down during the run are not reproduced"
+    routing = down_epochs(topo)[-1] if down else topo
+    assert not getattr(exp, "paths", None), "ns-3 side: explicit paths are not reproduced"
     lines = [f"mode {mode}", f"seed {exp.seed}", f"window_ps {p.window_ps}", f"stop_ps {exp.time_limit_ps}",
-             f"net {net.payload_bytes} {net.header_bytes} {net.ack_bytes}"]
+             f"net {net.payload_bytes} {net.header_bytes} {net.ack_bytes}",
+             f"lb {LOAD_BALANCERS[p.lb]}", f"transport {TRANSPORTS[p.transport]}", f"pfc {int(p.pfc)}",
+             f"flowlet_ps {p.flowlet_ps}"]
+    if negative:
+        lines.append(f"negative {negative}")
     if mode == "tcp":
         kmin, kmax = int(p.port_kmin.max()), int(p.port_kmax.max())
         assert kmin == kmax and (p.port_kmin == kmin).all(), "ns-3 side: one step threshold for every port"
@@ -144,7 +217,7 @@ def write_scenario(path: Path, exp, mode: str, traced: tuple[int, ...] = (), sto
                      f"{topo.port_rate_bps[q]} {topo.port_delay_ps[q]}")
     for sw in range(topo.n_host, topo.n_node):
         for dst in range(topo.n_host):
-            nh = topo.next_hop_ports(sw, dst)
+            nh = routing.next_hop_ports(sw, dst)
             lines.append(f"route {sw} {dst} {len(nh)} " + " ".join(map(str, nh)))
     for t in range(g.n):
         preds = g.preds_of(t)
@@ -167,14 +240,15 @@ class Ns3Result:
     qmax: dict
     wall_s: float
     events: int
+    discards: np.ndarray      # exact mode: when the receivers discarded a duplicate data packet
 
 
 def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = None,
-            keep: str | None = None, stock: int = 0, data_first: bool = False) -> Ns3Result:
+            keep: str | None = None, stock: int = 0, data_first: bool = False, negative: str = "") -> Ns3Result:
     binary = binary or ns3build.build()
     with tempfile.TemporaryDirectory(prefix="mvopt_ns3_") as tmp:
         path = Path(tmp) / "scenario.txt"
-        write_scenario(path, exp, mode, traced, stock, data_first)
+        write_scenario(path, exp, mode, traced, stock, data_first, negative)
         if keep:
             Path(keep).write_text(path.read_text())
         r = subprocess.run([str(binary), str(path)], capture_output=True, text=True)
@@ -182,7 +256,7 @@ def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = 
         raise RuntimeError(f"mvopt_ns3 failed ({r.returncode}):\n{r.stderr[-3000:]}")
     n = exp.tasks.n
     start, finish, fct_end = (np.full(n, -1, np.int64) for _ in range(3))
-    counters, qtrace, qmax, wall, events = {}, {}, {}, 0.0, 0
+    counters, qtrace, qmax, wall, events, discards = {}, {}, {}, 0.0, 0, []
     for line in r.stdout.splitlines():
         f = line.split()
         if not f:
@@ -194,11 +268,13 @@ def run_ns3(exp, mode: str, traced: tuple[int, ...] = (), binary: Path | None = 
             counters[f[1]] = int(f[2])
         elif f[0] == "qtrace":
             qtrace.setdefault(int(f[1]), []).append((int(f[2]), int(f[3])))
+        elif f[0] == "discard":
+            discards.append(int(f[1]))
         elif f[0] == "qmax":
             qmax[int(f[1])] = int(f[2])
         elif f[0] == "done":
             wall, events = float(f[1]), int(f[2])
-    return Ns3Result(start, finish, fct_end, counters, qtrace, qmax, wall, events)
+    return Ns3Result(start, finish, fct_end, counters, qtrace, qmax, wall, events, np.asarray(discards, np.int64))
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -208,7 +284,33 @@ def fmt_us(ps: float) -> str:
     return f"{ps / 1e6:,.3f}"
 
 
-def compare_exact(sc: Scenario, binary: Path, data_first: bool = False) -> dict:
+COUNTED = ("data_packets_retransmitted", "out_of_order_packets")   # compared too
+
+
+def last_window_end(exp, res) -> int:
+    """The end of the window in which mvopt's run completed: its counters count what happens
+    before it, and nothing after (docs/engine.md: the run stops at the end of that window, while
+    ns-3 runs until no event is left). From the reference simulator (checked identical to the
+    engine), replaying its window rule ``T <- max(T + W, next event)``."""
+    from mvopt.engine.reference import ReferenceSimulator
+    nexts: list[int] = []
+
+    class Windows(ReferenceSimulator):
+        def _next_event_time(self):
+            t = super()._next_event_time()
+            nexts.append(t)
+            return t
+
+    sim = Windows(exp)
+    ref = sim.run()
+    assert ref.same_as(res), "reference and engine disagree"
+    T = 0
+    for t in nexts:
+        T = max(T + sim.W, t)
+    return T + sim.W
+
+
+def compare_exact(sc: Scenario, binary: Path, data_first: bool = False, negative: str = "") -> dict:
     exp = build_experiment(load_config(sc.config))
     t0 = time.perf_counter()
     res, = simulate([exp])
@@ -216,7 +318,15 @@ def compare_exact(sc: Scenario, binary: Path, data_first: bool = False) -> dict:
     assert res.status == "done", res.diagnostic
     c = res.counters
     assert c["data_packets_dropped"] == 0 and c["pfc_pauses"] == 0, "exact scenarios must not congest"
-    ns = run_ns3(exp, "exact", binary=binary, data_first=data_first)
+    assert c["timeouts"] == 0, "exact scenarios: no retransmission timeout (the ns-3 side has none)"
+    ns = run_ns3(exp, "exact", binary=binary, data_first=data_first, negative=negative)
+    # duplicates still on their way when mvopt's run ends are never received there; ns-3 drains
+    late = ns.discards[ns.discards > res.end_ps]
+    cut = last_window_end(exp, res) if late.size else res.end_ps
+    ns_counts = {"data_packets_retransmitted": int(ns.counters["data_packets_retransmitted"]),
+                 "out_of_order_packets": int((ns.discards < cut).sum())}
+    assert ns.counters["out_of_order_packets"] == ns.discards.size
+    counts = {k: (int(c[k]), ns_counts[k]) for k in COUNTED}
     flows = res.flow_ids
     mv_fct_end = res.task_start_ps[flows] + res.flow_fct_ps
     d_start = np.abs(res.task_start_ps - ns.start)
@@ -235,22 +345,28 @@ def compare_exact(sc: Scenario, binary: Path, data_first: bool = False) -> dict:
         "max_d_start": int(d_start.max()), "max_d_finish": int(d_fin.max()), "max_d_fct": int(d_fct.max()),
         "exact": exact, "mv_wall": mv_wall, "ns_wall": ns.wall_s, "ns_events": ns.events,
         "q_equal": int((mv_q == ns_q)[switch].sum()), "q_ports": int(switch.sum()),
-        "mv_maxq": int(mv_q.max()), "ns_maxq": int(ns_q.max()),
-        "ok": exact == len(flows) and bool((mv_q == ns_q).all()),
+        "mv_maxq": int(mv_q.max()), "ns_maxq": int(ns_q.max()), "counts": counts,
+        "late": int((ns.discards >= cut).sum()),
+        "ok": exact == len(flows) and bool((mv_q == ns_q).all()) and all(a == b for a, b in counts.values()),
     }
 
 
 def exact_table(rows: list[dict]) -> str:
     out = ["| scenario | flows | last byte delivered, mvopt (us) | ns-3 (us) | last ACK, mvopt (us) | ns-3 (us) "
            "| max abs diff start / delivery / last ACK (ps) | flows identical "
-           "| largest switch queue, mvopt / ns-3 (B) | switch ports with equal max queue | wall mvopt / ns-3 (s) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| largest switch queue, mvopt / ns-3 (B) | switch ports with equal max queue "
+           "| packets retransmitted, mvopt / ns-3 | out-of-order packets discarded, mvopt / ns-3 "
+           "| wall mvopt / ns-3 (s) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['scenario']} ({r['note']}) | {r['flows']} | {fmt_us(r['mv_makespan'])} | "
                    f"{fmt_us(r['ns_makespan'])} | {fmt_us(r['mv_end'])} | {fmt_us(r['ns_end'])} | "
                    f"{r['max_d_start']} / {r['max_d_finish']} / {r['max_d_fct']} | "
                    f"{r['exact']}/{r['flows']} | {r['mv_maxq']:,} / {r['ns_maxq']:,} | "
-                   f"{r['q_equal']}/{r['q_ports']} | {r['mv_wall']:.1f} / {r['ns_wall']:.1f} |")
+                   f"{r['q_equal']}/{r['q_ports']} | "
+                   + " | ".join(f"{a:,} / {b:,}" for a, b in r["counts"].values())
+                   + (f" (+ {r['late']:,} after mvopt's last window)" if r["late"] else "")
+                   + f" | {r['mv_wall']:.1f} / {r['ns_wall']:.1f} |")
     return "\n".join(out)
 
 
@@ -468,13 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     sections = []
     ok = True
     if args.only in (None, "exact"):
-        rows = []
-        for sc in exact_scenarios(args.scale):
-            rows.append(compare_exact(sc, binary))
-            r = rows[-1]
-            print(f"  {sc.name}: {r['exact']}/{r['flows']} flows identical "
-                  f"(max diff {r['max_d_finish']} ps delivery, {r['max_d_fct']} ps last ACK)", flush=True)
-            ok &= r["ok"]
+        rows = run_exact(exact_scenarios(args.scale), binary)
+        ok &= all(r["ok"] for r in rows)
         # negative control: ns-3 deliberately serving data before ACKs must disagree
         ring = next(sc for sc in exact_scenarios(args.scale) if sc.name.startswith("ring"))
         neg = compare_exact(ring, binary, data_first=True)
@@ -486,6 +597,13 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(("exact", exact_table(rows) + "\n\n" + control))
         print("\nLine rate (cc none): mvopt vs ns-3, every flow compared\n" + exact_table(rows) + "\n\n" + control
               + "\n", flush=True)
+        rows = run_exact(routed_scenarios(args.scale), binary)
+        ok &= all(r["ok"] for r in rows)
+        controls, neg_ok = routed_controls(args.scale, binary)
+        ok &= neg_ok
+        sections.append(("routed", exact_table(rows) + "\n\n" + controls))
+        print("\nPer-packet routing, selective repeat, a failed link (cc none): mvopt vs ns-3\n"
+              + exact_table(rows) + "\n\n" + controls + "\n", flush=True)
     if args.only in (None, "contended"):
         rows = []
         for sc in contended_scenarios(args.scale):
@@ -499,6 +617,46 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs:
         write_docs(sections, args)
     return 0 if ok else 1
+
+
+def run_exact(scenarios: list[Scenario], binary: Path) -> list[dict]:
+    """compare_exact on every scenario, a progress line each."""
+    rows = []
+    for sc in scenarios:
+        r = compare_exact(sc, binary)
+        rows.append(r)
+        print(f"  {sc.name}: {r['exact']}/{r['flows']} flows identical (max diff {r['max_d_finish']} ps "
+              f"delivery, {r['max_d_fct']} ps last ACK; packet counts mvopt / ns-3: {r['counts']})", flush=True)
+    return rows
+
+
+def routed_controls(scale: float, binary: Path) -> tuple[str, bool]:
+    """Negative controls of the routed scenarios (each must differ) and what the failed link
+    changes in mvopt; the text for the docs and whether every control differed."""
+    by_name = {sc.name: sc for sc in routed_scenarios(scale)}
+    out, ok = [], True
+    for name, negative, what in (
+            ("spray + SR, ring k=4", "spray_seed", "spraying's hash taken with seed + 1"),
+            ("adaptive + SR, ring k=4", "tie_last", "adaptive routing taking the last of equal queues "
+             "(in cyclic order from spraying's choice) instead of the first"),
+            ("adaptive + SR, ring k=4", "in_service", "adaptive routing counting the data packet in "
+             "transmission in a port's queue"),
+            ("adaptive + SR, ring k=4", "arrival_fifo", "packets arriving at a switch at the same instant "
+             "routed in the order ns-3 scheduled their arrivals instead of by ingress port")):
+        neg = compare_exact(by_name[name], binary, negative=negative)
+        ok &= not neg["ok"]
+        out.append(f"- {what}: {neg['flows'] - neg['exact']} of the {neg['flows']} flows of \"{name}\" differ, by "
+                   f"up to {neg['max_d_finish'] / 1e6:.3f} us in delivery and {neg['max_d_fct'] / 1e6:.3f} us in "
+                   f"the last ACK; {neg['q_ports'] - neg['q_equal']} switch ports differ in their largest queue.")
+    for k in (4, 8):
+        sc = by_name[f"ECMP, failed agg-core link, ring k={k}"]
+        healthy = dict(sc.config, cluster=fat_tree(k))
+        failed, = simulate([build_experiment(load_config(sc.config))])
+        whole, = simulate([build_experiment(load_config(healthy))])
+        out.append(f"- the failed link changes the result: mvopt's ECMP ring k={k} ends (last ACK) at "
+                   f"{fmt_us(failed.end_ps)} us with it failed, {fmt_us(whole.end_ps)} us without (the hash "
+                   f"picks among fewer next hops at some switches, so other flows collide).")
+    return ("Negative controls (ns-3 deliberately off the model; each must differ):\n\n" + "\n".join(out), ok)
 
 
 def write_docs(sections, args) -> None:
@@ -515,6 +673,9 @@ def write_docs(sections, args) -> None:
         if name == "exact":
             parts += ["### Line rate (`cc: none`): identical to the picosecond", "",
                       EXACT_TEXT, "", table, ""]
+        elif name == "routed":
+            parts += ["### Spraying, adaptive routing, selective repeat and a failed link (`cc: none`)", "",
+                      ROUTED_TEXT, "", table, ""]
         else:
             parts += ["### Contended traffic (DCTCP): where the models differ by design", "",
                       CONTENDED_TEXT, "", table, ""]
@@ -533,6 +694,31 @@ EXACT_TEXT = (
     "Compared: every flow's start, last-byte delivery and the sender's receipt of the last ACK, and "
     "every switch port's largest data queue. In the ring, every host's NIC and the switch port into "
     "it carry data and ACKs at once, so the ACK priority and the instant of each decision matter.")
+ROUTED_TEXT = """\
+The same line-rate settings with data packets routed one by one (issue 34). The ns-3 program
+routes with mvopt's rules (docs/engine.md, "Switch arrival"): `spray` takes the next hop
+`hash(seed, switch, flow, seq, sends) mod n` (mvopt's splitmix64 chain; seq and sends travel in
+the app header); `adaptive` takes the next hop whose data queue holds the fewest wire bytes at
+the arrival (the packet in transmission excluded, arrivals of the same instant routed one after
+another in ingress-port order, before any transmission of that instant), the first of equals in
+cyclic order from spraying's choice, per flowlet with a 32-entry table when `flowlet_gap_ns` is
+set; ACKs always per-flow ECMP. Hosts run mvopt's selective repeat (R = 512, D = 3): the receiver
+delivers new packets out of order and answers *every* data packet with a 60 B ACK carrying the
+cumulative point and the packet it acknowledges; the sender keeps mvopt's selectively acknowledged
+set, `lost_hi` and `rtx_nxt`, retransmits holes before new packets, and with PFC off presumes a
+hole lost once a packet 3 above it is acknowledged (with PFC on, the default, never: only the RTO
+retransmits, and no RTO fires here). The rings use every host in a random order (seed 1), so
+that most neighbours are in other pods and flows share links: sprayed packets of a flow meet
+other flows' packets in queues and arrive out of order. With PFC on, no packet is retransmitted
+in either simulator (checked: 0 / 0 below). With PFC off, reordering by three packets is taken
+for loss, and both simulators retransmit the same packets (every one a duplicate the receiver
+discards). One count differs by construction and is compared where both define it: mvopt stops at
+the end of the window (`W`) in which the last ACK arrived, so duplicates still on their way are
+never received; ns-3 runs until no event is left. The discards column counts ns-3's discards
+before the end of mvopt's last window (from the reference simulator, checked identical to the
+engine) and gives the later ones apart. The failed link (tier 2, index 0: the first
+aggregation-core link, `cluster.failed_links`) is removed before routing, so the routing tables
+written for ns-3 are mvopt's without it, exactly as for the healthy cases."""
 CONTENDED_TEXT = """\
 mvopt runs its rate-based DCTCP (as RDMA NICs do it; docs/engine.md) with its defaults (ECN step
 at K = kmin = kmax, g = 1/16); ns-3 runs TCP with `TcpDctcp` (same g, α = 1 at start, an ACK per

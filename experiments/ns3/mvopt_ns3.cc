@@ -16,14 +16,18 @@
 //     - per-flow ECMP: MvRouting, an Ipv4RoutingProtocol that picks the next hop among the
 //       equal-cost ports by a hash of (seed, switch, flow), the flow being recovered from the
 //       UDP/TCP port pair (the 5-tuple); the hash is mvopt's (splitmix64 chain), so both
-//       simulators take the same paths;
+//       simulators take the same paths; data packets routed one by one as mvopt's network.lb
+//       spray (hash of seed, switch, flow, seq, sends) or adaptive (the shortest data queue,
+//       per packet or per flowlet), arrivals of one instant at a switch in ingress-port order;
 //     - MvPrioDevice, a PointToPointNetDevice with a strict-priority egress (control = ACKs
 //       first, then data, FIFO in each) that decides what to send at the instant the port is
 //       free, after every packet arriving at that instant was processed (ns-3 runs same-time
 //       events in scheduling order; the decision is a ScheduleNow event, which runs after all
 //       events scheduled earlier for that instant, i.e. after every arrival);
 //     - on hosts, the NIC pulls data from the active flows round robin (the model has no host
-//       data queue), and flows run as tasks with the dependency rule of docs/engine.md.
+//       data queue), and flows run as tasks with the dependency rule of docs/engine.md; the
+//       transport is go-back-N without loss (an ACK per in-order packet) or mvopt's selective
+//       repeat (an ACK per data packet, holes retransmitted first; no RTO).
 //   The traffic-control layer is bypassed (no queue disc is installed: addresses are assigned by
 //   hand, not by Ipv4AddressHelper, which would install one).
 //
@@ -48,11 +52,18 @@
 //   route SWITCH DST_HOST COUNT PORT...                          (next-hop ports, global ids)
 //   task ID KIND(0 flow,1 delay) SRC DST BYTES DURATION_PS START_PS NPRED PRED...
 //   data_first 1              (exact mode, negative control: data before ACKs, not the model)
+//   lb ecmp|spray|adaptive    transport gbn|sr    pfc 0|1    flowlet_ps GAP     (exact mode)
+//   negative CONTROL          (exact mode, negative controls, not the model): tie_last, adaptive
+//                             routing takes the last of equal queues; in_service, its queue measure
+//                             counts the data packet in transmission; spray_seed, spraying hashes
+//                             with seed + 1; arrival_fifo, simultaneous arrivals at a switch are
+//                             routed in ns-3's scheduling order, not by ingress port
 //   trace PORT                (tcp mode: print this port's data-queue samples, every 1 us)
 // Output (stdout):
 //   task ID START_PS FINISH_PS FCT_END_PS     (FCT end: the sender's receipt of the last ACK)
 //   counter NAME VALUE
 //   qtrace PORT TIME_PS BYTES                 (traced ports)
+//   discard TIME_PS           (exact mode: a data packet the receiver discards, a duplicate)
 //   qmax PORT BYTES           (largest data queue of a switch port; exact: wire bytes queued
 //                             behind the packet in transmission, as mvopt counts; tcp: sampled)
 //   done WALL_S EVENTS
@@ -87,7 +98,9 @@ constexpr uint32_t L2L3L4_UDP = 2 + 20 + 8;
 constexpr uint8_t PKT_DATA = 0, PKT_ACK = 1;
 
 // ------------------------------------------------------------------ mvopt's counter-based hash
-constexpr uint64_t TAG_ECMP = 2;
+constexpr uint64_t TAG_ECMP = 2, TAG_SPRAY = 3;
+constexpr uint32_t SR_WINDOW = 512, SR_DUPTHRESH = 3; // mvopt's schema.SR_WINDOW, SR_DUPTHRESH
+constexpr int FLOWLET_ENTRIES = 32;                   // mvopt's schema.FLOWLET_ENTRIES
 
 uint64_t
 Mix64(uint64_t z)
@@ -134,6 +147,11 @@ struct Scenario
     int64_t window = 0;
     int64_t stop = 0; // simulated-time limit (0: none)
     int dataFirst = 0; // exact mode, negative control: serve data before ACKs (not the model)
+    std::string lb = "ecmp";  // ecmp | spray | adaptive (data packets; control packets: ECMP)
+    std::string transport = "gbn"; // gbn | sr
+    int pfc = 1;              // sr: with PFC, reordering is never taken for loss (no lost_hi)
+    int64_t flowletPs = 0;    // adaptive per flowlet: the gap (0: per packet)
+    std::string negative;     // exact mode, negative controls (not the model): tie_last | spray_seed
     uint32_t payload = 1000, header = 48, ack = 60;
     int64_t tcpK = 0;
     double tcpG = 1.0 / 16;
@@ -176,6 +194,16 @@ ReadScenario(const std::string& path)
             ls >> s.stop;
         else if (key == "data_first")
             ls >> s.dataFirst;
+        else if (key == "lb")
+            ls >> s.lb;
+        else if (key == "transport")
+            ls >> s.transport;
+        else if (key == "pfc")
+            ls >> s.pfc;
+        else if (key == "flowlet_ps")
+            ls >> s.flowletPs;
+        else if (key == "negative")
+            ls >> s.negative;
         else if (key == "net")
             ls >> s.payload >> s.header >> s.ack;
         else if (key == "tcp")
@@ -242,13 +270,15 @@ ReadScenario(const std::string& path)
 
 // ------------------------------------------------------------------ app header and class tag
 // The app header fills the data packet's header up to mvopt's header_bytes (PPP + IPv4 + UDP
-// + this = header_bytes): kind (1 B), flow (4 B), seq (4 B), zero padding.
+// + this = header_bytes): kind (1 B), flow (4 B), seq (4 B), aux (4 B: a data packet's `sends`,
+// the spraying hash input; an ACK's selectively acknowledged packet), zero padding.
 class MvHeader : public Header
 {
   public:
     static uint32_t s_size;
     uint8_t kind = PKT_DATA;
-    uint32_t flow = 0, seq = 0;
+    uint32_t flow = 0, seq = 0, aux = 0;
+    static constexpr uint32_t USED = 13;
 
     static TypeId GetTypeId()
     {
@@ -265,7 +295,8 @@ class MvHeader : public Header
         it.WriteU8(kind);
         it.WriteHtonU32(flow);
         it.WriteHtonU32(seq);
-        for (uint32_t i = 9; i < s_size; i++)
+        it.WriteHtonU32(aux);
+        for (uint32_t i = USED; i < s_size; i++)
             it.WriteU8(0);
     }
 
@@ -274,13 +305,14 @@ class MvHeader : public Header
         kind = it.ReadU8();
         flow = it.ReadNtohU32();
         seq = it.ReadNtohU32();
-        it.Next(s_size - 9);
+        aux = it.ReadNtohU32();
+        it.Next(s_size - USED);
         return s_size;
     }
 
     void Print(std::ostream& os) const override
     {
-        os << "kind=" << int(kind) << " flow=" << flow << " seq=" << seq;
+        os << "kind=" << int(kind) << " flow=" << flow << " seq=" << seq << " aux=" << aux;
     }
 };
 
@@ -307,13 +339,17 @@ class MvCtrlTag : public Tag
     void Print(std::ostream& os) const override { os << "ctrl"; }
 };
 
-// ------------------------------------------------------------------ per-flow ECMP routing
+// ------------------------------------------------------------------ routing at switches
+// The egress of a packet at a switch (defined after MvPrioDevice, whose queue adaptive routing reads)
+int ChoosePort(int node, int dst, Ptr<const Packet> p);
+
 struct Net
 {
     std::vector<Ptr<Node>> nodes;
     std::vector<Ptr<NetDevice>> portDev;       // global port id -> device
     std::vector<Ipv4Address> portAddr;         // global port id -> its interface address
     std::unordered_map<uint32_t, int> hostOfIp; // host address -> host id
+    std::map<const NetDevice*, int> portOfDev;  // device -> global port id
 };
 
 Net N;
@@ -329,6 +365,33 @@ class MvRouting : public Ipv4RoutingProtocol
 
     int m_node = -1;
     Ptr<Ipv4> m_ipv4;
+
+    // arrivals at this switch at the current instant, routed together in ingress-port order (as
+    // mvopt orders simultaneous arrivals at a node), before any transmission at that instant
+    struct Pending
+    {
+        int ingress;
+        Ptr<const Packet> p;
+        Ipv4Header header;
+        UnicastForwardCallback ucb;
+    };
+
+    std::vector<Pending> m_pending;
+
+    void Flush()
+    {
+        std::vector<Pending> batch;
+        batch.swap(m_pending);
+        if (S.negative != "arrival_fifo") // negative control: in the order ns-3 scheduled them
+            std::stable_sort(batch.begin(), batch.end(),
+                             [](const Pending& a, const Pending& b) { return a.ingress < b.ingress; });
+        for (const Pending& a : batch)
+        {
+            int dst = N.hostOfIp.at(a.header.GetDestination().Get());
+            int port = ChoosePort(m_node, dst, a.p);
+            a.ucb(MakeRoute(port, a.header.GetDestination()), a.p, a.header);
+        }
+    }
 
     // the flow id from the L4 port pair at the front of p (both ends use PORT_BASE + flow)
     static int FlowOf(Ptr<const Packet> p)
@@ -377,10 +440,16 @@ class MvRouting : public Ipv4RoutingProtocol
             lcb(p, header, m_ipv4->GetInterfaceForDevice(idev));
             return true;
         }
-        const std::vector<int>& nh = S.routes.at({m_node, dst});
-        int flow = FlowOf(p);
-        int port = nh[Hash64(S.seed, TAG_ECMP, m_node, flow) % nh.size()];
-        ucb(MakeRoute(port, header.GetDestination()), p, header);
+        if (S.mode != "exact") // tcp mode: per-flow ECMP at once
+        {
+            const std::vector<int>& nh = S.routes.at({m_node, dst});
+            int port = nh[Hash64(S.seed, TAG_ECMP, m_node, FlowOf(p)) % nh.size()];
+            ucb(MakeRoute(port, header.GetDestination()), p, header);
+            return true;
+        }
+        if (m_pending.empty())
+            Simulator::ScheduleNow(&MvRouting::Flush, this);
+        m_pending.push_back({N.portOfDev.at(PeekPointer(idev)), p, header, ucb});
         return true;
     }
 
@@ -435,6 +504,7 @@ class MvPrioDevice : public PointToPointNetDevice
     bool m_busy = false, m_kickPending = false;
     HostStack* m_host = nullptr; // hosts: data comes from the flows (round robin), not a queue
     uint64_t m_maxDataBytes = 0, m_dataBytes = 0;
+    uint64_t m_txDataBytes = 0; // the data packet in transmission (negative control in_service)
 
     void Start() { TraceConnectWithoutContext("PhyTxEnd", MakeCallback(&MvPrioDevice::TxEnd, this)); }
 
@@ -456,13 +526,16 @@ class MvPrioDevice : public PointToPointNetDevice
         return true;
     }
 
-    // schedule a transmission decision for now, after every event already due now
+    // schedule a transmission decision for now, after every event already due now and after
+    // the routing of every arrival at this instant (MvRouting::Flush, itself a ScheduleNow event
+    // of an arrival): two ScheduleNow hops, as ns-3 runs same-time events in scheduling order
     void Wake()
     {
         if (!m_busy && !m_kickPending)
         {
             m_kickPending = true;
-            Simulator::ScheduleNow(&MvPrioDevice::Kick, this);
+            Simulator::ScheduleNow(+[](MvPrioDevice* d) { Simulator::ScheduleNow(&MvPrioDevice::Kick, d); },
+                                   this);
         }
     }
 
@@ -471,9 +544,62 @@ class MvPrioDevice : public PointToPointNetDevice
     void TxEnd(Ptr<const Packet>)
     {
         m_busy = false;
+        m_txDataBytes = 0;
         Wake();
     }
 };
+
+std::map<std::pair<int, int>, std::pair<int64_t, int>> flowlets; // (switch, entry) -> (time, port)
+
+// mvopt's network.lb (docs/engine.md, "Switch arrival"): control packets per flow (ECMP); data
+// packets per flow (ecmp), per packet by hash(seed, switch, flow, seq, sends) (spray), or
+// (adaptive) the next hop whose data queue holds the fewest wire bytes now, the first of equals
+// in cyclic order from spraying's choice, per flowlet when flowlet_ps > 0
+int
+ChoosePort(int node, int dst, Ptr<const Packet> p)
+{
+    const std::vector<int>& nh = S.routes.at({node, dst});
+    size_t n = nh.size();
+    uint8_t b[8 + MvHeader::USED]; // UDP header, then the app header
+    p->CopyData(b, sizeof b);
+    auto u32 = [&](int o) {
+        return (uint32_t(b[o]) << 24) | (uint32_t(b[o + 1]) << 16) | (uint32_t(b[o + 2]) << 8) | b[o + 3];
+    };
+    uint32_t flow = u32(9), seq = u32(13), sends = u32(17);
+    if (b[8] != PKT_DATA || S.lb == "ecmp")
+        return nh[Hash64(S.seed, TAG_ECMP, node, flow) % n];
+    uint64_t seed = S.negative == "spray_seed" ? S.seed + 1 : S.seed;
+    size_t k = Hash64(seed, TAG_SPRAY, node, flow, seq, sends) % n;
+    if (S.lb == "spray" || n == 1)
+        return nh[k];
+    NS_ABORT_MSG_IF(S.lb != "adaptive", "unknown lb " << S.lb);
+    int best = -1;
+    uint64_t bestBytes = 0;
+    for (size_t j = 0; j < n; j++)
+    {
+        int q = nh[(k + j) % n];
+        Ptr<MvPrioDevice> d = DynamicCast<MvPrioDevice>(N.portDev[q]);
+        // negative control in_service: the packet in transmission counted too
+        uint64_t bytes = d->m_dataBytes + (S.negative == "in_service" ? d->m_txDataBytes : 0);
+        // negative control tie_last: the last of equals instead of the first
+        if (best < 0 || bytes < bestBytes || (S.negative == "tie_last" && bytes == bestBytes))
+        {
+            best = q;
+            bestBytes = bytes;
+        }
+    }
+    if (S.flowletPs > 0)
+    {
+        int64_t now = Simulator::Now().GetPicoSeconds();
+        auto key = std::make_pair(node, (int)(flow % FLOWLET_ENTRIES));
+        auto it = flowlets.find(key);
+        if (it != flowlets.end() && now - it->second.first < S.flowletPs &&
+            std::find(nh.begin(), nh.end(), it->second.second) != nh.end())
+            best = it->second.second;
+        flowlets[key] = {now, best};
+    }
+    return best;
+}
 
 // ------------------------------------------------------------------ tasks (both modes)
 void TaskReady(int id);
@@ -513,10 +639,42 @@ struct FlowState
     int task = -1, src = -1, dst = -1;
     int64_t size = 0;
     uint32_t n = 0, sndNxt = 0, sndUna = 0, expected = 0;
+    // selective repeat (docs/engine.md): sender's sacked set, lost_hi, rtx_nxt; receiver's set
+    // of packets received beyond `expected`; `sends` (the spraying hash input), `maxSent`
+    // (what was sent before: a retransmission)
+    uint32_t sends = 0, lostHi = 0, rtxNxt = 0, maxSent = 0;
+    std::set<uint32_t> sacked, received;
+    bool done = false;    // the sender has every packet acknowledged
+    int64_t inFlight = 0; // the flow's data packets and ACKs on their way: sockets close at 0
     Ptr<Socket> tx, rx;
+
+    static bool Sr() { return S.transport == "sr"; }
+
+    bool RetxDue() const { return Sr() && rtxNxt < std::min(lostHi, sndNxt); }
+
+    void Settle()
+    {
+        uint32_t r = std::max(rtxNxt, sndUna);
+        while (r < std::min(lostHi, sndNxt) && sacked.count(r))
+            r++;
+        rtxNxt = r;
+    }
+
+    bool CanSend() const
+    {
+        if (done)
+            return false;
+        if (RetxDue())
+            return true;
+        if (Sr() && sndNxt - sndUna >= SR_WINDOW)
+            return false;
+        return sndNxt < n;
+    }
 };
 
 std::vector<FlowState> flows; // by task id (delay tasks unused)
+uint64_t nRetransmitted = 0, nOutOfOrder = 0; // mvopt's data_packets_retransmitted, out_of_order_packets
+
 
 class HostStack
 {
@@ -526,7 +684,8 @@ class HostStack
     std::set<int> m_active; // flow ids
     int m_lastServed = -1;
 
-    // the next flow in round-robin order after the last one served that has a packet to send
+    // the next flow in round-robin order after the last one served that can send: its due
+    // retransmission (selective repeat), else its next new packet
     bool SendNextData()
     {
         if (m_active.empty())
@@ -537,23 +696,115 @@ class HostStack
             if (it == m_active.end())
                 it = m_active.begin();
             FlowState& f = flows[*it];
-            if (f.sndNxt < f.n)
+            if (!f.CanSend())
+                continue;
+            uint32_t seq;
+            if (f.RetxDue())
             {
-                uint32_t seq = f.sndNxt++;
-                uint32_t pay = (uint32_t)std::min<int64_t>(S.payload, f.size - (int64_t)seq * S.payload);
-                Ptr<Packet> p = Create<Packet>(pay);
-                MvHeader h;
-                h.kind = PKT_DATA;
-                h.flow = f.task;
-                h.seq = seq;
-                p->AddHeader(h);
-                m_lastServed = f.task;
-                int r = f.tx->Send(p);
-                NS_ABORT_MSG_IF(r < 0, "UDP send failed");
-                return true;
+                seq = f.rtxNxt;
+                f.rtxNxt = seq + 1;
+                f.Settle();
             }
+            else
+                seq = f.sndNxt++;
+            if (seq < f.maxSent)
+                nRetransmitted++;
+            f.maxSent = std::max(f.maxSent, seq + 1);
+            uint32_t pay = (uint32_t)std::min<int64_t>(S.payload, f.size - (int64_t)seq * S.payload);
+            Ptr<Packet> p = Create<Packet>(pay);
+            MvHeader h;
+            h.kind = PKT_DATA;
+            h.flow = f.task;
+            h.seq = seq;
+            h.aux = f.sends++;
+            p->AddHeader(h);
+            m_lastServed = f.task;
+            f.inFlight++;
+            int r = f.tx->Send(p);
+            NS_ABORT_MSG_IF(r < 0, "UDP send failed");
+            return true;
         }
         return false;
+    }
+
+    void SendAck(FlowState& f, uint32_t sacked)
+    {
+        Ptr<Packet> a = Create<Packet>(S.ack - L2L3L4_UDP - MvHeader::s_size);
+        MvHeader ah;
+        ah.kind = PKT_ACK;
+        ah.flow = f.task;
+        ah.seq = f.expected;
+        ah.aux = sacked;
+        a->AddHeader(ah);
+        a->AddPacketTag(MvCtrlTag());
+        f.inFlight++;
+        NS_ABORT_MSG_IF(f.rx->Send(a) < 0, "UDP send failed");
+    }
+
+    // go-back-N: an ACK per in-order packet (no loss: nothing else arrives); selective repeat:
+    // every packet acknowledged with ACK(expected, seq), new ones delivered
+    void OnData(FlowState& f, const MvHeader& h)
+    {
+        NS_ABORT_MSG_IF(f.dst != m_id, "data at the wrong host");
+        uint32_t s = h.seq, e = f.expected;
+        bool fresh;
+        if (!FlowState::Sr())
+        {
+            fresh = s == e;
+            if (!fresh)
+            {
+                nOutOfOrder++; // cannot happen on one FIFO path without loss
+                return;
+            }
+            f.expected++;
+        }
+        else
+        {
+            fresh = s == e || (e < s && s < e + SR_WINDOW && !f.received.count(s));
+            if (!fresh)
+            {
+                nOutOfOrder++;
+                printf("discard %" PRId64 "\n", Simulator::Now().GetPicoSeconds());
+            }
+            else if (s == e)
+            {
+                f.expected++;
+                while (f.received.erase(f.expected))
+                    f.expected++;
+            }
+            else
+                f.received.insert(s);
+        }
+        SendAck(f, s);
+        if (fresh && s == e && f.expected == f.n)
+            TaskFinished(f.task);
+    }
+
+    void OnAck(FlowState& f, const MvHeader& h)
+    {
+        if (f.done)
+            return;
+        if (h.seq > f.sndUna)
+            f.sndUna = h.seq;
+        if (FlowState::Sr())
+        {
+            if (h.aux >= f.sndUna) // received out of order: a hole below it
+            {
+                f.sacked.insert(h.aux);
+                if (!S.pfc && h.aux + 1 >= SR_DUPTHRESH)
+                    f.lostHi = std::max(f.lostHi, h.aux - SR_DUPTHRESH + 1);
+            }
+            f.sacked.erase(f.sacked.begin(), f.sacked.lower_bound(f.sndUna));
+            f.Settle();
+        }
+        if (f.sndUna == f.n)
+        {
+            f.done = true;
+            S.tasks[f.task].tFctEnd = Simulator::Now().GetPicoSeconds();
+            m_active.erase(f.task);
+        }
+        else
+            m_dev->Wake(); // a retransmission may have become due
     }
 
     void OnRecv(Ptr<Socket> sock)
@@ -564,38 +815,17 @@ class HostStack
             MvHeader h;
             p->RemoveHeader(h);
             FlowState& f = flows[h.flow];
+            f.inFlight--;
             if (h.kind == PKT_DATA)
-            {
-                NS_ABORT_MSG_IF(f.dst != m_id, "data at the wrong host");
-                if (h.seq != f.expected)
-                    continue; // cannot happen on one FIFO path without loss
-                f.expected++;
-                Ptr<Packet> a = Create<Packet>(S.ack - L2L3L4_UDP - MvHeader::s_size);
-                MvHeader ah;
-                ah.kind = PKT_ACK;
-                ah.flow = h.flow;
-                ah.seq = f.expected;
-                a->AddHeader(ah);
-                a->AddPacketTag(MvCtrlTag());
-                NS_ABORT_MSG_IF(f.rx->Send(a) < 0, "UDP send failed");
-                if (f.expected == f.n)
-                {
-                    Simulator::ScheduleNow(&CloseSocket, f.rx); // not from inside its own callback
-                    f.rx = nullptr;
-                    TaskFinished(f.task);
-                }
-            }
+                OnData(f, h);
             else
+                OnAck(f, h);
+            if (f.done && f.inFlight == 0 && f.tx)
             {
-                if (h.seq > f.sndUna)
-                    f.sndUna = h.seq;
-                if (f.sndUna == f.n && S.tasks[f.task].tFctEnd < 0)
-                {
-                    S.tasks[f.task].tFctEnd = Simulator::Now().GetPicoSeconds();
-                    m_active.erase(f.task);
-                    Simulator::ScheduleNow(&CloseSocket, f.tx);
-                    f.tx = nullptr;
-                }
+                // not from inside their own callbacks
+                Simulator::ScheduleNow(&CloseSocket, f.tx);
+                Simulator::ScheduleNow(&CloseSocket, f.rx);
+                f.tx = f.rx = nullptr;
             }
         }
     }
@@ -638,7 +868,10 @@ MvPrioDevice::Kick()
     Item it = q->front();
     q->pop_front();
     if (q == &m_data && !m_host)
+    {
         m_dataBytes -= it.p->GetSize() + 2;
+        m_txDataBytes = it.p->GetSize() + 2;
+    }
     m_busy = true;
     bool ok = PointToPointNetDevice::Send(it.p, it.dest, it.proto);
     NS_ABORT_MSG_IF(!ok, "device refused a packet");
@@ -769,8 +1002,8 @@ main(int argc, char** argv)
     S = ReadScenario(path);
     bool exact = S.mode == "exact";
     MvHeader::s_size = S.header - L2L3L4_UDP;
-    NS_ABORT_MSG_IF(exact && (S.header < L2L3L4_UDP + 9 || S.ack < S.header),
-                    "exact mode needs header_bytes >= 39 and ack_bytes >= header_bytes");
+    NS_ABORT_MSG_IF(exact && (S.header < L2L3L4_UDP + MvHeader::USED || S.ack < S.header),
+                    "exact mode needs header_bytes >= 43 and ack_bytes >= header_bytes");
 
     if (!exact)
     {
@@ -831,6 +1064,7 @@ main(int argc, char** argv)
         }
         N.nodes[r.owner]->AddDevice(d);
         N.portDev[p] = d;
+        N.portOfDev[PeekPointer(d)] = p;
     }
     for (int p = 0; p < nPort; p++)
     {
@@ -1029,6 +1263,8 @@ main(int argc, char** argv)
             if (m > 0)
                 printf("qmax %d %" PRIu64 "\n", p, m);
         }
+        printf("counter data_packets_retransmitted %" PRIu64 "\n", nRetransmitted);
+        printf("counter out_of_order_packets %" PRIu64 "\n", nOutOfOrder);
     }
     else
     {
