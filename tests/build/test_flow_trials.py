@@ -32,13 +32,14 @@ def _configs():
 def _reference(configs):
     """Every configuration built, then the buildable ones simulated as one flow-level batch."""
     out = []
-    for cfg, (built, reason, _) in zip(configs, build_all(configs)):
+    for built, _, _ in build_all(configs):
         out.append(None if built is None else evaluation_of(built, simulate_built([built])[0], {}))
     return out
 
 
 def _same(a, b) -> None:
-    assert (a.feasible, a.status, a.iteration_time_s, a.breakdown) == (b.feasible, b.status, b.iteration_time_s, b.breakdown)
+    fields = ("feasible", "status", "iteration_time_s", "breakdown")
+    assert [getattr(a, k) for k in fields] == [getattr(b, k) for k in fields]
     assert {k: v for k, v in a.sim_stats.items() if k not in TIMING} == \
         {k: v for k, v in b.sim_stats.items() if k not in TIMING}
 
