@@ -19,11 +19,15 @@ the topology's and the loop's caches warm). Prints its lines and writes experime
 
 ``--generation N`` measures what the optimizer does with a generation of N flow-level trials
 (:func:`mvopt.build.evaluate`, the evaluator itself): the N configurations (the trial with
-``simulation.seed`` 1..N) built in worker processes (``build_wall_s``), then simulated on every
-core (``sim_wall_s``: chunks of experiments in worker processes from 16 trials on,
-:mod:`mvopt.flow.generation`), and
-``wall_s`` from configurations to evaluations. ``--threads`` sets the threads of the simulation
-(default every usable core); $MVOPT_BUILD_WORKERS the build's processes.
+``simulation.seed`` 1..N), each built and simulated in one worker process from 16 trials on
+(:mod:`mvopt.build.flow_trials`), ``wall_s`` from configurations to evaluations; ``phases``
+sums each phase's CPU time over the trials (``build_cpu_s`` the experiment, ``batch_cpu_s`` the
+flow batch, ``loop_cpu_s`` the compiled loop, ``results_cpu_s`` results and evaluation; also
+``*_per_trial``), with the workers' wall time on trials (``busy_s``) and on none (``idle_s``:
+start-up, waiting, the end), the main process's CPU time (``main_cpu_s``: handing out and
+collecting), and the peak resident set of the main process and of the largest worker. Its phases and the
+trials done are logged to stderr as they go. ``--threads`` sets the workers (default every
+usable core).
 """
 
 from __future__ import annotations
@@ -134,37 +138,66 @@ def next_trial(cfg, run) -> dict:
 
 
 def generation(args: argparse.Namespace) -> None:
-    """--generation: N configurations to N evaluations, as the optimizer runs a generation."""
+    """--generation: N configurations to N evaluations, as the optimizer runs a generation; its
+    phases logged to stderr as they go (so that a run cut short shows where it was)."""
+    import logging
     import os
+    import resource
 
     from mvopt.build import evaluate
+    from mvopt.build.flow_trials import PHASES
     from mvopt.config import with_overrides
     from mvopt.procpool import usable_cores
 
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+    say = logging.getLogger("bench_flow").info
     if args.threads:
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)     # what the flow level's threads follow
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)     # what the flow level's workers follow
+    say("generation of %d: configurations", args.generation)
     base = trial_config(args.trial)
     cfgs = [with_overrides(base, {"simulation.fidelity": "flow", "simulation.seed": s + 1})
             for s in range(args.generation)]
+    say("generation of %d: evaluate", args.generation)
+    report: dict = {}
     t0, c0 = time.perf_counter(), time.process_time()
-    evals = evaluate(cfgs, backend="cpu")
+    evals = evaluate(cfgs, backend="cpu", report=report)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    say("generation of %d: done in %.1f s", args.generation, wall)
     ok = [e for e in evals if e.ok]
-    stats = ok[0].sim_stats if ok else {}
     times = sorted(e.iteration_time_s for e in ok)
+    flow = report.get("flow", {})
+    per_trial = {f"{k}_per_trial": flow[k] / args.generation for k in PHASES if k in flow}
     command = ("python experiments/bench_flow.py " + " ".join(sys.argv[1:])).strip()
     record = {"command": command, "provenance": provenance(command), "trial": args.trial, "generation": args.generation,
-              "cores": usable_cores(), "threads": int(os.environ.get("OMP_NUM_THREADS", 0)) or usable_cores(),
-              "done": len(ok), "wall_s": wall, "main_process_cpu_s": cpu,
-              "build_wall_s": stats.get("build_wall_s"), "sim_wall_s": stats.get("batch_wall_s"),
+              "cores": usable_cores(), "workers": flow.get("workers"), "done": len(ok), "wall_s": wall,
+              "main_process_cpu_s": cpu, "phases": flow, **per_trial,
+              "main_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "worker_max_rss_mib": max(_children_peak_rss_mib(), default=None),
               "s_per_trial": wall / args.generation, "trials_per_s": args.generation / wall,
               "iteration_time_s": times}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"{args.trial}: generation of {args.generation} on {record['threads']} threads ({record['cores']} cores): "
-          f"{wall:.1f} s (build {record['build_wall_s'] or float('nan'):.1f} s, simulation "
-          f"{record['sim_wall_s'] or float('nan'):.1f} s), {len(ok)} done, "
-          f"iteration {times[0] if times else float('nan'):.6f}-{times[-1] if times else float('nan'):.6f} s")
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in flow.items() if k not in ("trials", "workers", "wall_s"))
+    phases += " (per trial: " + ", ".join(f"{k.split('_cpu')[0]} {v:.3f}" for k, v in per_trial.items()) + ")"
+    print(f"{args.trial}: generation of {args.generation} on {record['workers']} workers ({record['cores']} cores): "
+          f"{wall:.1f} s ({args.generation / wall:.2f} trials/s), {len(ok)} done; seconds summed over the trials: "
+          f"{phases}; iteration {times[0] if times else float('nan'):.6f}-{times[-1] if times else float('nan'):.6f} s; "
+          f"peak RSS: main {record['main_max_rss_mib']:.0f} MiB, a worker {record['worker_max_rss_mib'] or 0:.0f} MiB")
+
+
+def _children_peak_rss_mib() -> list[float]:
+    """Peak resident set (VmHWM) of each child process of this one (the worker pools), in MiB."""
+    import glob
+
+    out = []
+    for path in glob.glob("/proc/self/task/*/children"):
+        for pid in open(path).read().split():
+            try:
+                hwm = [ln for ln in open(f"/proc/{pid}/status") if ln.startswith("VmHWM:")]
+            except OSError:
+                continue
+            out += [int(ln.split()[1]) / 1024 for ln in hwm]
+    return out
 
 
 if __name__ == "__main__":

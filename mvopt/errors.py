@@ -42,6 +42,14 @@ class ConfigError(MvoptError, ValueError):
         """The same error, attributed to a file (for messages naming the file)."""
         return ConfigError(self.path, self.allowed, self.value, source=source, show_value=self.show_value)
 
+    def __reduce__(self):
+        # whole from a worker process (the default rebuilds from the message alone, which fails)
+        return _config_error, (self.path, self.allowed, self.value, self.source, self.show_value)
+
+
+def _config_error(path: str, allowed: str, value: object, source: str | None, show_value: bool) -> ConfigError:
+    return ConfigError(path, allowed, value, source=source, show_value=show_value)
+
 
 class InputFileError(MvoptError, ValueError):
     """A malformed input file (HPCC topology/flow/config files, nccl-tests logs, workloads)."""

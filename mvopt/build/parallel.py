@@ -8,7 +8,7 @@ from mvopt.build.experiment import build
 from mvopt.config import ExperimentConfig
 from mvopt.errors import ConfigError, InfeasibleError, InputFileError
 
-__all__ = ["build_all", "build_workers", "PARALLEL_BUILD_MIN"]
+__all__ = ["build_all", "build_outcome", "build_workers", "PARALLEL_BUILD_MIN"]
 
 # Building an experiment is Python and numpy on one core (topology, routes, task graph): for a
 # GPU generation of 1,000 configurations it takes minutes on one core while the simulation takes
@@ -36,7 +36,7 @@ def build_workers(n_configs: int) -> int:
     return max(1, min(n, n_configs))
 
 
-def _build_outcome(cfg: ExperimentConfig) -> tuple:
+def build_outcome(cfg: ExperimentConfig) -> tuple:
     """(Built, None, 0) or (None, reason, violation) for a configuration that cannot be built
     (invalid layout, does not fit in GPU memory, a bad input file); other errors propagate."""
     try:
@@ -48,12 +48,12 @@ def _build_outcome(cfg: ExperimentConfig) -> tuple:
 
 
 def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
-    """:func:`_build_outcome` of every configuration, in order, in parallel worker processes
+    """:func:`build_outcome` of every configuration, in order, in parallel worker processes
     (kept between calls) when there are many (:func:`build_workers`). The result does not depend
     on how many processes built it."""
     n = build_workers(len(configs))
     if n == 1:
-        return [_build_outcome(c) for c in configs]
+        return [build_outcome(c) for c in configs]
     from concurrent.futures.process import BrokenProcessPool
 
     from mvopt.procpool import drop_pool, get_pool, usable_cores
@@ -70,9 +70,9 @@ def build_all(configs: Sequence[ExperimentConfig]) -> list[tuple]:
 
 
 def _build_outcome_packed(cfg: ExperimentConfig):
-    """:func:`_build_outcome` in a worker process, packed for the main one."""
+    """:func:`build_outcome` in a worker process, packed for the main one."""
     from mvopt.shmtransfer import pack
-    return pack(_build_outcome(cfg))
+    return pack(build_outcome(cfg))
 
 
 def _violation(cfg: ExperimentConfig, err: Exception) -> float:

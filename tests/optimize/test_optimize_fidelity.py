@@ -236,12 +236,27 @@ def test_cli_multi_fidelity_table(tmp_path, subprocess_env):
     assert {t.user_attrs["fidelity"] for t in study.get_trials()} == {"flow", "packet"}
 
 
-def test_simulator_levels_match_single_simulations(sqlite_url):
+@pytest.mark.parametrize("in_workers", [False, True])
+def test_simulator_levels_match_single_simulations(sqlite_url, monkeypatch, in_workers):
     """The real simulator on a k=4 fat-tree: every value a multi-fidelity study records is the value
-    of simulating that configuration alone at that level (seeds 1 and 2 for the replicates)."""
+    of simulating that configuration alone at that level (seeds 1 and 2 for the replicates); with
+    its flow level run as a generation of worker trials too (mvopt.build.flow_trials)."""
+    import mvopt.build.flow_trials as flow_trials
+    import mvopt.flow.generation as generation
     from mvopt.build import evaluate
     from mvopt.config import with_overrides
     from mvopt.optimize.evaluator import SimulatorEvaluator
+
+    generations: list[int] = []
+    real = flow_trials.evaluate_flow
+
+    def counted(cfgs, **kw):
+        generations.append(len(cfgs))
+        return real(cfgs, **kw)
+    monkeypatch.setattr(flow_trials, "evaluate_flow", counted)
+    if in_workers:
+        monkeypatch.setattr(generation, "PROCESS_MIN", 2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
 
     data = {"name": "k4", "base": {**BASE, "collective": {"op": "all_reduce", "bytes": 65536, "algorithm": "ring"}},
             "parameters": {"collective.bytes": {"choices": [32768, 65536, 131072]}, "network.lb": ["ecmp", "spray"]},
@@ -249,6 +264,7 @@ def test_simulator_levels_match_single_simulations(sqlite_url):
     space = load_space(data)
     study = create_or_resume(make_storage(sqlite_url, heartbeat_s=None), space, sampler="grid", generation_size=6, seed=0)
     GenerationLoop(study, space, SimulatorEvaluator("cpu"), generation_size=6).run(Budget(n_trials=6))
+    assert generations == ([6] if in_workers else [])     # the flow level of the generation's 6 configurations
     trials = study.get_trials()
     assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)
     packet = [t for t in trials if t.user_attrs["fidelity"] == "packet"]
