@@ -36,7 +36,8 @@ PACKAGE_LAYERS: list[tuple[str, ...]] = [
 # The engine's modules, top to bottom.
 ENGINE_LAYERS: list[tuple[str, ...]] = [
     ("__init__",),                            # simulate
-    ("balance",), ("split",), ("race",),      # the scheduler: spread over workers, split by memory, race
+    ("balance",), ("split",), ("reruns",), ("race",),   # the scheduler: spread over workers, split by
+                                                        # memory, rerun out-of-slot ones at once, race
     ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("cxx",), ("ctx", "source"),    # the backends
     ("batch", "reference"),                   # the batch (and the reference, which tests compare it with)
     ("threads", "sizing"), ("capacity", "routes"),                     # layout and capacity

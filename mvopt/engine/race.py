@@ -36,7 +36,7 @@ from mvopt.engine.results import ExperimentResult
 from mvopt.engine.sizing import batch_bytes, experiment_cost, experiment_counts, slot_counts
 from mvopt.procpool import usable_cores
 
-__all__ = ["serial_cost", "CpuRacer", "host_memory_available"]
+__all__ = ["serial_cost", "CpuRacer", "backend_lock", "host_memory_available"]
 
 
 def serial_cost(exp: Experiment) -> float:
@@ -66,6 +66,12 @@ def host_memory_available() -> int:
 
 
 _BACKEND_LOCK = threading.Lock()
+
+
+def backend_lock() -> threading.Lock:
+    """The lock under which threads make their own CPU backends, one at a time (a cold cache is
+    compiled once, not once per thread)."""
+    return _BACKEND_LOCK
 _log = logging.getLogger("mvopt.engine")
 
 

@@ -19,10 +19,12 @@ from mvopt.engine.capacity import CAPACITY_MODES
 from mvopt.engine.params import Experiment
 from mvopt.engine.progress import ProgressFn, ProgressReporter
 from mvopt.engine.race import CpuRacer
+from mvopt.engine.reruns import EarlyReruns
 from mvopt.engine.sizing import INT32_LIMIT, batch_bytes, experiment_counts, slot_counts
 from mvopt.engine.threads import experiment_threads, thread_map
 from mvopt.engine.workers import Worker
 from mvopt.errors import MvoptError
+from mvopt.procpool import usable_cores
 
 __all__ = ["split_by_memory", "split_by_launch", "compact_first", "run_share"]
 
@@ -125,6 +127,11 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     # their experiments' batches in Python, and while the worker builds its own they would only
     # compete with it for the interpreter lock (the race matters while the worker simulates)
     racer = CpuRacer(exps, race_threads, counts=full_counts) if race_cpu else None
+    # on the CPU an experiment out of compact slots runs again at once, not after its sub-batch
+    # (mvopt/engine/reruns.py); threads of one core each, half the worker's cores
+    early = None
+    if compact and racer is None and worker.kind == "cpu" and len(exps) > 1:
+        early = EarlyReruns(exps, threads=max(1, (worker.threads or usable_cores()) // 2))
 
     def run_groups(todo: list[list[int]], small: bool, done_before: int) -> None:
         for g in todo:
@@ -145,6 +152,8 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             if reporter is not None:
                 reporter.start_sub_batch(stats["sub_batches"], done_before)
             steer = {"steer": racer.steer_for(g)} if racer is not None else {}
+            if early is not None and small:
+                steer = {"steer": early.steer_for(g)}
             if racer is not None and not racer.started:
                 racer.start()
             iters = be.run(batch, progress=reporter, **steer)
@@ -176,10 +185,21 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
 
     try:
         run_groups(groups, compact, 0)
+        started_early: set[int] = set()
+        if early is not None:
+            early.close_intake()           # what its threads have not started runs below, on every core
+            started_early = set(early.handed)
         again = [k for k, r in enumerate(results)
-                 if r is not None and r.status == "capacity" and not (racer is not None and k in racer.results)]
+                 if r is not None and r.status == "capacity" and not (racer is not None and k in racer.results)
+                 and k not in started_early]
         rerun_full(again)
+        if early is not None:
+            for k, r in early.join().items():
+                results[k] = r
+            stats["rerun_early"] = len(started_early)
     except BaseException:
+        if early is not None:
+            early.close_intake()
         if racer is not None:
             err = racer.finish(timeout_s=60)      # no racer left running behind a retried call
             if err is not None:
