@@ -19,8 +19,10 @@ from typing import Sequence
 
 import numpy as np
 
+from mvopt.engine._cpu import CpuBackend
 from mvopt.engine.batch import ST_CAPACITY, build_batch, extract_results
 from mvopt.engine.params import Experiment
+from mvopt.engine.race import backend_lock
 from mvopt.engine.results import ExperimentResult
 
 __all__ = ["EarlyReruns"]
@@ -86,9 +88,6 @@ class EarlyReruns:
             return self.queue.pop(0) if self.queue else None
 
     def _work(self) -> None:
-        from mvopt.engine._cpu import CpuBackend
-        from mvopt.engine.race import backend_lock
-
         backend = None
         try:
             while (i := self._next()) is not None:
