@@ -125,12 +125,12 @@ def test_groups_take_turns_on_a_small_grid(resident, budget_ns: int) -> None:
 
 
 def test_auto_runs_groups_where_experiments_fit_a_block_and_graph_beyond() -> None:
-    """The default launch mode: groups for experiments of at most `threads` nodes (here 36),
-    graph for a batch with a wider one (blocks of 32 threads)."""
+    """The default launch mode: groups for experiments of at most `auto_groups_nodes_max` nodes
+    (here 36), graph for a batch with a wider one."""
     exps = mixed_experiments(6)
     cpu = simulate(exps, backend="cpu")
-    for threads, launch in ((128, "groups"), (32, "graph")):
-        be = gpu(defaults=replace(GPU, threads=threads))
+    for bound, launch in ((128, "groups"), (32, "graph")):
+        be = gpu(defaults=replace(GPU, auto_groups_nodes_max=bound))
         assert be.launch == "auto"
         res = run_gpu(be, exps)
         assert be.last_timing["launch"] == launch
