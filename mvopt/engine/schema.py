@@ -68,8 +68,8 @@ NPATH = 8
 HT = {"ecn": 0, "ecmp": 1, "spray": 2}
 NHT = len(HT)
 NPI = 4            # words of a port's ingress record (PI_* in mv_common.cuh)
-NLR = 28           # words a port of the switch lanes' records (LaneRecs in mv_step.cuh, packed by the switch's
-                   # width: at most 217 bytes a port for 32 ports; 224 keeps each switch's records on 32-byte
+NLR = 24           # words a port of the switch lanes' records (LaneRecs in mv_lanes.cuh, packed by the switch's
+                   # width: at most 161 bytes a port for 32 ports; 192 keeps each switch's records on 32-byte
                    # sectors)
 # where in it: the MMU's ingress bytes and headroom bytes of the link (an arrival's admission),
 # when the pending PFC frame was requested, and the PFC state's bits (PFC: we asked the peer to

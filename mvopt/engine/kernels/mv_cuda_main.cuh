@@ -246,6 +246,13 @@ __device__ __noinline__ void lanes_end(Ctx* c, int64_t v, int64_t* a) {
   c->node_iter[v] += 1;
 }
 
+// After a window's port tasks, switch v's per-port counts zero again for the next window's scans
+// (they add to them).
+MV_DEV void lanes_clear(Ctx* c, int64_t v) {
+  LaneRecs r = lane_records(c, v);
+  for (int64_t k = 0; k < r.n; ++k) r.want[k] = 0;
+}
+
 // `acc_words`: the reports' words (the dynamic shared memory).
 MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_groups(int64_t cap, const int64_t* group_exp,
                                                                     int64_t n_groups, int64_t slice, int64_t n_slices,
@@ -319,7 +326,10 @@ MV_GLOBAL void __launch_bounds__(MV_GROUP_THREADS, MV_GROUP_MIN_BLOCKS) mv_run_g
         lanes_rows(c, row0, rows_used, lanes, &lanes.port_row,
                    [&](int64_t u, int64_t k) { lanes_port_task(c, u, k, cap, acc, e_lo); });
         __syncthreads();   // (phase B's port events visible to the switches' ends)
-        if (mine_here && c->node_lane[v] == LANES_RUN) lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
+        if (mine_here) {
+          if (c->node_lane[v] == LANES_RUN) lanes_end(c, v, acc + 4 * (c->node_exp[v] - e_lo));
+          lanes_clear(c, v);   // (the port tasks have read the counts the scans added up)
+        }
       }
       __syncthreads();   // (also makes the window's global writes visible to the block)
       // whether the next window runs in lanes: a switch of the block was not calm after this one

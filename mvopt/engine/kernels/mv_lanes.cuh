@@ -20,7 +20,7 @@
 // on whichever threads of the block are free (mv_cuda_main.cuh); the GPU's graph kernel runs
 // the serial loop.
 // Switches of at most this many ports run port by port (lane_bytes: the records of 32 ports take
-// at most 217 bytes a port, the NLR words of the column). The rail switches of a rail-optimised
+// at most 161 bytes a port, the NLR words of the column). The rail switches of a rail-optimised
 // cluster have 32 (16 servers of 8 NICs: 16 down, 16 up), and their windows are the longest there.
 #ifndef MV_LANE_PORTS
 #define MV_LANE_PORTS 32
@@ -29,8 +29,10 @@
 // A window's records of a switch of n ports, what the scans found and the decision reads, packed
 // by n (what a port task reads of them bounds its start: records laid out for the widest switch
 // would cost a small one more sectors): per in-ring j a LaneHead, then the switch's LaneSwitch
-// (read before any port task changes it), then per egress port k a row of n first arrivals and
-// a row of n queued counts, one entry per in-ring (port k's rows are its own).
+// (read before any port task changes it), then per egress port k the count of the window's
+// arrivals that join its queue (from every in-ring: the scans add to it, so it is zero before
+// them), then per egress port k a row of n first arrivals, one entry per in-ring (port k's row is
+// its own).
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
 struct LaneHead {
   int64_t before;             // port j's MMU ingress bytes at the window's start
@@ -49,13 +51,13 @@ struct LaneSwitch {
 struct LaneRecs {
   LaneHead* head;     // [n]
   LaneSwitch* sw;
+  int64_t* want;      // [k]: the arrivals routed to port k that join its queue, from every in-ring
   int32_t* first;     // [k * n + j]: the ring slot of in-ring j's first arrival routed to port k, -1 none
-  int16_t* queued;    // [k * n + j]: in-ring j's arrivals routed to port k that join its queue
   int64_t n;
 };
 // Bytes of the records of a switch of n ports.
 MV_DEV constexpr int64_t lane_bytes(int64_t n) {
-  return (n * (int64_t)sizeof(LaneHead) + (int64_t)sizeof(LaneSwitch) + n * n * 6 + 7) / 8 * 8;
+  return (n * (int64_t)sizeof(LaneHead) + (int64_t)sizeof(LaneSwitch) + n * 8 + n * n * 4 + 7) / 8 * 8;
 }
 MV_DEV constexpr bool lane_bytes_fit(int64_t n) {   // (for every width up to n)
   return n == 0 || (lane_bytes(n) <= n * NLR * 8 && lane_bytes_fit(n - 1));
@@ -67,8 +69,8 @@ MV_DEV LaneRecs lane_recs(int64_t* base, int64_t n) {
   r.n = n;
   r.head = reinterpret_cast<LaneHead*>(base);
   r.sw = reinterpret_cast<LaneSwitch*>(r.head + n);
-  r.first = reinterpret_cast<int32_t*>(r.sw + 1);
-  r.queued = reinterpret_cast<int16_t*>(r.first + n * n);
+  r.want = reinterpret_cast<int64_t*>(r.sw + 1);
+  r.first = reinterpret_cast<int32_t*>(r.want + n);
   return r;
 }
 
@@ -97,7 +99,6 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
       joined[k] = 0;
     } else {
       r.first[k * n + j] = -1;
-      r.queued[k * n + j] = 0;
     }
   }
   int32_t arrivals = 0, biggest = 0;
@@ -131,7 +132,7 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
       }
       tail[x] = (int32_t)slot;
       if (REGS) joined[x] += queued;
-      else r.queued[x * n + j] += queued;
+      else if (queued) mv_add_old(&r.want[x], 1);   // (atomic: the other in-rings' scans add too)
     };
     if constexpr (REGS) {   // (tail[k] ... as a select over static indices)
 #pragma unroll
@@ -145,7 +146,7 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     for (int x = 0; x < N; ++x) {
       if (x >= n) break;
       r.first[x * n + j] = first[x];
-      r.queued[x * n + j] = (int16_t)joined[x];
+      if (joined[x]) mv_add_old(&r.want[x], joined[x]);
     }
   }
   bool pfc = EI(c, e, EI_PFC);
@@ -180,14 +181,12 @@ MV_DEV void switch_lane_scan_of(Ctx* c, int64_t e, int64_t v, int64_t te, int pa
 // lists' (a port's share: the slots its queued arrivals need beyond its list's at the window's
 // start), following one another in port order from the switch's first never-used slot. Port k's
 // share into out[0] (k >= 0), or every port's into out[0..n) (k < 0: where one thread runs them
-// all); returns where the last share ends. One pass over the records' queued counts.
+// all); returns where the last share ends. One pass over the ports' counts (r.want).
 struct LaneShare { int64_t at, n; };
 MV_DEV int64_t lane_shares(const LaneRecs& r, LaneShare* out, int64_t k) {
   int64_t from = r.sw->pool_next, n = r.n;
   for (int64_t x = 0; x < n; ++x) {
-    int64_t want = 0;
-    for (int64_t j = 0; j < n; ++j) want += r.queued[x * n + j];
-    int64_t mine = mv_max(want - r.head[x].pool_n, (int64_t)0);
+    int64_t mine = mv_max(r.want[x] - r.head[x].pool_n, (int64_t)0);
     if (k < 0) out[x] = LaneShare{from, mine};
     else if (x == k) out[0] = LaneShare{from, mine};
     from += mine;
@@ -429,6 +428,7 @@ MV_DEV int switch_window_lanes(Ctx* c, int64_t e, int64_t v, int64_t te, int par
   if (got < need) return LANES_SERIAL;
   int64_t words[lane_bytes(MV_LANE_PORTS) / 8];
   LaneRecs r = lane_recs(words, n);
+  for (int64_t k = 0; k < n; ++k) r.want[k] = 0;
   for (int64_t j = 0; j < n; ++j) switch_lane_scan_of(c, e, v, te, par, j, r);
   LaneShare shares[MV_LANE_PORTS];
   int how = switch_lanes_decide(c, e, v, r, shares, -1);
