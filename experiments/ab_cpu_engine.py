@@ -11,9 +11,7 @@ the run time (s) of N k=4 fat-tree ring all-reduces of MIB MiB in one batch (`--
 
 Alternate the two (this machine is shared and noisy) and compare medians. Within one checkout,
 `--switch-schedule serial` times a switch's window as events in time order against port by port
-(the default), `--define` takes the kernel defines a backend accepts, and `--without-features`
-compiles the kernels as the GPU does for a batch without the rare features (engine/features.py;
-the CPU's own build has every feature).
+(the default), and `--define` takes the kernel defines a backend accepts.
 """
 
 from __future__ import annotations
@@ -30,10 +28,8 @@ from mvopt.bench import allreduce_config  # noqa: E402
 from mvopt.build import build_experiment  # noqa: E402
 from mvopt.config import load_config  # noqa: E402
 from mvopt.engine import build_batch  # noqa: E402
-from mvopt.engine import _cpu  # noqa: E402
 from mvopt.engine._cpu import SWITCH_SCHEDULES, CpuBackend  # noqa: E402
 from mvopt.engine.backend_defaults import check_defines  # noqa: E402
-from mvopt.engine.features import SWITCHES, batch_features, feature_options  # noqa: E402
 from mvopt.testing.scenarios import fat_tree_flows  # noqa: E402
 
 
@@ -50,8 +46,6 @@ def main() -> None:
                     help="how a switch's window is scheduled: lanes (port by port where exact) or serial")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                     help="a kernel define (backend_defaults.KERNEL_DEFINES, e.g. MV_PUSH_LOCK=1)")
-    ap.add_argument("--without-features", action="store_true",
-                    help="every feature switch 0 (engine/features.py), as the GPU's build of such a batch")
     args = ap.parse_args()
     try:
         defines = check_defines({k: int(v) for k, v in (d.split("=", 1) for d in args.define)})
@@ -64,10 +58,6 @@ def main() -> None:
     else:
         exp = build_experiment(allreduce_config(args.cc, int(args.mib * 2**20)))
     batch = build_batch([exp] * args.n)
-    if args.without_features:
-        if any(batch_features(batch.cols).values()):
-            ap.error("--without-features: this batch uses a rare feature")
-        _cpu.FLAGS = (*_cpu.FLAGS, *feature_options(dict.fromkeys(SWITCHES, 0)))   # (the backend's compiler flags)
     be = CpuBackend(threads=1, defines=defines, switch_schedule=args.switch_schedule)
     t = time.perf_counter()
     be.run(batch)

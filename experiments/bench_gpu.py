@@ -99,7 +99,7 @@ def timed(backend: str, exps: list[Experiment], max_iters: int | None = None, de
     t0 = time.perf_counter()
     batch = build_batch(exps)
     built = time.perf_counter() - t0
-    be.prepare(batch)        # the kernels of the batch's features, compiled on first use: neither build nor run
+    be.prepare(batch)        # the kernels, compiled on first use: neither build nor run
     t1 = time.perf_counter()
     iters = be.run(batch, max_iters=max_iters, resumable=False, **({"deadline_s": deadline_s} if backend == "gpu" else {}))
     t2 = time.perf_counter()

@@ -204,7 +204,7 @@ def simulate_case(exp, plan) -> dict:
     out = {"run_backend": backend, "batch_build_s": time.perf_counter() - t0, "compact_slots": compact}
     if backend == "cpu":
         out["run_threads"] = int(os.environ.get("OMP_NUM_THREADS", "1"))
-    be.prepare(batch)        # the kernels of the batch's features, compiled on first use: not run time
+    be.prepare(batch)        # the kernels, compiled on first use: not run time
     t0 = time.perf_counter()
     if os.environ.get("MVOPT_54K_WINDOWS"):
         iters = be.run(batch, max_iters=int(os.environ["MVOPT_54K_WINDOWS"]), resumable=False)

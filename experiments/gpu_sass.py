@@ -7,9 +7,7 @@ kernel's SASS, so that two checkouts can be compared instruction by instruction.
 
 nvcc and cuobjdump (which needs nvdisasm) come from the folder given with --cuda-bin, else from
 $PATH (e.g. a CUDA toolkit's bin/, or the pip packages nvidia-cuda-nvcc, -cuobjdump, -nvdisasm). `--options` replaces the backend's options (to compile an older
-checkout whose _gpu.py has no `nvrtc_options`). `--features` compiles the kernels a batch using
-these model features gets (engine/features.py: names, comma-separated, or 'none'; default every
-feature, the build of a batch that uses them all). Writes one OUT/<kernel>.sass per kernel and
+checkout whose _gpu.py has no `nvrtc_options`). Writes one OUT/<kernel>.sass per kernel and
 OUT/summary.txt (registers, spills and a hash per kernel). `--regs-only` writes only the
 registers, stack frames and spills of every function (nvcc's -Xptxas -v, no cuobjdump needed).
 """
@@ -38,22 +36,9 @@ def _tool(name: str, folder: str | None) -> str:
     return path
 
 
-def feature_switches(names: str) -> dict[str, int]:
-    """--features as the switches (features.SWITCHES -> 0 or 1) of a batch whose experiments use
-    exactly those features."""
-    from mvopt.engine.features import FEATURES, SWITCHES
-    wanted = set() if names == "none" else {n.strip() for n in names.split(",") if n.strip()}
-    unknown = wanted - {f.name for f in FEATURES}
-    if unknown:
-        sys.exit(f"gpu_sass: --features {names!r}: unknown {', '.join(sorted(unknown))}; expected names from "
-                 f"{', '.join(f.name for f in FEATURES)}, or 'none'")
-    on = {f.macro for f in FEATURES if f.name in wanted}
-    return {m: int(m in on) for m in SWITCHES}
-
-
-def backend_options(features: str | None) -> list[str]:
+def backend_options() -> list[str]:
     from mvopt.engine import _gpu
-    return list(_gpu.nvrtc_options(features=feature_switches(features) if features is not None else None))
+    return list(_gpu.nvrtc_options())
 
 
 def split_functions(sass: str) -> dict[str, str]:
@@ -75,15 +60,11 @@ def main() -> None:
     ap.add_argument("--arch", default="sm_90", help="GPU architecture (default sm_90, the H200's)")
     ap.add_argument("--cuda-bin", help="folder holding nvcc and cuobjdump (default: $PATH)")
     ap.add_argument("--options", help="compiler options instead of the backend's (one string)")
-    ap.add_argument("--features", help="model features compiled in (comma-separated names, or 'none'; "
-                    "default all)")
     ap.add_argument("--regs-only", action="store_true", help="only registers and spills (no cuobjdump/nvdisasm)")
     args = ap.parse_args()
     nvcc = _tool("nvcc", args.cuda_bin)
     cuobjdump = None if args.regs_only else _tool("cuobjdump", args.cuda_bin)
-    if args.options is not None and args.features is not None:
-        sys.exit("gpu_sass: --options replaces the backend's options, --features is one of them: give one")
-    options = shlex.split(args.options) if args.options is not None else backend_options(args.features)
+    options = shlex.split(args.options) if args.options is not None else backend_options()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp, "kernels.cu"), Path(tmp, "kernels.cubin")

@@ -180,7 +180,7 @@ def run_on_gpu(row: dict, args) -> dict:
     t0 = time.perf_counter()
     batch = build_batch([row["experiment"]] * n, compact=small)
     t_built = time.perf_counter()
-    be.prepare(batch)        # the kernels of the batch's features, compiled on first use: not run time
+    be.prepare(batch)        # the kernels, compiled on first use: not run time
     t1 = time.perf_counter()
     try:
         iters = be.run(batch, deadline_s=args.run_budget_s, resumable=False)

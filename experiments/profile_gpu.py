@@ -97,7 +97,7 @@ def main() -> None:
     for mode in modes:
         t = time.perf_counter()
         be = GpuBackend(launch=mode)
-        be.prepare(build_batch(exps[:1]))               # the build of the batch's features
+        be.prepare(build_batch(exps[:1]))               # the kernels, compiled now: not run time
         compile_s = time.perf_counter() - t
         run_once(be, exps[:64], max_iters=200)          # module load, first-launch costs, clocks up
         res, tm = run_once(be, exps)

@@ -197,7 +197,7 @@ def run_budget(experiments: list, backend: str, budget_s: float) -> dict:
     t0 = time.perf_counter()
     batch = build_batch(experiments)
     batch_s = time.perf_counter() - t0
-    be.prepare(batch)         # the kernels for its model features, compiled on first use: not run time
+    be.prepare(batch)         # the kernels, compiled on first use: not run time
     tail: list[tuple[float, int, int]] = []
     t_run = time.perf_counter()
 

@@ -41,7 +41,6 @@ ENGINE_LAYERS: list[tuple[str, ...]] = [
     ("workers",), ("backends",), ("_gpu",), ("_cpu",), ("cxx",), ("ctx", "source"),    # the backends
     ("batch", "reference"),                   # the batch (and the reference, which tests compare it with)
     ("threads", "sizing"), ("capacity", "routes"),                     # layout and capacity
-    ("features",),                            # the model features a build compiles in
     ("params", "progress", "results", "schema", "backend_defaults"), ("tasks",),
 ]
 

@@ -102,7 +102,7 @@ class CpuBackend:
         return [list(range(len(nodes)))]
 
     def prepare(self, batch: Batch) -> None:
-        """Nothing to do: the CPU's one build has every model feature (engine/features.py)."""
+        """Nothing to do: the CPU's kernels are compiled (or loaded) when the backend is made."""
 
     def batch_memory_limit(self) -> int | None:
         """Bytes one batch may take: no limit on the CPU (host memory is the user's to manage)."""

@@ -5,9 +5,8 @@ copied; all-zero columns are set there), the column addresses go to constant mem
 windows of every experiment run per host round trip (kernels/mv_cuda_main.cuh: the groups
 megakernel, or the graph kernels for experiments too wide for a block), the host only checks
 whether experiments are still running, and the result columns come back once at the end.
-Compiled with ``--fmad=false`` so that results are bit-identical to the CPU backend, once per set
-of model features that a batch uses (engine/features.py: the others' code is left out, and with it
-their registers). How it runs (block sizes, slices, budgets) comes from backend_defaults.GPU.
+Compiled with ``--fmad=false`` so that results are bit-identical to the CPU backend, once per
+backend, on its first use. How it runs (block sizes, slices, budgets) comes from backend_defaults.GPU.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from mvopt.engine.backend_defaults import LAUNCH_MODES, GpuDefaults, check_defin
 from mvopt.engine.batch import (RESULT_COLUMNS, ST_CANCELLED, ST_RUN, STATE_COLUMNS, Batch, Steer, gpu_report_columns,
                                  node_order, scratch_arrays, scratch_words)
 from mvopt.engine.ctx import build_ctx
-from mvopt.engine.features import batch_features, check_features, feature_options
 from mvopt.engine.progress import backend_counts
 from mvopt.engine.source import kernel_source
 from mvopt.errors import BackendUnavailable
@@ -39,24 +37,19 @@ def _blocks(rows: int, threads: int) -> int:
     return max(1, -(-int(rows) // threads))
 
 
-def nvrtc_options(defines: dict[str, int] | None = None, defaults: GpuDefaults | None = None,
-                  features: dict[str, int] | None = None) -> tuple[str, ...]:
+def nvrtc_options(defines: dict[str, int] | None = None, defaults: GpuDefaults | None = None) -> tuple[str, ...]:
     """The compiler options of the GPU kernels (experiments/gpu_sass.py compiles with them too):
     no fused multiply-add (the CPU's results, bit for bit), the block sizes of the table of
-    backend defaults, `defines` (backend_defaults.KERNEL_DEFINES) and, given, the model features'
-    switches (features.batch_features: MV_FEAT_* -> 0 or 1; without them every feature is in)."""
+    backend defaults, and `defines` (backend_defaults.KERNEL_DEFINES)."""
     d = defaults or backend_defaults.GPU
     options = ("--fmad=false", "-std=c++17", f"-DMV_THREADS={d.threads}", f"-DMV_GROUP_THREADS={d.group_threads_max}")
-    options += tuple(f"-D{k}={v}" for k, v in sorted(check_defines(defines).items()))
-    return options + (feature_options(features) if features is not None else ())
+    return options + tuple(f"-D{k}={v}" for k, v in sorted(check_defines(defines).items()))
 
 
 @dataclasses.dataclass
 class Kernels:
-    """One compiled module of the kernels (for one set of feature switches) and what the host
-    needs of it."""
+    """The compiled module of the kernels and what the host needs of it."""
 
-    features: dict[str, int]
     module: object
     phases: dict[str, object]          # the graph mode's kernels: 'window', 'advance'
     groups: object                     # the groups megakernel
@@ -158,34 +151,28 @@ class GpuBackend:
         self.cp = cupy
         self.device = device
         self.threads = self.defaults.threads
-        self.options = options                 # without the feature switches, which each batch sets
-        self.compiled: dict[tuple[tuple[str, int], ...], Kernels] = {}
+        self.options = options
+        self.compiled: Kernels | None = None   # on the first prepare
         with cupy.cuda.Device(device):
             self.sms = int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
-    def kernels(self, features: dict[str, int]) -> Kernels:
-        """The kernels compiled with these feature switches (features.batch_features), compiled on
-        their first use in this process (CuPy keeps the result on disk: a later process loads it)."""
-        key = tuple(sorted(features.items()))
-        if key not in self.compiled:
+    def prepare(self, batch: Batch) -> Kernels:
+        """The kernels that run `batch` (one module, the same for every batch), compiled now if this
+        backend has not yet (CuPy keeps the result on disk: a later process loads it): a caller
+        that times runs calls it first, so that the compile is not run time."""
+        if self.compiled is None:
             cupy = self.cp
-            switches = feature_options(features)
             # (the first load of a version compiles for tens of seconds; CuPy keeps the result)
-            print(f"mvopt: loading the GPU kernels on device {self.device} ({' '.join(switches)}; compiled on a "
-                  "version's first use) ...", file=sys.stderr, flush=True)
+            print(f"mvopt: loading the GPU kernels on device {self.device} (compiled on a version's first use) ...",
+                  file=sys.stderr, flush=True)
             with cupy.cuda.Device(self.device):
-                module = cupy.RawModule(code=kernel_source("cuda"), options=self.options + switches)
+                module = cupy.RawModule(code=kernel_source("cuda"), options=self.options)
                 phases = {p: module.get_function(f"mv_phase_{p}") for p in ("window", "advance")}
                 per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(phases["window"].kernel.ptr,
                                                                                     self.threads, 0)
-                self.compiled[key] = Kernels(dict(features), module, phases, module.get_function("mv_run_groups"),
-                                             module.get_global("mv_ctx"), max(1, self.sms * int(per_sm)))
-        return self.compiled[key]
-
-    def prepare(self, batch: Batch) -> Kernels:
-        """The kernels for `batch` (the model features its experiments use), compiled now if this
-        process has not yet: a caller that times runs calls it first."""
-        return self.kernels(batch_features(batch.cols))
+                self.compiled = Kernels(module, phases, module.get_function("mv_run_groups"),
+                                        module.get_global("mv_ctx"), max(1, self.sms * int(per_sm)))
+        return self.compiled
 
     @staticmethod
     def _poll(status, iters, cap: int, progress: Callable[..., None] | None,
@@ -390,7 +377,6 @@ class GpuBackend:
         cp = self.cp
         chunk_iters = chunk_iters or self.defaults.chunk_windows
         kernels = self.prepare(batch)
-        check_features(batch.cols, kernels.features)
         with cp.cuda.Device(self.device):
             t0 = time.perf_counter()
             # a run stopped on the CPU continues from the reports its state implies

@@ -10,8 +10,6 @@ pull-vs-lock ablation (MV_PUSH_LOCK), the two switch widths at which a switch's 
 changes its data structure (MV_TREE_PORTS, MV_CACHE_PORTS), which tests shrink so that small
 topologies reach the wide switches' code, and how many arrivals a switch window needs to run port
 by port (MV_LANES_PORTS_PER_ARRIVAL), which tests raise so that small scenarios reach the lanes.
-The model features' switches (MV_FEAT_*) are not among them: they follow from a batch's
-experiments (engine/features.py), never from a backend's settings.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 Headers are inlined in a fixed order (so no compiler ever resolves an ``#include`` on its own,
 and the hash of the assembled text covers every header: editing any of them changes the key).
 What Python declares reaches the kernels the same way: ``struct Ctx`` and the ``CC_*`` enum are
-generated (:mod:`mvopt.engine.schema`), generated ``static_assert``s check the hand-written
-enums that must mirror Python's tables, and the model features a build may leave out
-(``MV_FEAT_*``, ``uses_*``) come from :mod:`mvopt.engine.features`.
+generated (:mod:`mvopt.engine.schema`), and generated ``static_assert``s check the hand-written
+enums that must mirror Python's tables.
 """
 
 from __future__ import annotations
@@ -13,18 +12,15 @@ from __future__ import annotations
 import hashlib
 from importlib import resources
 
-from mvopt.engine.features import c_feature_source
 from mvopt.engine.schema import c_check_source, c_enum_source, c_struct_source
 
 __all__ = ["kernel_source", "source_hash"]
 
 # Order matters: types, then the generated struct Ctx and enums, the common definitions and the
-# checks of their enums, the model features' switches and predicates (engine/features.py), then
-# systems in dependency order.
-_PARTS = ("mv_types.cuh", "@ctx", "@enums", "mv_common.cuh", "@checks", "@features", "mv_sched.cuh", "mv_cc.cuh",
+# checks of their enums, then systems in dependency order.
+_PARTS = ("mv_types.cuh", "@ctx", "@enums", "mv_common.cuh", "@checks", "mv_sched.cuh", "mv_cc.cuh",
           "mv_switch.cuh", "mv_host.cuh", "mv_window.cuh", "mv_lanes.cuh", "mv_step.cuh")
-_GENERATED = {"@ctx": c_struct_source, "@enums": c_enum_source, "@checks": c_check_source,
-              "@features": c_feature_source}
+_GENERATED = {"@ctx": c_struct_source, "@enums": c_enum_source, "@checks": c_check_source}
 
 
 def _read(name: str) -> str:

@@ -119,7 +119,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
     t0 = time.perf_counter()
     # timeline: each sub-batch's size, slots, start (s after the call began), build and run seconds
     # plan_s: the backend, the memory planning and the counts, before the first sub-batch;
-    # compile_s: the kernels for the sub-batches' model features (GPU, first use in a process);
+    # compile_s: the kernels (GPU: compiled or loaded on the backend's first batch);
     # extract_s: reading the results out of the batches
     stats = {"build_s": 0.0, "compile_s": 0.0, "run_s": 0.0, "extract_s": 0.0, "sub_batches": 0, "rerun_full": 0,
              "timeline": [], "plan_s": t0 - t_call}
@@ -146,7 +146,7 @@ def run_share(worker: Worker, exps: Sequence[Experiment], memory_bytes: int | No
             built = time.perf_counter() - t
             stats["build_s"] += built
             t = time.perf_counter()
-            be.prepare(batch)         # the kernels for the batch's model features, compiled on first use
+            be.prepare(batch)         # the kernels, compiled on first use: not run time
             stats["compile_s"] += time.perf_counter() - t
             t = time.perf_counter()
             if reporter is not None:

@@ -1,8 +1,7 @@
 """The GPU backend's host loop for the groups launch mode (engine/_gpu.py: first_window,
-_run_launches, _groups_launcher) and its builds per feature switches (prepare), run without a
-GPU: a stand-in for CuPy and for the kernel, which advances each running experiment as the
-groups kernel would (to the cap, or by the slices it is given, or less when a launch's budget
-runs out). The kernels themselves are tested on a GPU (test_gpu_launch.py)."""
+_run_launches, _groups_launcher) and its one compile (prepare), run without a GPU: a stand-in
+for CuPy and for the kernel, which advances each running experiment as the groups kernel would
+(to the cap, or by the slices it is given, or less when a launch's budget runs out). The kernels themselves are tested on a GPU (test_gpu_launch.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import pytest
 from mvopt.engine import build_batch
 from mvopt.engine._gpu import ST_RUN, GpuBackend, first_window
 from mvopt.engine.backend_defaults import GPU
-from mvopt.engine.features import SWITCHES
 from mvopt.testing.scenarios import fat_tree_flows
 
 ST_DONE = 1
@@ -122,10 +120,9 @@ def test_the_switch_lanes_launch_whole_warps() -> None:
     assert seen == [(128,)] and (status.a == ST_DONE).all()
 
 
-def test_each_set_of_feature_switches_compiles_once() -> None:
-    """GpuBackend.prepare: the kernels of a batch's switches (engine/features.py), compiled with
-    them as NVRTC options on their first use and then taken from the backend's cache; a batch
-    that uses a rare feature gets the build with it."""
+def test_the_kernels_compile_once_for_every_batch() -> None:
+    """GpuBackend.prepare: the kernels, compiled with the backend's NVRTC options on their first
+    use and then the same module for any batch (one with a rare feature, TIMELY, too)."""
     compiled = []
 
     class Module:
@@ -141,13 +138,10 @@ def test_each_set_of_feature_switches_compiles_once() -> None:
     be = object.__new__(GpuBackend)
     be.cp = SimpleNamespace(RawModule=Module, cuda=SimpleNamespace(
         Device=lambda d: nullcontext(), driver=SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=lambda *a: 4)))
-    be.device, be.sms, be.threads, be.options, be.compiled = 0, 132, 128, ("--fmad=false",), {}
+    be.device, be.sms, be.threads, be.options, be.compiled = 0, 132, 128, ("--fmad=false",), None
     plain = build_batch([fat_tree_flows([(0, 5)], 10_000)])
     timely = build_batch([fat_tree_flows([(0, 5)], 10_000), fat_tree_flows([(0, 5)], 10_000, cc="timely")])
-    lean = be.prepare(plain)
-    assert be.prepare(plain) is lean and len(compiled) == 1
-    rare = be.prepare(timely)
-    assert len(compiled) == 2 and rare is not lean
-    assert compiled == [("--fmad=false", *(f"-D{m}=0" for m in SWITCHES)),
-                        ("--fmad=false", *(f"-D{m}=1" for m in SWITCHES))]
-    assert lean.window_resident_blocks == 132 * 4 and lean.groups.name == "mv_run_groups"
+    kernels = be.prepare(plain)
+    assert be.prepare(plain) is kernels and be.prepare(timely) is kernels
+    assert compiled == [("--fmad=false",)]
+    assert kernels.window_resident_blocks == 132 * 4 and kernels.groups.name == "mv_run_groups"

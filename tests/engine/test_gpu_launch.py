@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from mvopt.engine import build_batch, get_backend, simulate
+from mvopt.cluster import build_topology
+from mvopt.config import load_config
+from mvopt.engine import Experiment, TaskGraphBuilder, build_batch, get_backend, simulate
 from mvopt.engine.backend_defaults import GPU, LAUNCH_MODES
 from mvopt.engine.batch import extract_results
 from mvopt.testing.backends import available_backends
@@ -27,6 +29,25 @@ def gpu(**kw):
 def run_gpu(be, exps, **kw):
     batch = build_batch(exps)
     return extract_results(batch, be.run(batch, **kw))
+
+
+def two_flows(cluster: dict | None = None, network: dict | None = None, name: str = "e") -> Experiment:
+    """Two flows on a k=4 fat-tree: no congestion control, ECMP, go-back-N unless told otherwise."""
+    cfg = load_config({"cluster": {"topology": "fat_tree", "k": 4, "gpus_per_server": 1, **(cluster or {})},
+                       "network": {"cc": "none", **(network or {})}})
+    g = TaskGraphBuilder()
+    g.flow(0, 5, 20_000)
+    g.flow(3, 12, 30_000)
+    return Experiment(topology=build_topology(cfg.cluster), network=cfg.network, tasks=g.build(), name=name)
+
+
+# model features few experiments use (mixed_experiments has no flowlets or links going down)
+RARE_FEATURES = {
+    "adaptive": {"network": {"lb": "adaptive"}},
+    "flowlet": {"network": {"lb": "adaptive", "flowlet_gap_ns": 500.0}},
+    "timely": {"network": {"cc": "timely"}},
+    "link_down": {"cluster": {"link_down": [[2, 0, 4000]]}},
+}
 
 
 def test_every_launch_mode_matches_the_cpu() -> None:
@@ -172,6 +193,15 @@ def test_stealing_rows_and_the_widest_first_order_match_the_cpu() -> None:
     for blocks in (1, 1000):     # a grid of one block: each warp takes many rows
         kernels.window_resident_blocks = blocks
         assert all(a.same_as(b) for a, b in zip(cpu, run_gpu(be, exps))), blocks
+
+
+def test_each_rare_feature_matches_the_cpu() -> None:
+    """Adaptive routing, flowlets, TIMELY and links going down, each in a batch with a plain
+    experiment: the CPU's results."""
+    be = gpu()
+    for name, cfg in RARE_FEATURES.items():
+        exps = [two_flows(name="plain"), two_flows(**cfg, name=name)]
+        assert all(a.same_as(b) for a, b in zip(simulate(exps, backend="cpu"), run_gpu(be, exps))), name
 
 
 def test_the_push_lock_ablation_changes_nothing_but_time() -> None:

@@ -222,7 +222,7 @@ MV_DEV void timely_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, int
 
 // A data packet `seq` of flow f leaves at t; `fresh`: sent for the first time.
 MV_DEV void cc_on_send(Ctx* c, int64_t e, int64_t f, int64_t seq, bool fresh, int64_t t) {
-  if (uses_timely(c, e)) timely_on_send(c, f, seq, fresh, t);
+  if (EI(c, e, EI_CC) == CC_TIMELY) timely_on_send(c, f, seq, fresh, t);
 }
 
 // Reaction to an ACK or NACK carrying cumulative `ack`, ECN echo `ecn`, INT in `slot`, and the
@@ -233,5 +233,5 @@ MV_DEV void cc_on_ack(Ctx* c, int64_t e, int64_t f, int64_t t, int64_t ack, bool
   if (cc == CC_DCQCN) { if (ecn) dcqcn_cnp(c, e, f, t); }
   else if (cc == CC_HPCC) hpcc_ack(c, e, f, ack, slot, nint);
   else if (cc == CC_DCTCP) dctcp_ack(c, e, f, ack, ecn);
-  else if (cc == CC_TIMELY && uses_timely(c, e)) timely_ack(c, e, f, t, ack, sacked);
+  else if (cc == CC_TIMELY) timely_ack(c, e, f, t, ack, sacked);
 }

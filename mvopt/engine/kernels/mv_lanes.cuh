@@ -229,8 +229,8 @@ MV_DEV int switch_lanes_decide(const Ctx* c, int64_t e, int64_t v, const LaneRec
   if (!arrivals && (flags & (LR_CALM | LR_MORE | LR_MON)) == LR_CALM) return LANES_QUIET;
   // (adaptive routing reads the egress queues at each arrival: the serial loop's order decides;
   // links going down: the serial loop drops what arrives over them)
-  if (arrivals < lanes_min_arrivals(n) || (flags & (LR_STOP | LR_MON)) || uses_adaptive(c, e) ||
-      uses_link_down(c, e))
+  if (arrivals < lanes_min_arrivals(n) || (flags & (LR_STOP | LR_MON)) ||
+      EI(c, e, EI_SPRAY) == LB_ADAPTIVE || links_go_down(c, e))
     return LANES_SERIAL;
   if (lane_shares(r, shares, k) > c->node_pool_hi[v]) return LANES_SERIAL;
   bool pfc = EI(c, e, EI_PFC);

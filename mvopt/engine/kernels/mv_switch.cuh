@@ -64,11 +64,12 @@ MV_DEV bool pfc_check(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t t, bool a
   return true;
 }
 
-// Links going down (docs/engine.md, "Links going down"; the callers check uses_link_down first, so
-// experiments without any pay one load): how many of experiment e's are down at t (they are
-// listed by time), and whether port i's link is one of them.
+// Links going down (docs/engine.md, "Links going down"; the callers check links_go_down first, so
+// experiments without any pay one load): whether any of experiment e's links goes down, how many
+// are down at t (they are listed by time), and whether port i's link is one of them.
+MV_DEV bool links_go_down(const Ctx* c, int64_t e) { return EI(c, e, EI_DOWN_N) != 0; }
 MV_DEV int64_t links_down_by(const Ctx* c, int64_t e, int64_t t) {
-  int64_t n = uses_link_down(c, e) ? EI(c, e, EI_DOWN_N) : 0, k = 0;
+  int64_t n = EI(c, e, EI_DOWN_N), k = 0;
   while (k < n && EI(c, e, EI_DOWN + k * NDOWN + D_AT_PS) <= t) ++k;
   return k;
 }
@@ -114,7 +115,7 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
                      int64_t t, bool commit) {
   int32_t row = c->node_rtab[v];
   int64_t a, n, nh = 0;
-  if (uses_link_down(c, e)) {   // the rows of the table without the links down at t
+  if (links_go_down(c, e)) {   // the rows of the table without the links down at t
     int64_t k = links_down_by(c, e, t) - 1;
     if (k >= 0) {
       row += (int32_t)EI(c, e, EI_DOWN + k * NDOWN + D_RTAB);
@@ -148,7 +149,7 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
   auto port_of = [&](int64_t j) -> int64_t {
     return row >= 0 ? c->node_port_lo[v] + c->rtab_nh[a + j] : (int64_t)c->route_nh[a + j];
   };
-  if (lb != LB_ADAPTIVE || !uses_adaptive(c, e)) return port_of(k);
+  if (lb != LB_ADAPTIVE) return port_of(k);
   // adaptive: the first next hop with the fewest bytes in its data queue, in cyclic order from
   // the hashed one (ties go where spraying would send the packet); per flowlet: flowlet_route
   int64_t best = port_of(k), best_q = PORT_T(c, best, PT_QBYTES + Q_DATA);
@@ -157,7 +158,8 @@ MV_DEV int64_t route(const Ctx* c, int64_t e, int64_t v, int32_t dst, int32_t f,
     int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
     if (q < best_q) { best = p; best_q = q; }
   }
-  return uses_flowlet(c, e) ? flowlet_route(c, v, f, t, EI(c, e, EI_FLOWLET_PS), commit, row, a, n, best) : best;
+  int64_t gap = EI(c, e, EI_FLOWLET_PS);
+  return gap ? flowlet_route(c, v, f, t, gap, commit, row, a, n, best) : best;
 }
 
 // The switches a packet has passed before this one, counting this one from now on.
@@ -254,7 +256,7 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   *i_changed = false;
   // over a link that is down (never in a window of the switch lanes: switch_lanes_decide), a
   // packet is lost and a PAUSE too; a RESUME still lifts a pause (the link's loss clears it)
-  bool dead = !LANE && uses_link_down(c, e) && link_down_at(c, e, i, t);
+  bool dead = !LANE && links_go_down(c, e) && link_down_at(c, e, i, t);
   if (pk.type == PK_PAUSE || pk.type == PK_RESUME) {
     if (dead && pk.type == PK_PAUSE) return -1;
     pfc_set(c, i, PFC_PAUSED, pk.type == PK_PAUSE);
