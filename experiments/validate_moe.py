@@ -244,9 +244,10 @@ def render(e2e: list[dict], a2a: list[dict], data: dict, command: str) -> str:
                   "formula. Rows beyond the target: "
                   + (", ".join(f"`{r['row']['name']}` {err(r['packet']['t_s'], r['measured_s']):+.1f} %" for r in e2e
                                if abs(err(r["packet"]["t_s"], r["measured_s"])) > TARGET_E2E) or "none")
-                  + ". The MoE layer's compute includes Megatron-Core's token permutation and the busiest EP "
-                  "rank's sampling maximum (docs/training-model.md, *Mixture of experts*; "
-                  "decisions/0102 lists what it still leaves out).", ""]
+                  + ". The MoE layer's compute includes Megatron-Core's token permutation, the busiest EP "
+                  "rank's sampling maximum (docs/training-model.md, *Mixture of experts*) and, on Hopper, each "
+                  "GEMM's rate at its shape from XLA's published H100 GEMM table (per expert for grouped GEMMs; "
+                  "*Compute*); decisions/0102 and 0104 list what it still leaves out.", ""]
         lines += _jobs(e2e)
     lines += ["", "Published MoE throughputs not simulated:", ""]
     for row in data.get("not_simulated", []):
@@ -327,13 +328,70 @@ def _jobs(e2e: list[dict]) -> list[str]:
                      f"{fit['measured'][0]:.3f} s + {fit['measured'][1] * 1e3:.1f} ms, simulated "
                      f"{fit['simulated'][0]:.3f} s + {fit['simulated'][1] * 1e3:.1f} ms: per micro-batch (the "
                      "busiest stage's forward and backward) "
-                     f"{(fit['simulated'][1] / fit['measured'][1] - 1) * 100:+.0f} %, per iteration (pipeline fill "
+                     f"{(fit['simulated'][1] / fit['measured'][1] - 1) * 100:+.0f} % "
+                     f"({(fit['measured'][1] - fit['simulated'][1]) * 1e3:.1f} ms shorter), per iteration (pipeline fill "
                      "and drain, gradient reduction, optimizer) "
                      f"{(fit['simulated'][0] / fit['measured'][0] - 1) * 100:+.0f} % (the rows ran different "
                      "software, which the line mixes in). ")
-        line += f"Simulated breakdown of `{first['row']['name']}`: {parts}."
+        line += f"Simulated breakdown of `{first['row']['name']}`: {parts}. " + _stage_line(first["row"])
         out.append(line)
     return out
+
+
+# compute-model operators by the part of a MoE layer they belong to (the rest: memory-bound kernels)
+_PARTS = {"flash_attention": "attention core", "qkv": "dense GEMMs", "attn_proj": "dense GEMMs",
+          "router": "dense GEMMs", "logits": "dense GEMMs", "expert_fc1": "expert GEMMs",
+          "expert_fc2": "expert GEMMs", "permute": "permutation", "unpermute": "permutation",
+          "expert_sort": "permutation", "expert_unsort": "permutation"}
+
+
+def _stage_parts(row: dict) -> tuple[int, dict[str, float], float]:
+    """(busiest pipeline stage, its compute per micro-batch by part in seconds, the expert GEMMs'
+    achieved fraction of the large-GEMM rate) from the compute model: forward and backward of the
+    stage's layers (every virtual chunk), the embedding or output layer where the stage has it,
+    at the busiest EP rank's load."""
+    from mvopt.config import ParallelismConfig
+    from mvopt.workload.compute import DEFAULT_EFFICIENCY, ComputeModel, embedding_ops, layer_ops, output_ops
+    from mvopt.workload.models import get_model
+    from mvopt.workload.routing import busiest_load
+
+    p = row["parallel"]
+    par = ParallelismConfig(tp=p["tp"], pp=p["pp"], virtual_stages=p["virtual_stages"], ep=p["ep"],
+                            dp=row["gpus"] // (p["tp"] * p["pp"]), micro_batch=p["micro_batch"],
+                            global_batch=p["global_batch"])
+    model = get_model(row["model"]["zoo"]).with_seq_len(row["model"]["seq"])
+    cm = ComputeModel(row["gpu"])
+    load = busiest_load(model, par, 1.0)
+    per_chunk = model.layers // (par.pp * par.virtual_stages)
+    best: tuple[int, dict[str, float], float] | None = None
+    for stage in range(par.pp):
+        parts: dict[str, float] = {}
+        ops = []
+        for chunk in range(par.virtual_stages):
+            first = (chunk * par.pp + stage) * per_chunk
+            for (moe, sliding), n in model.layer_kinds_in(first, per_chunk).items():
+                ops += [(o, n) for o in layer_ops(model, par, flash_attention=True, moe=moe, sliding=sliding, load=load)]
+        ops += [(o, 1) for o in (output_ops(model, par) if stage == par.pp - 1 else
+                                 embedding_ops(model, par) if stage == 0 else [])]
+        for o, n in ops:
+            part = _PARTS.get(o.name, "other memory-bound")
+            parts[part] = parts.get(part, 0.0) + n * cm.op_time_s(o)
+        expert = [(o, n) for o, n in ops if _PARTS.get(o.name) == "expert GEMMs"]
+        rate = cm.gpu.peak_bf16_flops * cm.gpu.matmul_efficiency * DEFAULT_EFFICIENCY.gemm_fraction
+        frac = sum(n * o.flops for o, n in expert) / rate / parts["expert GEMMs"]
+        if best is None or sum(parts.values()) > sum(best[1].values()):
+            best = (stage, parts, frac)
+    assert best is not None
+    return best
+
+
+def _stage_line(row: dict) -> str:
+    stage, parts, frac = _stage_parts(row)
+    order = ("expert GEMMs", "dense GEMMs", "permutation", "attention core", "other memory-bound")
+    return (f"Compute of its busiest pipeline stage (stage {stage}) per micro-batch, forward and backward, in the "
+            "compute model: " + ", ".join(f"{k} {parts[k] * 1e3:.1f} ms" for k in order if k in parts)
+            + f" (sum {sum(parts.values()) * 1e3:.1f} ms; the expert GEMMs at {frac:.2f} of the large-GEMM rate, "
+            "from their per-expert shapes).")
 
 
 def _microbatches(row: dict) -> int:

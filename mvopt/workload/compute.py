@@ -11,7 +11,8 @@ FLOPs follow Megatron's convention (every GEMM 2*M*N*K, the attention core count
 s x s square), so that sums reproduce the closed form 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))
 (96*... with full recompute). Times come from a roofline with achieved fractions
 (:class:`Efficiency`) per GPU type: a GEMM runs at ``peak * max_matmul_efficiency *
-gemm_fraction``, a memory-bound kernel at ``hbm_bandwidth * memory_fraction``; an operator takes
+gemm_fraction`` times the measured efficiency of its shape where the GPU type has a shape table
+(:mod:`mvopt.workload.gemm_shape`), a memory-bound kernel at ``hbm_bandwidth * memory_fraction``; an operator takes
 the larger of its compute and memory times, plus ``kernel_overhead_s``. The shipped fractions
 were calibrated on the published row ``korthikanti-22b`` only (see
 :mod:`mvopt.workload.calibration`). A measured per-operator trace (:class:`OperatorTrace`) can
@@ -30,6 +31,7 @@ from mvopt.cluster.gpus import GpuSpec, get_gpu
 from mvopt.config import ParallelismConfig
 from mvopt.errors import ConfigError, InputFileError
 from mvopt.files import read_text
+from mvopt.workload.gemm_shape import shape_efficiency
 from mvopt.workload.models import ModelSpec
 
 __all__ = ["Op", "Efficiency", "DEFAULT_EFFICIENCY", "ComputeModel", "OperatorTrace", "PhaseTimes",
@@ -54,6 +56,7 @@ class Op:
     flops: float               # model FLOPs (Megatron convention)
     bytes: float
     work_factor: float = 1.0   # executed / model FLOPs (FlashAttention's backward recomputes S)
+    shape: tuple[float, float, float] | None = None   # (m, n, k) of each GEMM a "gemm" op runs
 
 
 @dataclass(frozen=True)
@@ -102,15 +105,20 @@ class PhaseTimes:
 
 def _gemm(name: str, m: float, k: float, n: float, *, recompute: bool, weights: float = 1) -> list[Op]:
     """A linear layer Y[m,n] = X[m,k] W[k,n]: forward, input gradient, weight gradient.
-    ``weights`` matrices of ``k x n`` are read (a grouped GEMM over several experts' rows)."""
+    ``weights`` matrices of ``k x n`` are read (a grouped GEMM over several experts' rows: one
+    GEMM per matrix over ``m / weights`` rows, as TransformerEngine's ``GroupedLinear`` runs it).
+    Each op records the ``(m, n, k)`` of its GEMMs: forward ``m x n x k``, input gradient
+    ``m x k x n``, weight gradient ``k x n x m``."""
     flops = 2.0 * m * k * n
     wk = weights * k * n
+    rows = m / weights
     fwd_bytes = _B * (m * k + wk + m * n)
-    ops = [Op(name, "fwd", "gemm", flops, fwd_bytes)]
+    ops = [Op(name, "fwd", "gemm", flops, fwd_bytes, shape=(rows, n, k))]
     if recompute:
-        ops.append(Op(name, "recompute", "gemm", flops, fwd_bytes))
-    ops += [Op(name, "bwd_input", "gemm", flops, _B * (m * n + wk + m * k)),
-            Op(name, "bwd_weight", "gemm", flops, _B * (m * n + m * k) + 4 * wk)]   # fp32 main grad
+        ops.append(Op(name, "recompute", "gemm", flops, fwd_bytes, shape=(rows, n, k)))
+    ops += [Op(name, "bwd_input", "gemm", flops, _B * (m * n + wk + m * k), shape=(rows, k, n)),
+            Op(name, "bwd_weight", "gemm", flops, _B * (m * n + m * k) + 4 * wk,   # fp32 main grad
+               shape=(k, n, rows))]
     return ops
 
 
@@ -419,7 +427,8 @@ class ComputeModel:
         memory = op.bytes / (g.hbm_bytes_per_s * e.memory_fraction)
         gemm_rate = g.peak_bf16_flops * g.matmul_efficiency * e.gemm_fraction
         if op.kind == "gemm":
-            compute = op.flops / gemm_rate
+            shape = 1.0 if op.shape is None else shape_efficiency(g, *op.shape)
+            compute = op.flops / (gemm_rate * shape)
         elif op.kind == "attention":
             compute = op.flops * op.work_factor * e.causal_flash_work / (gemm_rate * e.flash_relative)
         else:
