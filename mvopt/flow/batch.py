@@ -108,12 +108,12 @@ def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
     ser_bottleneck = -(-(first_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1))
     latency = np.round(hop / WEIGHT_ONE).astype(np.int64) - ser_bottleneck
     # the last ACK's way back: propagation and its serialisation on every hop
-    a_port = paths.port[a]
-    ack = np.bincount(entry_flow[a], weights=delay[a_port] - (-(p.ack_bytes * 8 * PS_PER_S) // rate[a_port]),
-                      minlength=flows.size).astype(np.int64)
+    ack_hop = delay - (-(p.ack_bytes * 8 * PS_PER_S) // rate)
+    ack = np.bincount(entry_flow[a], weights=ack_hop[paths.port[a]], minlength=flows.size).astype(np.int64)
     return {
-        "task_is_flow": g.kind == FLOW, "task_duration_ps": g.duration_ps.astype(np.int64),
-        "task_min_ps": g.start_ps.astype(np.int64), "task_npred": np.diff(g.pred_offset).astype(np.int64),
+        # (the task graph's own arrays where they are int64 already: the batch only reads them)
+        "task_is_flow": g.kind == FLOW, "task_duration_ps": np.asarray(g.duration_ps, np.int64),
+        "task_min_ps": np.asarray(g.start_ps, np.int64), "task_npred": np.diff(np.asarray(g.pred_offset, np.int64)),
         "task_flow": task_flow, "succ_offset": succ_offset, "succ": owner[order].astype(np.int64),
         "succ_notify_ps": np.where(local[order], 0, p.window_ps).astype(np.int64),
         "flow_task": flows.astype(np.int64),
