@@ -1,5 +1,6 @@
-"""The flow level's code compiled for the host, loaded with ctypes: its event loop (``loop.cpp``)
-and its ECMP walk (``walk.cpp``).
+"""The flow level's code compiled for the host, loaded with ctypes: its event loop (``loop.cpp``),
+its ECMP walk (``walk.cpp``) and the batch's columns that take a pass over every dependency or
+path entry (``columns.cpp``).
 
 The library is built once by the host C++ compiler (the packet engine's: ``$CXX`` or g++) with
 the packet engine's flags (no contraction, no fast math: the same IEEE operations as the array
@@ -17,15 +18,16 @@ from pathlib import Path
 import numpy as np
 
 from mvopt.engine.cxx import FLAGS, compiler, openmp_works, shared_library
+from mvopt.engine.params import PS_PER_S
 from mvopt.errors import BackendUnavailable
 from mvopt.flow.batch import FlowBatch
 from mvopt.flow.paths import WEIGHT_ONE
 from mvopt.flow.sim import FlowState
 from mvopt.procpool import usable_cores
 
-__all__ = ["ecmp_walk", "library", "pack_paths", "run_batch_compiled"]
+__all__ = ["ecmp_walk", "flow_latency", "library", "pack_paths", "run_batch_compiled", "successors"]
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("loop.cpp", "walk.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("loop.cpp", "walk.cpp", "columns.cpp"))
 
 # FlowCtx's fields in loop.cpp's order: (name, ctypes type, the batch column's dtype or None)
 _I64, _I8, _F64 = np.int64, np.int8, np.float64
@@ -64,11 +66,15 @@ def library() -> tuple[ctypes.CDLL, bool]:
     dll.mv_flow_run.restype = None
     dll.mv_flow_run.argtypes = [ctypes.POINTER(_FlowCtx), ctypes.c_int64]
     dll.mv_flow_sizeof_ctx.restype = ctypes.c_int64
-    dll.mv_flow_walk.restype = dll.mv_flow_pack.restype = None
+    for name in ("mv_flow_walk", "mv_flow_pack", "mv_flow_successors", "mv_flow_latency"):
+        getattr(dll, name).restype = None
     dll.mv_flow_walk.argtypes = [ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 3, ctypes.c_int64,
                                  *[ctypes.c_void_p] * 9]
     dll.mv_flow_pack.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                  *[ctypes.c_void_p] * 3, ctypes.c_int64, *[ctypes.c_void_p] * 4]
+    dll.mv_flow_successors.argtypes = [ctypes.c_int64, *[ctypes.c_void_p] * 4, ctypes.c_int64, *[ctypes.c_void_p] * 3]
+    dll.mv_flow_latency.argtypes = [ctypes.c_int64, *[ctypes.c_void_p] * 8, ctypes.c_int64, ctypes.c_int64,
+                                    *[ctypes.c_void_p] * 2]
     if dll.mv_flow_sizeof_ctx() != ctypes.sizeof(_FlowCtx):
         raise BackendUnavailable("loop.cpp's FlowCtx differs from compiled._FlowCtx (a bug)")
     return dll, openmp
@@ -138,3 +144,36 @@ def pack_paths(data: np.ndarray, data_count: np.ndarray, ack: np.ndarray, ack_co
                      _ptr(ack_count, _I64), _ptr(ack_weight, _I64), WEIGHT_ONE, _ptr(offset, _I64), _ptr(port, _I64),
                      _ptr(weight, _I64), _ptr(is_data, _I8))
     return offset, port, weight, is_data.view(bool)
+
+
+def successors(g, window_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(succ_offset, succ, succ_notify_ps) of task graph `g` (FlowBatch's columns: each task's
+    successors in the order of their dependency entries, and the window where a successor starts
+    on another host than the one its predecessor finishes on; columns.cpp's mv_flow_successors)."""
+    dll, _ = library()
+    if g.n >= 2**31:
+        raise ValueError(f"a task graph of {g.n:,} tasks: the flow level takes at most 2**31 - 1")
+    pred_offset = np.ascontiguousarray(g.pred_offset, np.int64)
+    pred, src, dst = (np.ascontiguousarray(a, np.int32) for a in (g.pred, g.src, g.dst))
+    succ_offset = np.empty(g.n + 1, np.int64)
+    succ, notify = np.empty(pred.size, np.int64), np.empty(pred.size, np.int64)
+    dll.mv_flow_successors(g.n, _ptr(pred_offset, _I64), _ptr(pred, np.int32), _ptr(src, np.int32),
+                           _ptr(dst, np.int32), int(window_ps), _ptr(succ_offset, _I64), _ptr(succ, _I64),
+                           _ptr(notify, _I64))
+    return succ_offset, succ, notify
+
+
+def flow_latency(paths, first_wire: np.ndarray, rate: np.ndarray, delay: np.ndarray,
+                 ack_hop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each flow's latency and its last ACK's way back (FlowBatch's flow_latency_ps and
+    flow_ack_ps) from its entries (`paths`, FlowPaths), its first packet's wire bytes and the
+    ports' rates, delays and ACK hop times (columns.cpp's mv_flow_latency)."""
+    dll, _ = library()
+    n = int(paths.offset.size - 1)
+    latency, ack = np.empty(n, np.int64), np.empty(n, np.int64)
+    is_data = np.ascontiguousarray(paths.is_data).view(np.int8)
+    dll.mv_flow_latency(n, _ptr(paths.offset, _I64), _ptr(paths.port, _I64), _ptr(paths.weight, _I64),
+                        _ptr(is_data, _I8), _ptr(np.ascontiguousarray(first_wire, np.int64), _I64),
+                        _ptr(rate, _I64), _ptr(delay, _I64), _ptr(ack_hop, _I64), PS_PER_S, WEIGHT_ONE,
+                        _ptr(latency, _I64), _ptr(ack, _I64))
+    return latency, ack
