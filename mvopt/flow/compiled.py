@@ -61,7 +61,7 @@ def library() -> tuple[ctypes.CDLL, bool]:
     # -O3: the per-transfer loops vectorised (no contraction, no fast math: the same IEEE operations)
     flags = [*FLAGS, "-O3", *(["-fopenmp"] if openmp else [])]
     source = "\n".join(path.read_text() for path in SOURCES)
-    lib = shared_library(source, "mvopt_flow", "the flow level's loop", cxx, flags)
+    lib = shared_library(source, "mvopt_flow", "the flow level's library", cxx, flags)
     dll = ctypes.CDLL(str(lib))
     dll.mv_flow_run.restype = None
     dll.mv_flow_run.argtypes = [ctypes.POINTER(_FlowCtx), ctypes.c_int64]
