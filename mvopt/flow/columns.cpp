@@ -1,6 +1,7 @@
-// The flow batch's columns that take a pass over every dependency or every path entry
-// (mvopt/flow/batch.py, _experiment_columns): each task's successors, and each flow's latency
-// and its last ACK's way back, with batch.py's integer and double arithmetic in its order.
+// The flow level's passes over every dependency or every path entry: the batch's columns
+// (mvopt/flow/batch.py, _experiment_columns: each task's successors, each flow's latency and
+// its last ACK's way back) and the bytes each port carried (results.py), with the integer and
+// double arithmetic of NumPy's operations there, in their order.
 
 #include <cstdint>
 #include <cmath>
@@ -64,4 +65,16 @@ extern "C" void mv_flow_latency(int64_t n_flow, const int64_t *offset, const int
         latency[f] = (i64)std::nearbyint(hop / (double)one) - ceil_div(bits_ps, bottleneck > 1 ? bottleneck : 1);
         ack[f] = (i64)back;
     }
+}
+
+// The bytes each port carried (results.py's port_tx_bytes): every entry's flow's wire bytes
+// (bytes[f], 0 for a flow that did not end) times its weight / one, summed per port in entry
+// order from 0 (bincount), rounded half to even.
+extern "C" void mv_flow_port_bytes(int64_t n_flow, int64_t n_port, const int64_t *offset, const int64_t *port,
+                                   const int64_t *weight, const double *bytes, int64_t one, double *sum,
+                                   int64_t *out) {
+    for (i64 p = 0; p < n_port; p++) sum[p] = 0.0;
+    for (i64 f = 0; f < n_flow; f++)
+        for (i64 k = offset[f]; k < offset[f + 1]; k++) sum[port[k]] += bytes[f] * (double)weight[k] / (double)one;
+    for (i64 p = 0; p < n_port; p++) out[p] = (i64)std::nearbyint(sum[p]);
 }

@@ -1,6 +1,6 @@
 """The flow level's code compiled for the host, loaded with ctypes: its event loop (``loop.cpp``),
-its ECMP walk (``walk.cpp``) and the batch's columns that take a pass over every dependency or
-path entry (``columns.cpp``).
+its ECMP walk (``walk.cpp``) and its other passes over every dependency or path entry (the
+batch's columns, the bytes each port carried: ``columns.cpp``).
 
 The library is built once by the host C++ compiler (the packet engine's: ``$CXX`` or g++) with
 the packet engine's flags (no contraction, no fast math: the same IEEE operations as the array
@@ -25,7 +25,8 @@ from mvopt.flow.paths import WEIGHT_ONE
 from mvopt.flow.sim import FlowState
 from mvopt.procpool import usable_cores
 
-__all__ = ["ecmp_walk", "flow_latency", "library", "pack_paths", "run_batch_compiled", "successors"]
+__all__ = ["ecmp_walk", "flow_latency", "library", "pack_paths", "port_bytes_carried", "run_batch_compiled",
+           "successors"]
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("loop.cpp", "walk.cpp", "columns.cpp"))
 
@@ -66,7 +67,7 @@ def library() -> tuple[ctypes.CDLL, bool]:
     dll.mv_flow_run.restype = None
     dll.mv_flow_run.argtypes = [ctypes.POINTER(_FlowCtx), ctypes.c_int64]
     dll.mv_flow_sizeof_ctx.restype = ctypes.c_int64
-    for name in ("mv_flow_walk", "mv_flow_pack", "mv_flow_successors", "mv_flow_latency"):
+    for name in ("mv_flow_walk", "mv_flow_pack", "mv_flow_successors", "mv_flow_latency", "mv_flow_port_bytes"):
         getattr(dll, name).restype = None
     dll.mv_flow_walk.argtypes = [ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 3, ctypes.c_int64,
                                  *[ctypes.c_void_p] * 9]
@@ -75,6 +76,8 @@ def library() -> tuple[ctypes.CDLL, bool]:
     dll.mv_flow_successors.argtypes = [ctypes.c_int64, *[ctypes.c_void_p] * 4, ctypes.c_int64, *[ctypes.c_void_p] * 3]
     dll.mv_flow_latency.argtypes = [ctypes.c_int64, *[ctypes.c_void_p] * 8, ctypes.c_int64, ctypes.c_int64,
                                     *[ctypes.c_void_p] * 2]
+    dll.mv_flow_port_bytes.argtypes = [ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 4, ctypes.c_int64,
+                                       *[ctypes.c_void_p] * 2]
     if dll.mv_flow_sizeof_ctx() != ctypes.sizeof(_FlowCtx):
         raise BackendUnavailable("loop.cpp's FlowCtx differs from compiled._FlowCtx (a bug)")
     return dll, openmp
@@ -177,3 +180,18 @@ def flow_latency(paths, first_wire: np.ndarray, rate: np.ndarray, delay: np.ndar
                         _ptr(rate, _I64), _ptr(delay, _I64), _ptr(ack_hop, _I64), PS_PER_S, WEIGHT_ONE,
                         _ptr(latency, _I64), _ptr(ack, _I64))
     return latency, ack
+
+
+def port_bytes_carried(batch: FlowBatch, flow_bytes: np.ndarray) -> np.ndarray:
+    """The bytes each port of `batch` carried (int64, rounded): every entry's flow's bytes
+    (`flow_bytes`, float64 per flow) times its weight of WEIGHT_ONE, summed per port
+    (columns.cpp's mv_flow_port_bytes)."""
+    dll, _ = library()
+    n_port = int(batch.port_cap.size)
+    total, out = np.empty(n_port, np.float64), np.empty(n_port, np.int64)
+    offset, port, weight = (np.ascontiguousarray(a, np.int64) for a in (batch.path_offset, batch.path_port,
+                                                                        batch.path_weight))
+    dll.mv_flow_port_bytes(int(batch.flow_task.size), n_port, _ptr(offset, _I64), _ptr(port, _I64),
+                           _ptr(weight, _I64), _ptr(np.ascontiguousarray(flow_bytes, np.float64), _F64), WEIGHT_ONE,
+                           _ptr(total, _F64), _ptr(out, _I64))
+    return out
