@@ -160,8 +160,8 @@ def wants_paths(topo: CompiledTopology, n_flow: int) -> bool:
     return has_table(topo) and n_flow <= FLOW_PATHS_MAX_FLOWS
 
 
-def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows: np.ndarray | None = None,
-               hops: list | None = None) -> np.ndarray:
+def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int,
+               flows: np.ndarray | None = None) -> np.ndarray:
     """Every flow's ECMP path through a batch's dense tables: f_path's rows [n_flow, 2, npath],
     the egress port's index among the ports of the flow's i-th switch, the data way (from the
     source host to f_dst_local) and back (to f_src_local: ACKs, NACKs); -1 where the switch
@@ -169,10 +169,8 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
     switches, or the data way of an experiment that sprays: `spray` per experiment). The
     kernels' `route` on the same inputs, ahead of time: the same table entries, next-hop sets
     and hash (hash64(seed, TAG_ECMP, switch, flow, 0, 0), from node_hash), one hop at a time for
-    all flows at once. `flows`: only these flow rows (the result's rows, in their order).
-    `hops`: a list to which each hop's egress ports themselves are appended, as (way, hop, rows
-    of the result, ports in node_port_lo's numbering), and (way, -1, rows, None) for the rows
-    whose way was cleared (it reached another host)."""
+    all flows at once (the flow level walks the same way, compiled: mvopt/flow/walk.cpp).
+    `flows`: only these flow rows (the result's rows, in their order)."""
     from mvopt.engine import schema
     from mvopt.engine.params import hash_from
 
@@ -210,18 +208,13 @@ def flow_paths(cols: dict[str, np.ndarray], spray: np.ndarray, npath: int, flows
                 pick = np.where((un & (un - np.uint64(1))) == 0, h & (un - np.uint64(1)), h % un).astype(np.int64)
                 k[many] = rtab_nh[a[many] + cols["node_rtnh"][v[many]] + pick]
             out[:, way, hop][live] = k
-            egress = port_lo[v] + k
-            if hops is not None:
-                hops.append((way, hop, live, egress))
-            nxt = cols["port_node"][cols["port_peer"][egress]]
+            nxt = cols["port_node"][cols["port_peer"][port_lo[v] + k]]
             onward = cols["node_is_host"][nxt] == 0
             # (defensive: a walk that reached another host than the destination keeps no path,
             # and on the data way neither does the way back, which would start elsewhere)
             ended = live[~onward]
             astray = ended[nxt[~onward] != base[ended] + dst[ended]]
             out[astray, way, :] = -1
-            if hops is not None and astray.size:
-                hops.append((way, -1, astray, None))
             lost[astray] = True
             live = live[onward]
             node[live] = nxt[onward]

@@ -13,7 +13,6 @@ from typing import Sequence
 
 import numpy as np
 
-from mvopt.engine.batch import dependency_ends
 from mvopt.engine.params import Experiment, PS_PER_S
 from mvopt.engine.tasks import FLOW
 from mvopt.errors import ConfigError
@@ -79,43 +78,31 @@ def check_experiment(exp: Experiment) -> None:
 
 def _experiment_columns(exp: Experiment) -> dict[str, np.ndarray]:
     """One experiment's columns with local ids."""
+    from mvopt.flow.compiled import flow_latency, successors      # (compiled imports this module)
+
     check_experiment(exp)
     g, topo, p = exp.tasks, exp.topology, exp.params
     n = g.n
     flows = np.flatnonzero(g.kind == FLOW)
-    owner, pred, local = dependency_ends(g)
-    order = np.argsort(pred, kind="stable")
-    succ_offset = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(pred, minlength=n), out=succ_offset[1:])
+    succ_offset, succ, succ_notify_ps = successors(g, p.window_ps)
     task_flow = np.full(n, -1, np.int64)
     task_flow[flows] = np.arange(flows.size)
     paths = flow_paths(exp)
     rate = np.asarray(topo.port_rate_bps, np.int64)
     delay = np.asarray(topo.port_delay_ps, np.int64)
-    entry_flow = np.repeat(np.arange(flows.size), np.diff(paths.offset))
-    d, a = paths.is_data, ~paths.is_data
-    d_flow, d_port = entry_flow[d], paths.port[d]
     size = g.size_bytes[flows].astype(np.int64)
-    first_wire = np.minimum(size, p.payload) + p.header          # a full packet (or the only one)
-    d_rate = rate[d_port]
     # latency: every hop's propagation, and one full packet's serialisation on every hop but the
     # bottleneck's, whose serialisation of every byte is the fluid transfer itself (exact for a
-    # lone flow at line rate: the last packet waits for the full one ahead of it at every hop)
-    d_ser = -(-(first_wire[d_flow] * 8 * PS_PER_S) // d_rate)
-    hop = np.bincount(d_flow, weights=paths.weight[d] * (delay[d_port] + d_ser), minlength=flows.size)
-    bottleneck = np.full(flows.size, np.iinfo(np.int64).max)
-    np.minimum.at(bottleneck, d_flow, d_rate)
-    ser_bottleneck = -(-(first_wire * 8 * PS_PER_S) // np.maximum(bottleneck, 1))
-    latency = np.round(hop / WEIGHT_ONE).astype(np.int64) - ser_bottleneck
+    # lone flow at line rate: the last packet waits for the full one ahead of it at every hop);
     # the last ACK's way back: propagation and its serialisation on every hop
-    a_port = paths.port[a]
-    ack = np.bincount(entry_flow[a], weights=delay[a_port] - (-(p.ack_bytes * 8 * PS_PER_S) // rate[a_port]),
-                      minlength=flows.size).astype(np.int64)
+    first_wire = np.minimum(size, p.payload) + p.header          # a full packet (or the only one)
+    ack_hop = delay - (-(p.ack_bytes * 8 * PS_PER_S) // rate)
+    latency, ack = flow_latency(paths, first_wire, rate, delay, ack_hop)
     return {
-        "task_is_flow": g.kind == FLOW, "task_duration_ps": g.duration_ps.astype(np.int64),
-        "task_min_ps": g.start_ps.astype(np.int64), "task_npred": np.diff(g.pred_offset).astype(np.int64),
-        "task_flow": task_flow, "succ_offset": succ_offset, "succ": owner[order].astype(np.int64),
-        "succ_notify_ps": np.where(local[order], 0, p.window_ps).astype(np.int64),
+        # (the task graph's own arrays where they are int64 already: the batch only reads them)
+        "task_is_flow": g.kind == FLOW, "task_duration_ps": np.asarray(g.duration_ps, np.int64),
+        "task_min_ps": np.asarray(g.start_ps, np.int64), "task_npred": np.diff(np.asarray(g.pred_offset, np.int64)),
+        "task_flow": task_flow, "succ_offset": succ_offset, "succ": succ, "succ_notify_ps": succ_notify_ps,
         "flow_task": flows.astype(np.int64),
         "flow_bits": ((size + p.flow_npkt[flows] * p.header) * 8).astype(np.float64),
         "flow_latency_ps": latency, "flow_ack_ps": ack,

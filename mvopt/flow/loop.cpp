@@ -93,9 +93,10 @@ template <class V> __attribute__((always_inline)) inline double least_of(const d
 }
 
 // Every slot's bits left less rate x dt (the array path's operation, in its order), and its time
-// left after that by the reciprocal (rem x PS_PER_BIT_UNIT x inv); the slots whose time left
-// before it was <= `unsure`, with their bits left before it, into near / near_rem. Returns how many.
-template <class V> __attribute__((always_inline)) inline size_t advance(
+// left after that by the reciprocal (rem x PS_PER_BIT_UNIT x inv); with NEAR, the slots whose
+// time left before it was <= `unsure`, with their bits left before it, into near / near_rem.
+// Returns how many.
+template <class V, bool NEAR> __attribute__((always_inline)) inline size_t advance(
         double *__restrict rem, double *__restrict left, const double *__restrict rate,
         const double *__restrict inv, size_t nv, double unsure, double dt, double scale,
         size_t *__restrict near, double *__restrict near_rem) {
@@ -104,13 +105,15 @@ template <class V> __attribute__((always_inline)) inline size_t advance(
     const typename L::v vu = L::splat(unsure), vdt = L::splat(dt), vs = L::splat(scale);
     size_t n_near = 0;
     for (size_t i = 0; i < nv; i += W) {
-        const typename L::v a = L::load(left + i), b = L::load(rem + i);
-        const auto close = a <= vu;
-        bool any = false;
-        for (int j = 0; j < W; j++) any |= close[j] != 0;
-        if (any)
-            for (int j = 0; j < W; j++)
-                if (close[j]) { near[n_near] = i + j; near_rem[n_near] = b[j]; n_near++; }
+        const typename L::v b = L::load(rem + i);
+        if (NEAR) {
+            const auto close = L::load(left + i) <= vu;
+            bool any = false;
+            for (int j = 0; j < W; j++) any |= close[j] != 0;
+            if (any)
+                for (int j = 0; j < W; j++)
+                    if (close[j]) { near[n_near] = i + j; near_rem[n_near] = b[j]; n_near++; }
+        }
         const typename L::v r = b - L::load(rate + i) * vdt;
         L::store(rem + i, r);
         L::store(left + i, r * vs * L::load(inv + i));
@@ -128,13 +131,16 @@ static bool has_avx2() { return false; }
 
 MV_AVX2 double least_of4(const double *left, size_t nv) { return least_of<v4d>(left, nv); }
 double least_of2(const double *left, size_t nv) { return least_of<v2d>(left, nv); }
+// (near: whether any slot may be near; where none is, the loop checks none)
 MV_AVX2 size_t advance4(double *rem, double *left, const double *rate, const double *inv, size_t nv, double unsure,
-                        double dt, double scale, size_t *near, double *near_rem) {
-    return advance<v4d>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
+                        double dt, double scale, size_t *near, double *near_rem, bool any_near) {
+    return any_near ? advance<v4d, true>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem)
+                    : advance<v4d, false>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
 }
 size_t advance2(double *rem, double *left, const double *rate, const double *inv, size_t nv, double unsure,
-                double dt, double scale, size_t *near, double *near_rem) {
-    return advance<v2d>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
+                double dt, double scale, size_t *near, double *near_rem, bool any_near) {
+    return any_near ? advance<v2d, true>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem)
+                    : advance<v2d, false>(rem, left, rate, inv, nv, unsure, dt, scale, near, near_rem);
 }
 
 // ceil(x) as an integer, 0 for x <= 0 (the array path's maximum(ceil(x), 0).astype(int64)),
@@ -457,13 +463,20 @@ struct Exp {
                 const Item &x = cu[i];
                 bool fixed = false;
                 for (i64 k = x.lo; k < x.hi; k++) fixed |= ws[ep[k]] == lm[ep[k]];
-                if (!fixed) { nx[n_next++] = x; continue; }
+                // (without a branch on `fixed`, which is unpredictable: a flow not fixed takes
+                // nothing off its ports, and the rate it is given now is set again when it is)
+                nx[n_next] = x;
+                n_next += !fixed;
                 out[x.f] = x.m;
-                for (i64 k = x.lo; k < x.hi; k++) { wl[ep[k]] -= ew[k] * x.m; ww[ep[k]] -= ew[k]; }
+                const i64 keep = -(i64)fixed;
+                for (i64 k = x.lo; k < x.hi; k++) {
+                    const i64 w = ew[k] & keep;
+                    wl[ep[k]] -= w * x.m; ww[ep[k]] -= w;
+                }
             }
             if (!n_next) break;
-            size_t kept = 0;
-            for (size_t i = 0; i < n_live; i++) if (ww[lv[i]] > 0) lv[kept++] = lv[i];
+            size_t kept = 0;          // (without a branch: whether a port is done is unpredictable)
+            for (size_t i = 0; i < n_live; i++) { const i64 p = lv[i]; lv[kept] = p; kept += ww[p] > 0; }
             n_live = kept;
             std::swap(cu, nx);
             n_cur = n_next;
@@ -561,12 +574,14 @@ struct Exp {
     double exact_left(size_t i) const { return act_rem[i] * PS_PER_BIT_UNIT / act_rate[i]; }
 
     // The transfers that end by `d` ps from now (into `ended`, in slot order: exactly those whose
-    // time left is <= d), and every slot's bits left moved on by d.
-    void move_on(size_t nv, i64 d) {
+    // time left is <= d), and every slot's bits left moved on by d; `least` is the least time
+    // left by the reciprocal (none is near where it is above d's band).
+    void move_on(size_t nv, i64 d, double least) {
         const double by = (double)d, sure = by * (1.0 - APPROX_BAND), unsure = by * (1.0 + APPROX_BAND);
         const size_t n_near = (avx2 ? advance4 : advance2)(act_rem.data(), left_ps.data(), act_rate.data(),
                                                            act_inv.data(), nv, unsure, by / PS_PER_BIT_UNIT,
-                                                           PS_PER_BIT_UNIT, near.data(), near_rem.data());
+                                                           PS_PER_BIT_UNIT, near.data(), near_rem.data(),
+                                                           least <= unsure);
         // (the slot's time left before the move: near_rem is its bits left then)
         for (size_t j = 0; j < n_near; j++) {
             const size_t i = near[j];
@@ -598,7 +613,7 @@ struct Exp {
             if (nxt > limit) { status = TIMEOUT; T = limit; break; }
             // transfers that end now finish their task after the flow's latency; the others move on
             ended.clear();
-            move_on(nv, nxt - T);
+            move_on(nv, nxt - T, least_approx);
             changed.clear();
             mark++;
             for (i64 f : ended) {

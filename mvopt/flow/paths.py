@@ -49,6 +49,8 @@ class FlowPaths:
 
 def flow_paths(exp: Experiment) -> FlowPaths:
     """The paths of every flow of `exp` (its flow tasks in task order)."""
+    from mvopt.flow.compiled import pack_paths      # (compiled imports this module)
+
     g, topo, p = exp.tasks, exp.topology, exp.params
     flows = np.flatnonzero(g.kind == FLOW)
     src, dst = g.src[flows].astype(np.int64), g.dst[flows].astype(np.int64)
@@ -57,17 +59,9 @@ def flow_paths(exp: Experiment) -> FlowPaths:
     npkt = p.flow_npkt[flows]
     ack_weight = np.round(WEIGHT_ONE * npkt * p.ack_bytes / (size + npkt * p.header)).astype(np.int64)
     if p.lb_spray:
-        ack = _csr(ways[ACK], np.broadcast_to(ack_weight[:, None], ways[ACK].shape))
+        ack = _csr(ways[ACK][0], np.broadcast_to(ack_weight[:, None], ways[ACK][0].shape))
         return _merge(_sprayed(topo, src, dst), ack)
-    # one matrix of every flow's data ports then its ACK ports: its entries >= 0, row by row, are
-    # the flows' entries in order
-    both = np.concatenate([ways[DATA], ways[ACK]], axis=1)
-    used = both >= 0
-    is_data = np.arange(both.shape[1]) < ways[DATA].shape[1]
-    offset = np.zeros(flows.size + 1, np.int64)
-    np.cumsum(used.sum(axis=1), out=offset[1:])
-    weight = np.where(is_data, WEIGHT_ONE, ack_weight[:, None])
-    return FlowPaths(offset, both[used].astype(np.int64), weight[used], np.broadcast_to(is_data, both.shape)[used])
+    return FlowPaths(*pack_paths(*ways[DATA], *ways[ACK], ack_weight))
 
 
 def _csr(ports: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,66 +93,36 @@ def _within(counts: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _route_columns(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> dict | None:
-    """The columns :func:`routes.flow_paths` reads, for one experiment alone (ids are local, as
-    they are relative to the experiment's first node and port in a packet batch)."""
-    topo = exp.topology
-    tables = routes.dense_routes(topo) if isinstance(topo, CompiledTopology) else None
-    if tables is None:
-        return None
-    from mvopt.engine.batch import HASH_TAGS
-
-    nh, nn = int(topo.n_host), int(topo.n_node)
-    is_host = np.arange(nn) < nh
-    return {
-        "f_local": flows.astype(np.int64), "f_src_local": src, "f_dst_local": dst,
-        "f_task": np.arange(flows.size), "task_src": src,
-        "exp_node_lo": np.zeros(1, np.int64), "node_exp": np.zeros(nn, np.int64),
-        "node_hash": hash_prefixes(exp.seed, HASH_TAGS, np.arange(nn)).view(np.int64).ravel(),
-        "node_port_lo": np.asarray(topo.node_port_offset[:-1], np.int64),
-        "rtab": tables[0], "rtab_nh": tables[1],
-        "node_rtab": np.where(is_host, -1, (np.arange(nn) - nh) * nh),
-        "node_rtnh": np.zeros(nn, np.int64),
-        "port_node": np.asarray(topo.port_node, np.int64), "port_peer": np.asarray(topo.port_peer_port, np.int64),
-        "node_is_host": is_host.astype(np.int8),
-    }
-
-
 def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                ways: tuple[int, ...]) -> dict[int, np.ndarray]:
+                ways: tuple[int, ...]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per way asked (DATA: src -> dst, ACK: dst -> src), [n_flow, links] port ids of each
-    flow's ECMP path, -1 after its last link."""
+    flow's ECMP path, -1 after its last link, and the links of each: through the dense tables by
+    the compiled walk (:func:`mvopt.flow.compiled.ecmp_walk`, routes.flow_paths' walk), and by
+    the reference's rule hop by hop where there is none or a walk does not reach the flow's end."""
+    from mvopt.flow.compiled import ecmp_walk       # (compiled imports this module)
+
     topo = exp.topology
     off = np.asarray(topo.node_port_offset, np.int64)
     peer = np.asarray(topo.port_peer_node, np.int64)
     n_switch = int(topo.n_node - topo.n_host)
     diameter = int(getattr(topo, "diameter_hops", 0))        # 0: not known
     npath = min(n_switch, 2 * diameter + 2) if diameter > 0 else n_switch   # switches a walk covers
-    cols = _route_columns(exp, flows, src, dst) if flows.size else None
-    hops: list = []
-    if cols is not None:
-        routes.flow_paths(cols, np.zeros(1, np.int8), npath, hops=hops)
-    width = 1 + max((h + 1 for _, h, _, _ in hops), default=0)     # columns the tables' walk fills
+    tables = routes.dense_routes(topo) if isinstance(topo, CompiledTopology) and flows.size else None
+    walked = {}
+    if tables is not None:
+        prefix = np.ascontiguousarray(hash_prefixes(exp.seed, (TAG_ECMP,), np.arange(int(topo.n_node)))[:, 0])
+        lost = np.zeros(flows.size, np.int8)          # (a data way astray leaves no way back)
+        for way in (DATA, ACK):
+            start, end = (src, dst) if way == DATA else (dst, src)
+            walked[way] = ecmp_walk(flows, start, end, int(topo.n_host), off, peer, prefix, tables, npath, lost)
     out = {}
     for way in ways:
         start, end = (src, dst) if way == DATA else (dst, src)
-        ports = np.full((flows.size, width), -1, np.int64)
-        if not flows.size:
-            out[way] = ports
-            continue
-        ports[:, 0] = off[start]
-        last = ports[:, 0].copy()                      # each row's last port so far
-        for w, h, rows, egress in hops:
-            if w != way:
-                continue
-            if h < 0:                                  # a walk that went astray: walked again below
-                ports[rows, 1:] = -1
-                last[rows] = ports[rows, 0]
-            else:
-                ports[rows, h + 1] = egress
-                last[rows] = egress
-        node = peer[last]
-        rest = np.flatnonzero(node != end)            # no dense table, or longer than the walk
+        if way in walked:
+            ports, count, reached = walked[way]
+        else:
+            ports, count, reached = off[start][:, None], np.ones(flows.size, np.int64), peer[off[start]] == end
+        rest = np.flatnonzero(~reached)               # no dense table, or not reached by its walk
         if rest.size:
             walks = [_walk(exp, int(flows[i]), int(start[i]), int(end[i])) for i in rest.tolist()]
             wide = max(ports.shape[1], max(len(w) for w in walks))
@@ -166,7 +130,8 @@ def _ecmp_ports(exp: Experiment, flows: np.ndarray, src: np.ndarray, dst: np.nda
             ports[rest] = -1
             for i, w in zip(rest.tolist(), walks):
                 ports[i, :len(w)] = w
-        out[way] = ports
+            count[rest] = [len(w) for w in walks]
+        out[way] = ports, count
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from mvopt.engine.results import COUNTERS, ExperimentResult
 from mvopt.flow.batch import FlowBatch
-from mvopt.flow.paths import WEIGHT_ONE
+from mvopt.flow.compiled import port_bytes_carried
 from mvopt.flow.sim import DONE, STUCK, TIMEOUT, FlowState
 from mvopt.flow.xp import to_host
 
@@ -28,9 +28,7 @@ def extract_results(batch: FlowBatch, state: FlowState) -> list[ExperimentResult
     flow_end = to_host(state.flow_end_ps)
     status, steps = to_host(state.exp_status), to_host(state.exp_steps)
     # bytes each port carried: every ended flow's wire bytes times its share on the port
-    entry_flow = np.repeat(np.arange(batch.flow_task.size), np.diff(batch.path_offset))
-    carried = np.where(flow_end >= 0, batch.flow_bits / 8, 0.0)[entry_flow] * batch.path_weight / WEIGHT_ONE
-    port_bytes = np.round(np.bincount(batch.path_port, weights=carried, minlength=batch.port_cap.size)).astype(np.int64)
+    port_bytes = port_bytes_carried(batch, np.where(flow_end >= 0, batch.flow_bits / 8, 0.0))
     out = []
     for i, exp in enumerate(batch.experiments):
         t0, t1 = int(batch.exp_task_lo[i]), int(batch.exp_task_lo[i + 1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,24 @@ def test_ecmp_paths_are_the_packet_engines():
         assert (p.weight[p.is_data] == WEIGHT_ONE).all()
         # one 60-byte ACK per 1,048 wire bytes of data (10 packets of 1,000 B)
         assert (p.weight[~p.is_data] == round(WEIGHT_ONE * 60 / 1048)).all()
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_ecmp_paths_through_the_tables_are_those_hop_by_hop(monkeypatch, seed: int):
+    """The compiled walk through the dense tables (walk.cpp) gives every flow of every mixed
+    experiment (fat-tree, leaf-spine, torus; ECMP and sprayed, whose ACKs it routes) the entries
+    the reference's rule gives it hop by hop, as where a topology has no table."""
+    from mvopt.engine import routes
+
+    exps = [dataclasses.replace(e, seed=seed) for e in sc.mixed_experiments(9)]
+    assert all(routes.dense_routes(e.topology) is not None for e in exps)
+    walked = [flow_paths(e) for e in exps]
+    monkeypatch.setattr(routes, "DENSE_ROUTE_ENTRIES", 0)
+    assert all(routes.dense_routes(e.topology) is None for e in exps)
+    for e, w in zip(exps, walked):
+        hop_by_hop = flow_paths(e)
+        for name in ("offset", "port", "weight", "is_data"):
+            assert np.array_equal(getattr(w, name), getattr(hop_by_hop, name)), (e.name, name)
 
 
 def test_spraying_splits_evenly_at_every_switch():
