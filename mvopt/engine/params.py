@@ -184,6 +184,8 @@ class ResolvedParams:
     timely_min: float
     timely_hai_n: int
     flowlet_ps: int             # adaptive routing's flowlet gap (0: per packet)
+    switch_ack_data: bool       # switches queue ACK/NACKs with data (network.switch_ack_queue 'data')
+    pause_host_acks: bool       # a PAUSE stops a host's ACK/NACKs too (network.pfc.pause_host_acks)
     var_win: bool
 
     @property
@@ -370,7 +372,8 @@ def resolve(exp: Experiment) -> ResolvedParams:
         timely_min_rtt_ps=_ps(net.timely.min_rtt_us), timely_min=net.timely.min_rate_mbps * 1e6,
         timely_hai_n=net.timely.hai_after,
         flowlet_ps=_ps(net.flowlet_gap_ns / 1000) if net.flowlet_gap_ns is not None else 0,
-        var_win=net.var_win,
+        var_win=net.var_win, switch_ack_data=net.switch_ack_queue == "data",
+        pause_host_acks=net.pfc.pause_host_acks,
     )
 
 

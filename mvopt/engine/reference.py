@@ -839,9 +839,14 @@ class ReferenceSimulator:
         for port in self.node_ports[node]:
             self.arm(port.wake, self._next_send_time(port), node, TRANSMIT, port.id, 0, self._transmit, port)
 
+    def _control_ready(self, port: Port) -> bool:
+        """Whether ``port`` has control packets it may send: a host's wait while paused where a
+        PAUSE stops its ACK/NACKs too (pause_host_acks)."""
+        return bool(port.control) and not (port.paused and port.node < self.n_host and self.p.pause_host_acks)
+
     def _next_send_time(self, port: Port) -> Optional[int]:
         ready: Optional[int] = None
-        if port.pfc_pending or port.control:
+        if port.pfc_pending or self._control_ready(port):
             ready = self.now
         elif not port.paused:
             if port.node < self.n_host:
@@ -859,7 +864,7 @@ class ReferenceSimulator:
             self.counters["pfc_pauses" if port.pfc_want else "pfc_resumes"] += 1
             self.counters["control_packets_sent"] += 1
             self._send(port, Packet(PFC, self.p.pfc_frame_bytes, pause=port.pfc_want))
-        elif port.control:
+        elif self._control_ready(port):
             pkt = port.pop_control()
             if port.node < self.n_host:
                 self.counters["control_packets_sent"] += 1
@@ -912,7 +917,8 @@ class ReferenceSimulator:
         return pkt
 
     def _switch_dequeue(self, sw: SwitchState, port: Port) -> Packet:
-        """Dequeue the head data packet: MMU, RESUME, ECN, INT, tx bytes."""
+        """Dequeue the head of the data queue: MMU, RESUME, tx bytes; a data packet also ECN and
+        INT (an ACK/NACK queued with data: ``ce`` is its echo, its INT the data's)."""
         pkt = port.pop_data()
         sw.slots_used -= 1
         b = pkt.wire_bytes
@@ -920,6 +926,9 @@ class ReferenceSimulator:
         ingress = self.ports[pkt.ingress]
         if ingress.pfc_want and sw.may_resume(pkt.ingress):
             ingress.pfc_want = False
+        if pkt.kind != DATA:
+            port.tx_bytes += b
+            return pkt
         if self.p.ecn and self._ecn_mark(port) and not pkt.ce:
             pkt.ce = True
             self.counters["ecn_marks"] += 1
@@ -973,7 +982,7 @@ class ReferenceSimulator:
 
     def _switch_arrival(self, sw: SwitchState, ingress: Port, pkt: Packet) -> None:
         egress = self.ports[self._route(sw.node, pkt)]
-        if pkt.kind != DATA:
+        if pkt.kind != DATA and not self.p.switch_ack_data:
             if sw.slots_used >= sw.slots:
                 self.counters["control_packets_dropped"] += 1
                 return
@@ -982,6 +991,9 @@ class ReferenceSimulator:
             return
         b = pkt.wire_bytes
         if not sw.admits(ingress.id, b, self.p.pfc) or sw.slots_used >= sw.slots:
+            if pkt.kind != DATA:
+                self.counters["control_packets_dropped"] += 1
+                return
             self.counters["data_packets_dropped"] += 1
             self.counters["data_bytes_dropped"] += pkt.payload
             return
@@ -1101,7 +1113,7 @@ class ReferenceSimulator:
 
     def _in_network(self) -> tuple[int, int]:
         """Data packets (and payload bytes) still queued in switches or on wires."""
-        pkts = [p for port in self.ports for p in port.data]
+        pkts = [p for port in self.ports for p in port.data if p.kind == DATA]   # (ACK/NACKs may wait there)
         pkts += [e[9][1] for e in self.heap if e[8] == self._arrival and e[9][1].kind == DATA]
         return len(pkts), sum(p.payload for p in pkts)
 

@@ -275,7 +275,6 @@ _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]
     "L2_ACK_INTERVAL": (((Decimal(1),),), "mvopt acknowledges every packet (with 0 the HPCC simulator's "
                         "senders ignore every ACK and no flow ends)", None),
     "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
-    "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
     "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),
     "LINK_DOWN": (((Decimal(0), Decimal(0), Decimal(0)),), "the HPCC simulator's link failures are not read (mvopt's "
                   "cluster.link_down models a link going down; the two have not been compared)", None),
@@ -444,6 +443,10 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
         elif key == "CLAMP_TARGET_RATE":
             out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
+        elif key == "ACK_HIGH_PRIO":
+            # third.cc gives it to the hosts only (the ACK queue's PFC class); switches queue
+            # ACK/NACKs with data whatever it says (network.switch_ack_queue, set for HPCC inputs)
+            out["network.pfc.pause_host_acks"] = not flag(vals, line, key)
         elif key == "L2_CHUNK_SIZE":
             # Only read by HPCC's receiver when an in-order packet does not reach the ACK
             # interval's milestone and by back-to-zero recovery: with the ACK per packet and

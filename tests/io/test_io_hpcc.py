@@ -228,11 +228,19 @@ def test_config_maps_onto_network_settings(tmp_path):
     assert o["simulation.time_limit_ms"] == 4000
     assert o["network.dcqcn.clamp_target_rate"] is False
     assert o["network.global_window"] is True
+    assert o["network.pfc.pause_host_acks"] is False     # ACK_HIGH_PRIO 1: hosts' ACKs never paused
     assert s.ignored == () and not msgs
     assert {"L2_BACK_TO_ZERO", "ACK_HIGH_PRIO", "TOPOLOGY_FILE", "FAST_REACT", "INT_MULTI"} <= set(s.used)
     # every override is a valid configuration path and value
     cfg = load_config({}, **{k.replace(".", "__"): v for k, v in o.items()})
     assert cfg.network.cc == "dcqcn" and cfg.network.ecn.kmin_kb == 400
+
+
+def test_ack_high_prio_chooses_whether_a_pause_stops_the_hosts_acks(tmp_path):
+    """third.cc applies ACK_HIGH_PRIO to the hosts' ACK queue only (0: in the data's PFC class)."""
+    for value, paused in (("0", True), ("1", False)):
+        _, s, msgs = _config(tmp_path, f"ACK_HIGH_PRIO {value}\n")
+        assert s.overrides == {"network.pfc.pause_host_acks": paused} and not msgs
 
 
 def test_config_other_host_rate_picks_other_map_entry(tmp_path):
@@ -299,8 +307,7 @@ def test_clamp_target_rate(tmp_path):
     ("\nU_TARGET 0\n", 2, "U_TARGET must be in [0.01, 1]"),
     # values mvopt does not model: refused by name, with what it does and what it accepts
     ("L2_BACK_TO_ZERO 1\n", 1, "L2_BACK_TO_ZERO 1 is not supported: mvopt recovers with go-back-N"),
-    ("ACK_HIGH_PRIO 0\n", 1, "ACK_HIGH_PRIO 0 is not supported: mvopt always sends ACK/NACK in the "
-                              "high-priority control queue (supported: 1)"),
+    ("ACK_HIGH_PRIO 2\n", 1, "ACK_HIGH_PRIO must be 0 or 1, got 2"),
     ("L2_CHUNK_SIZE -1\n", 1, "L2_CHUNK_SIZE must be an integer >= 0, got -1"),
     ("L2_ACK_INTERVAL 4\n", 1, "(supported: 1)"),
     ("L2_ACK_INTERVAL 0\n", 1, "senders ignore every ACK"),
