@@ -87,18 +87,13 @@ def mvopt_config(config: Path) -> tuple[Path, list[str]]:
     return out, subs
 
 
-def run_reference(binary: Path, folder: Path, tag: str = "", config: Path | None = None, rng_run: int = 1,
-                  switch_ack_prio: bool = False) -> float:
+def run_reference(binary: Path, folder: Path, tag: str = "", config: Path | None = None, rng_run: int = 1) -> float:
     """The reference on `config` (default folder/config.txt); its fct.txt goes to
     folder/fct_ref<tag>.txt. rng_run: ns-3's RngRun (1 is its default), N draws another sequence
-    of the switches' random ECN marks. switch_ack_prio: switches serve ACK/NACKs before data
-    when the config's ACK_HIGH_PRIO is 1 (build.sh's line in third.cc; the authors' program
-    never does)."""
+    of the switches' random ECN marks."""
     lib = binary.parents[1]                       # simulation/build holds the libns3.*.so
-    env = {k: v for k, v in os.environ.items() if k != "HPCC_REF_SWITCH_ACK_PRIO"}
-    env.update({"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}", "NS_GLOBAL_VALUE": f"RngRun={rng_run}"})
-    if switch_ack_prio:
-        env["HPCC_REF_SWITCH_ACK_PRIO"] = "1"
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "NS_GLOBAL_VALUE": f"RngRun={rng_run}"}
     config = config or folder / "config.txt"
     if tag:
         text = config.read_text().replace(str(folder / "fct_ref.txt"), str(folder / f"fct_ref{tag}.txt"))

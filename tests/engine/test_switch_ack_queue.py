@@ -1,6 +1,7 @@
-"""network.switch_ack_queue: ACK/NACKs ahead of data at switches (priority) or queued with it (data,
-the HPCC simulator's switches): a hand-checked case on every backend, and the reference's
-agreement (the random experiments of test_engine_reference.py draw the option too)."""
+"""Where ACK/NACKs wait: network.switch_ack_queue, ahead of data at switches (priority) or queued
+with it (data, the HPCC simulator's switches), a hand-checked case; network.pfc.pause_host_acks,
+a host's ACKs stopped by a PAUSE. Every backend, each equal to the reference (the random
+experiments of test_engine_reference.py draw both options too)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def test_the_incast_flows_are_unchanged_by_where_the_ack_waits(backend) -> None:
 def test_an_unknown_switch_ack_queue_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match=r"network\.switch_ack_queue.*'priority'.*'data'"):
         load_config({"network": {"switch_ack_queue": "high"}})
+
+
+@pytest.mark.parametrize("start", [3 * D, 8 * D])
+def test_a_pause_stops_a_hosts_acks_only_with_pause_host_acks(backend, start: int) -> None:
+    """Hosts 0 and 2 send 400 KB each to host 1 through a 0.05 MB switch with PFC: the switch
+    pauses them again and again. Host 1's one packet to host 0 (flow 2, from `start`) reaches
+    host 0 while it is paused: with pause_host_acks its ACK waits for the RESUME, so flow 2 ends
+    later; the kernels equal the reference either way."""
+    fct = {}
+    for pause in (False, True):
+        g = TaskGraphBuilder()
+        g.flow(0, 1, 400_000)
+        g.flow(2, 1, 400_000)
+        g.flow(1, 0, 1000, start_ps=start)
+        exp = sc.experiment(compiled(sc.star(3)), g, cc="none", buffer_mb=0.05, switch_ack_queue="data",
+                            pfc={"enabled": True, "pause_host_acks": pause})
+        r = run1(backend, exp)
+        assert r.status == "done" and r.counters["pfc_pauses"] > 0
+        assert_matches_reference(r, exp)
+        fct[pause] = int(r.flow_fct_ps[2])
+    assert fct[True] > fct[False]
