@@ -106,6 +106,19 @@ def test_tiny_scenario_against_the_reference(tmp_path):
     assert res["missing_in_mvopt"] == 0 and res["total_ref_ns"] > 0
 
 
+@pytest.mark.parametrize("setting", ["shipped-dcqcn", "shipped-hpcc", "shipped-dctcp"])
+def test_the_shipped_config_is_read_without_a_warning_or_a_substitute(tmp_path, capsys, setting):
+    """The HPCC repository's mix/config.txt (scenarios._SHIPPED, ACK_HIGH_PRIO 0 included) under
+    each CC_MODE: `mvopt simulate --hpcc-*` reads it as written and warns about nothing."""
+    cfg = S.write_run(tmp_path, S.Scenario("one", S.leaf_spine(2, 4, 2), (S.Flow(0, 5, 1000),), ""),
+                      S.SETTINGS[setting])
+    assert C.mvopt_config(cfg)[1] == []
+    assert mvopt(["simulate", "--hpcc-topology", str(cfg.with_name("topology.txt")), "--hpcc-flows",
+                  str(cfg.with_name("flow.txt")), "--hpcc-config", str(cfg), "--fct-out",
+                  str(tmp_path / "fct_mvopt.txt"), "--backend", "cpu"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_one_packet_flow_uses_the_hpcc_simulators_wire_sizes(tmp_path, capsys):
     """DCQCN (CC_MODE 1): a 1036 B data packet and a 48 B ACK over 4 links of 100 Gb/s and 1 us:
     4 x (82.88 + 1000) ns + 4 x (3.84 + 1000) ns = 8,346.88 ns (the HPCC simulator, which
