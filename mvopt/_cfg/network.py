@@ -65,6 +65,10 @@ class HpccConfig(Section):
     w_ai_mbps: Optional[float] = field(None, unit="Mb/s", doc="additive increase W_AI",
                                        default_doc="10*bw/25 (40 at 100G)", check=positive)
     min_rate_mbps: float = field(100.0, unit="Mb/s", doc="minimum sending rate", check=positive)
+    int_multi: Optional[int] = field(
+        None, doc="INT as the HPCC simulator's switches record it (its INT_MULTI m): time in whole ns, tx bytes in "
+        "units of 128 m B, queue length in units of 80 m B, in counters of 24, 20 and 17 bits that the sender reads "
+        "with wrap-around", default_doc="exact values", check=positive)
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,7 @@ class ResolvedParams:
     hpcc_max_stage: int
     hpcc_wai: float
     hpcc_min: float
+    hpcc_int_multi: int         # INT quantised as the HPCC simulator's INT_MULTI (0: exact values)
     dctcp_g: float
     dctcp_rai: float
     dctcp_min: float
@@ -365,7 +366,7 @@ def resolve(exp: Experiment) -> ResolvedParams:
         dcqcn_first=d.rate_on_first_cnp, dcqcn_min=d.min_rate_mbps * 1e6, dcqcn_clamp=d.clamp_target_rate,
         hpcc_eta=net.hpcc.eta, hpcc_max_stage=net.hpcc.max_stage,
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
-        hpcc_min=net.hpcc.min_rate_mbps * 1e6,
+        hpcc_min=net.hpcc.min_rate_mbps * 1e6, hpcc_int_multi=net.hpcc.int_multi or 0,
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
         timely_alpha=net.timely.alpha, timely_beta=net.timely.beta, timely_delta=net.timely.delta_mbps * 1e6,
         timely_t_low_ps=_ps(net.timely.t_low_us), timely_t_high_ps=_ps(net.timely.t_high_us),

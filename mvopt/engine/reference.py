@@ -107,12 +107,30 @@ MAX_INT_HOPS = 5
 
 @dataclass(frozen=True)
 class IntHop:
-    """One switch's INT record (HPCC): dequeue time, port tx bytes before, queue after, rate."""
+    """One switch's INT record (HPCC): dequeue time, port tx bytes before, queue after, rate. With
+    ``hpcc_int_multi`` m > 0, the HPCC simulator's counters instead (``int_hop``)."""
 
     ts_ps: int
     tx_bytes: int
     qlen_bytes: int
     rate_bps: int
+
+
+def int_hop(t: int, tx: int, q: int, rate: int, m: int) -> IntHop:
+    """The INT record of a dequeue at ``t``: exact (m = 0), or as the HPCC simulator's switches
+    write it with INT_MULTI m: ns, 128 m B and 80 m B units in 24, 20 and 17-bit counters."""
+    if m > 0:
+        t, tx, q = (t // 1000) % (1 << 24), (tx // (128 * m)) % (1 << 20), (q // (80 * m)) % (1 << 17)
+    return IntHop(t, tx, q, rate)
+
+
+def int_hop_delta(new: IntHop, old: IntHop, m: int) -> tuple[int, int, int]:
+    """(time in ps, tx bytes, lesser queue bytes) of ``new`` against ``old``: with m > 0 read from
+    the counters with wrap-around (the HPCC simulator's GetTimeDelta, GetBytesDelta)."""
+    tau, dtx, q = new.ts_ps - old.ts_ps, new.tx_bytes - old.tx_bytes, min(new.qlen_bytes, old.qlen_bytes)
+    if m > 0:
+        tau, dtx, q = tau % (1 << 24) * 1000, dtx % (1 << 20) * 128 * m, q * 80 * m
+    return tau, dtx, q
 
 
 @dataclass
@@ -499,13 +517,13 @@ class Hpcc(CongestionControl):
         best, dt = 0.0, 0
         used = False
         for new, old in zip(hops, self.hops):
-            tau = new.ts_ps - old.ts_ps
+            tau, dtx, q = int_hop_delta(new, old, self.p.hpcc_int_multi)
             if tau <= 0:
                 continue
             used = True
             rate = float(new.rate_bps)
-            tx_rate = float(new.tx_bytes - old.tx_bytes) * 8.0 / (float(tau) * 1e-12)
-            u = tx_rate / rate + float(min(new.qlen_bytes, old.qlen_bytes)) * 8.0 / (rate * (T * 1e-12))
+            tx_rate = float(dtx) * 8.0 / (float(tau) * 1e-12)
+            u = tx_rate / rate + float(q) * 8.0 / (rate * (T * 1e-12))
             if u > best:
                 best, dt = u, tau
         if not used:
@@ -934,7 +952,8 @@ class ReferenceSimulator:
             self.counters["ecn_marks"] += 1
         port.dequeues += 1
         if self.p.cc == CC_HPCC and len(pkt.hops) < MAX_INT_HOPS:
-            hop = IntHop(self.now, port.tx_bytes, port.data_bytes + port.control_bytes, port.rate_bps)
+            hop = int_hop(self.now, port.tx_bytes, port.data_bytes + port.control_bytes, port.rate_bps,
+                          self.p.hpcc_int_multi)
             pkt.hops = pkt.hops + (hop,)
         port.tx_bytes += b
         return pkt

@@ -51,7 +51,7 @@ FLOWLET_ENTRIES = 32
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min",
       "timely_alpha", "timely_beta", "timely_delta", "timely_t_low_ps", "timely_t_high_ps", "timely_min_rtt_ps",
-      "timely_min")
+      "timely_min", "hpcc_int_multi")
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 # Selective repeat (docs/engine.md): a flow's receive window, in packets from the first missing
 # one, is a ring of SR_WORDS 64-bit words at each end (f_rx_map, f_sack_map); a hole counts as

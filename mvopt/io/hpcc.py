@@ -282,7 +282,6 @@ _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]
     "FAST_REACT": (((Decimal(1),),), "mvopt's HPCC updates its rate on every ACK", "hpcc"),
     "MULTI_RATE": (((Decimal(0),),), "mvopt's HPCC keeps one aggregate rate, not one per hop", "hpcc"),
     "SAMPLE_FEEDBACK": (((Decimal(0),),), "every ACK carries INT", "hpcc"),
-    "INT_MULTI": (((Decimal(1),),), "INT counts bytes exactly", "hpcc"),
 }
 # Keys naming files the command line gives instead, or traces mvopt does not write: no effect
 # on the results, accepted silently.
@@ -443,6 +442,11 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
         elif key == "CLAMP_TARGET_RATE":
             out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
+        elif key == "INT_MULTI":
+            v = number(vals, line, key)
+            if v < 1 or v != int(v):
+                raise InputFileError(file, line, f"{key} must be an integer >= 1, got {vals[0]}")
+            out["network.hpcc.int_multi"] = int(v)
         elif key == "ACK_HIGH_PRIO":
             # third.cc gives it to the hosts only (the ACK queue's PFC class); switches queue
             # ACK/NACKs with data whatever it says (network.switch_ack_queue, set for HPCC inputs)

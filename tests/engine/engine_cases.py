@@ -222,6 +222,8 @@ def networks(draw: st.DrawFn) -> dict:
     if draw(st.sampled_from([True, False, False])):   # ACK/NACKs as the HPCC simulator queues them
         net["switch_ack_queue"] = "data"
         net["pfc"]["pause_host_acks"] = draw(st.booleans())
+    if net["cc"] == "hpcc" and draw(st.booleans()):   # INT as the HPCC simulator's switches record it
+        net["hpcc"] = {"int_multi": draw(st.sampled_from([1, 4]))}
     return net
 
 

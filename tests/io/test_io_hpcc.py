@@ -286,6 +286,11 @@ def test_modelled_values_accepted_silently(tmp_path, text):
     assert not msgs and not s.ignored
 
 
+def test_int_multi_maps_onto_hpccs_int_units(tmp_path):
+    _, s, msgs = _config(tmp_path, "CC_MODE 3\nINT_MULTI 4\n")
+    assert s.overrides["network.hpcc.int_multi"] == 4 and not msgs
+
+
 def test_clamp_target_rate(tmp_path):
     _, s, _ = _config(tmp_path, "CLAMP_TARGET_RATE 1\n")
     assert s.overrides == {"network.dcqcn.clamp_target_rate": True}
@@ -318,7 +323,8 @@ def test_clamp_target_rate(tmp_path):
     ("PAUSE_TIME 0\n", 1, "PAUSE_TIME 0 is not supported"),
     ("CLAMP_TARGET_RATE 2\n", 1, "must be 0 or 1"),
     ("FAST_REACT 0\nCC_MODE 3\n", 1, "FAST_REACT 0 is not supported with CC_MODE 3 (HPCC): mvopt's HPCC updates"),
-    ("CC_MODE 3\n\nINT_MULTI 4\n", 3, "INT_MULTI 4 is not supported with CC_MODE 3 (HPCC)"),
+    ("CC_MODE 3\n\nINT_MULTI 0\n", 3, "INT_MULTI must be an integer >= 1, got 0"),
+    ("INT_MULTI 2.5\n", 1, "INT_MULTI must be an integer >= 1, got 2.5"),
     ("CC_MODE 3\nMULTI_RATE 1\n", 2, "one aggregate rate"),
     ("CC_MODE 3\nSAMPLE_FEEDBACK 1\n", 2, "every ACK carries INT"),
 ])

@@ -236,11 +236,8 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
   }
   PORT_T(c, p, PT_DEQ) += 1;
   if (int_slot >= 0 && c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
-    IntHop* hop = &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint];
-    hop->ts = t;
-    hop->tx = PORT_T(c, p, PT_TX_BYTES);
-    hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
-    hop->port = p;
+    int_hop_set(c, e, &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint], t, PORT_T(c, p, PT_TX_BYTES),
+                PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1), p);
     pk->nint += 1;
   }
   return touched;
