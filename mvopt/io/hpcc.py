@@ -336,6 +336,12 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             raise InputFileError(file, line, f"{key} must be > 0, got {toks[0]}")
         return v
 
+    def integer(toks, line, key, least: int) -> int:
+        v = number(toks, line, key)
+        if v < least or v != int(v):
+            raise InputFileError(file, line, f"{key} must be an integer >= {least}, got {toks[0]}")
+        return int(v)
+
     def flag(toks, line, key) -> bool:
         v = number(toks, line, key)
         if v not in (0, 1):
@@ -418,20 +424,14 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
         elif key == "RP_TIMER":
             out["network.dcqcn.rp_timer_us"] = float(positive(vals, line, key))
         elif key == "FAST_RECOVERY_TIMES":
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
-            out["network.dcqcn.fast_recovery_steps"] = int(v)
+            out["network.dcqcn.fast_recovery_steps"] = integer(vals, line, key, 0)
         elif key == "U_TARGET":
             v = number(vals, line, key)
             if not Decimal("0.01") <= v <= 1:
                 raise InputFileError(file, line, f"{key} must be in [0.01, 1], got {vals[0]}")
             out["network.hpcc.eta"] = float(v)
         elif key == "MI_THRESH":
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
-            out["network.hpcc.max_stage"] = int(v)
+            out["network.hpcc.max_stage"] = integer(vals, line, key, 0)
         elif key == "HAS_WIN":
             out["network.window"] = flag(vals, line, key)
         elif key == "VAR_WIN":
@@ -443,10 +443,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
         elif key == "CLAMP_TARGET_RATE":
             out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
         elif key == "INT_MULTI":
-            v = number(vals, line, key)
-            if v < 1 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 1, got {vals[0]}")
-            out["network.hpcc.int_multi"] = int(v)
+            out["network.hpcc.int_multi"] = integer(vals, line, key, 1)
         elif key == "ACK_HIGH_PRIO":
             # third.cc gives it to the hosts only (the ACK queue's PFC class); switches queue
             # ACK/NACKs with data whatever it says (network.switch_ack_queue, set for HPCC inputs)
@@ -455,9 +452,7 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             # Only read by HPCC's receiver when an in-order packet does not reach the ACK
             # interval's milestone and by back-to-zero recovery: with the ACK per packet and
             # go-back-N required above, no value changes results.
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
+            integer(vals, line, key, 0)
         elif key == "PAUSE_TIME":
             if number(vals, line, key) <= 0:
                 raise InputFileError(file, line, f"PAUSE_TIME {vals[0]} is not supported: a pause frame with "
