@@ -38,14 +38,17 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
   flow that was idle, e.g. paused, does not time out at once when it sends again).
 * ECN: a packet already CE is not counted again; ``ecn_marks`` counts packets newly marked.
   INT is appended only with HPCC. ``tx_bytes`` counts every packet dequeued from the port's
-  queues (data and control, as ns-3), not PFC frames.
+  queues (data and control, as ns-3), not PFC frames. An ACK/NACK in a switch's data queue
+  (``switch_ack_data``) is neither marked nor stamped with INT and does not advance
+  ``dequeues`` (the ECN hash's count of data packets).
 * DCQCN as ns-3: the first CNP sets alpha = 1 and clears the alpha flag but keeps the decrease
   flag; the increase event uses the stage *before* incrementing it (``F`` = number of fast
   recovery steps); timers tie-break alpha < decrease < increase instead of ns-3's +1 ns.
 * HPCC: ``U`` starts at 1 (ns-3). Hop ``i`` is used when the ACK and the stored record both
   have it and ``tau = ts - ts_prev > 0``; ``txRate = dB * 8.0 / (tau * 1e-12)``, ``u =
   txRate / B + min(q, q_prev) * 8.0 / (B * (T * 1e-12))``; when no hop is used the rate is
-  left alone (a committing ACK still moves ``last_update_seq``). The first feedback records the
+  left alone (a committing ACK still moves ``last_update_seq``); with ``hpcc_int_multi`` the
+  deltas come from the HPCC simulator's counters (``int_hop_delta``). The first feedback records the
   hops and sets ``last_update_seq = snd_nxt``. A rate change moves ``next_tx`` by
   ``ser(b, floor(new)) - ser(b, floor(old))``, ``b`` the wire bytes of the flow's last data
   packet (ns-3 ``ChangeRate``; DCQCN and DCTCP leave ``next_tx`` alone, as ns-3 does).
