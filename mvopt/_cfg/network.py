@@ -15,7 +15,7 @@ from mvopt.errors import ConfigError
 
 # network.ecmp_hash: mvopt's own per-flow hash, or the HPCC simulator's (mvopt/io/hpcc_paths.py)
 ECMP_HASHES = ("mvopt", "hpcc")
-# network.switch_ack_queue: where a switch queues ACK/NACKs (docs/engine.md, "Switch queues")
+# network.switch_ack_queue: where a switch queues ACK/NACKs (docs/engine.md, "Switch arrival")
 SWITCH_ACK_QUEUES = ("priority", "data")
 # the engine's packet record keeps a packet's wire bytes in 16 bits (mvopt/engine/kernels/mv_types.cuh)
 MAX_PACKET_BYTES = 32767

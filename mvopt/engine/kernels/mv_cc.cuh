@@ -84,10 +84,6 @@ MV_DEV int64_t cc_next_timer(Ctx* c, int64_t e, int64_t f) {
 }
 
 // ---- HPCC ----------------------------------------------------------------------------------
-// ns-3 UpdateRateHp (single aggregate rate). An ACK past last_update_seq commits Rc and the
-// stage (and moves last_update_seq to snd_nxt, used hops or not); other ACKs ("fast react")
-// set only the sending rate. A rate change re-derives the pending pacing gap of the last packet
-// at the new rate (ns-3 ChangeRate): next_tx += ser(b, new) - ser(b, old).
 // An INT record as the HPCC simulator's switches write it (ED_HPCC_INT_MULTI m > 0; int-header.h
 // IntHop): time in whole ns, tx bytes in units of 128 m B, queue length in units of 80 m B, in
 // counters of 24, 20 and 17 bits; m = 0: exact values (ps, bytes).
@@ -115,6 +111,10 @@ MV_DEV IntDelta int_hop_delta(const Ctx* c, int64_t e, const IntHop& h, int64_t 
   return d;
 }
 
+// ns-3 UpdateRateHp (single aggregate rate). An ACK past last_update_seq commits Rc and the
+// stage (and moves last_update_seq to snd_nxt, used hops or not); other ACKs ("fast react")
+// set only the sending rate. A rate change re-derives the pending pacing gap of the last packet
+// at the new rate (ns-3 ChangeRate): next_tx += ser(b, new) - ser(b, old).
 MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, int nint) {
   int64_t* fl = CI(c, f, CI_FLAGS);
   if (!c->has_int) return;
