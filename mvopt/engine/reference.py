@@ -861,8 +861,8 @@ class ReferenceSimulator:
             self.arm(port.wake, self._next_send_time(port), node, TRANSMIT, port.id, 0, self._transmit, port)
 
     def _control_ready(self, port: Port) -> bool:
-        """Whether ``port`` has control packets it may send: a host's wait while paused where a
-        PAUSE stops its ACK/NACKs too (pause_host_acks)."""
+        """Whether ``port`` may send a control packet: it has one, and it is not a paused host port
+        whose ACK/NACKs the PAUSE stops too (pause_host_acks)."""
         return bool(port.control) and not (port.paused and port.node < self.n_host and self.p.pause_host_acks)
 
     def _next_send_time(self, port: Port) -> Optional[int]:
