@@ -10,7 +10,7 @@
 # (core, network, internet, point-to-point, applications and their dependencies).
 # Needs git (unless HPCC_SRC), python2 (waf 1.7 is Python 2; pyenv's 2.7 is used if present) and g++.
 # With g++ >= 6 the 2013 sources compile with `-std=c++11 -fpermissive -w` (the repository's
-# README asks for gcc-5 instead); the one source change is the inert line below.
+# README asks for gcc-5 instead); the sources are built as the authors wrote them.
 set -euo pipefail
 
 REPO_URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
@@ -48,16 +48,6 @@ if [ ! -f "$DEST/simulation/wscript" ]; then
 fi
 
 cd "$DEST/simulation"
-# One line added to third.cc, inert unless HPCC_REF_SWITCH_ACK_PRIO is set in the environment: then
-# switches get the AckHighPrio attribute from the config's ACK_HIGH_PRIO. third.cc never sets it
-# (ACK_HIGH_PRIO only chooses the PFC class of the hosts' ACK queue), so switches always queue
-# ACK/NACKs with data; compare.py's what-if column runs the reference with ACKs prioritised at
-# switches, as mvopt does. Without the variable the program behaves as the authors' does.
-if ! grep -q HPCC_REF_SWITCH_ACK_PRIO scratch/third.cc; then
-    sed -i 's|^\(\t*\)sw->SetAttribute("EcnEnabled", BooleanValue(enable_qcn));|&\n\1if (getenv("HPCC_REF_SWITCH_ACK_PRIO")) sw->SetAttribute("AckHighPrio", UintegerValue(ack_high_prio));|' \
-        scratch/third.cc
-    grep -q HPCC_REF_SWITCH_ACK_PRIO scratch/third.cc || { echo "build.sh: could not add the switch ACK priority line" >&2; exit 1; }
-fi
 if [ ! -f build/c4che/_cache.py ]; then
     CXXFLAGS="-O2 -w -std=c++11 -fpermissive" $py2 ./waf configure --build-profile=optimized \
         --disable-python --disable-examples --disable-tests \

@@ -8,15 +8,13 @@
 Each run (scenarios.py: a topology, a flow list, a congestion-control setting) is written once as
 topology.txt / flow.txt / config.txt; the reference's ``third config.txt`` writes its fct.txt, and
 ``python -m mvopt simulate --hpcc-topology ... --hpcc-flows ... --hpcc-config ... --fct-out ...``
-(network.ecmp_hash hpcc: the reference's paths) writes mvopt's. Where the config sets a value
-mvopt refuses (:data:`SUBSTITUTES`), mvopt reads a copy with the value it models instead, and
-the run's row names the substitution. Flows are matched by (sip, dip, sport, dport).
+(network.ecmp_hash hpcc: the reference's paths) writes mvopt's, from the same config.txt. Flows
+are matched by (sip, dip, sport, dport).
 
 Per run: the median and 90th percentile of |mvopt FCT / reference FCT - 1| over the flows, and
 the error of the total completion time (last flow's end minus first flow's start). The reference
-runs twice more: with ns-3's RngRun 2 (another draw of its random ECN marks, compared with the
-first run), and as a what-if with mvopt's model choices (mvopt's copy of the config; switches
-serve ACK/NACKs before data, through the line build.sh adds to third.cc), compared with mvopt.
+runs once more with ns-3's RngRun 2 (another draw of its random ECN marks, compared with the
+first run).
 Results: experiments/results/hpcc_ref.json (per-run figures and every flow's two FCTs).
 """
 
@@ -41,9 +39,6 @@ import scenarios as S  # noqa: E402  (experiments/hpcc_ref/scenarios.py)
 
 DOC = REPO / "docs" / "validation.md"
 RESULTS = REPO / "experiments" / "results" / "hpcc_ref.json"
-# config.txt values mvopt refuses (it does not model them) -> the value its model has; used only
-# for mvopt's copy of the config, the reference reads the original
-SUBSTITUTES = {"ACK_HIGH_PRIO": "1", "INT_MULTI": "1"}
 # the comparison: every scenario under the run.py presets, the shipped config on the first three
 RUNS = [(sc, st) for sc in ("ft-incast31", "ft-incast63", "ft-permutation", "ft-alltoall", "ft-ring", "ft-mixed",
                             "ls-incast31", "ls-permutation", "ls-mixed")
@@ -73,32 +68,13 @@ def read_fct(path: Path) -> dict[tuple[str, str, int, int], tuple[int, int, int]
     return out
 
 
-def mvopt_config(config: Path) -> tuple[Path, list[str]]:
-    """mvopt's copy of `config` with SUBSTITUTES applied; the substitutions made ('KEY a->b')."""
-    lines, subs = [], []
-    for line in config.read_text().splitlines():
-        t = line.split()
-        if t and t[0] in SUBSTITUTES and t[1:] != [SUBSTITUTES[t[0]]]:
-            subs.append(f"{t[0]} {' '.join(t[1:])}->{SUBSTITUTES[t[0]]}")
-            line = f"{t[0]} {SUBSTITUTES[t[0]]}"
-        lines.append(line)
-    out = config.with_name("config_mvopt.txt")
-    out.write_text("\n".join(lines) + "\n")
-    return out, subs
-
-
-def run_reference(binary: Path, folder: Path, tag: str = "", config: Path | None = None, rng_run: int = 1,
-                  switch_ack_prio: bool = False) -> float:
+def run_reference(binary: Path, folder: Path, tag: str = "", config: Path | None = None, rng_run: int = 1) -> float:
     """The reference on `config` (default folder/config.txt); its fct.txt goes to
     folder/fct_ref<tag>.txt. rng_run: ns-3's RngRun (1 is its default), N draws another sequence
-    of the switches' random ECN marks. switch_ack_prio: switches serve ACK/NACKs before data
-    when the config's ACK_HIGH_PRIO is 1 (build.sh's line in third.cc; the authors' program
-    never does)."""
+    of the switches' random ECN marks."""
     lib = binary.parents[1]                       # simulation/build holds the libns3.*.so
-    env = {k: v for k, v in os.environ.items() if k != "HPCC_REF_SWITCH_ACK_PRIO"}
-    env.update({"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}", "NS_GLOBAL_VALUE": f"RngRun={rng_run}"})
-    if switch_ack_prio:
-        env["HPCC_REF_SWITCH_ACK_PRIO"] = "1"
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "NS_GLOBAL_VALUE": f"RngRun={rng_run}"}
     config = config or folder / "config.txt"
     if tag:
         text = config.read_text().replace(str(folder / "fct_ref.txt"), str(folder / f"fct_ref{tag}.txt"))
@@ -146,19 +122,14 @@ def one_run(binary: Path, work: Path, sc: S.Scenario, setting: str, backend: str
     folder = work / sc.name / setting
     config = S.write_run(folder, sc, S.SETTINGS[setting])
     t_ref = run_reference(binary, folder)
-    mv_config, subs = mvopt_config(config)
-    t_mv = run_mvopt(folder, mv_config, backend)
+    t_mv = run_mvopt(folder, config, backend)
     ref = read_fct(folder / "fct_ref.txt")
     res = compare(ref, read_fct(folder / "fct_mvopt.txt"))
     # the reference against itself with other random ECN draws: the spread marking alone gives
     run_reference(binary, folder, "_run2", rng_run=2)
     res["ref_run2"] = _brief(compare(ref, read_fct(folder / "fct_ref_run2.txt")))
-    # what-if: the reference with mvopt's choices (ACKs ahead of data at switches, mvopt's
-    # substituted values): what they account for
-    run_reference(binary, folder, "_matched", config=mv_config, switch_ack_prio=True)
-    res["vs_ref_matched"] = _brief(compare(read_fct(folder / "fct_ref_matched.txt"), read_fct(folder / "fct_mvopt.txt")))
     return {"scenario": sc.name, "topology": sc.topo.name, "note": sc.note, "setting": setting,
-            "cc_mode": int(S.SETTINGS[setting]["CC_MODE"]), "mvopt_substitutes": subs,
+            "cc_mode": int(S.SETTINGS[setting]["CC_MODE"]),
             "wall_ref_s": round(t_ref, 2), "wall_mvopt_s": round(t_mv, 2), **res}
 
 
@@ -175,8 +146,6 @@ def markdown(rows: list[dict], prov: str) -> str:
     within = sum(m <= 0.05 for m in med), sum(t <= 0.03 for t in tot)
     noise = (sum(r["ref_run2"]["median_abs_err"] <= 0.05 for r in rows),
              sum(abs(r["ref_run2"]["total_err"]) <= 0.03 for r in rows))
-    what_if = (sum(r["vs_ref_matched"]["median_abs_err"] <= 0.05 for r in rows),
-               sum(abs(r["vs_ref_matched"]["total_err"]) <= 0.03 for r in rows))
     out = [
         "## HPCC simulator cross-validation",
         "",
@@ -197,31 +166,22 @@ def markdown(rows: list[dict], prov: str) -> str:
         f"**Targets** (issue 36): per-flow median |error| <= 5 % in every run — met in {within[0]} of "
         f"{len(rows)} runs; total completion within 3 % — met in {within[1]} of {len(rows)}. "
         f"The reference against itself with another draw of its random ECN marks meets them in {noise[0]} "
-        f"and {noise[1]} of {len(rows)}. Against the what-if reference (ACKs ahead of data at switches, "
-        f"as mvopt models them), mvopt meets them in {what_if[0]} and {what_if[1]} of {len(rows)}.",
+        f"and {noise[1]} of {len(rows)}.",
         "",
         "Columns: mvopt against the reference (median and 90th percentile of the per-flow |FCT error|, "
         "the median signed error, the total completion error); the reference against itself with another "
-        "draw of its random ECN marks (ns-3 `RngRun=2`): the spread random marking alone gives; and a what-if: "
-        "mvopt against the reference run with mvopt's model choices, ACK/NACKs served before data at switches "
-        "(the HPCC simulator queues them with data whatever ACK_HIGH_PRIO says; a line `build.sh` adds to "
-        "`third.cc`, active only in this column) and mvopt's values for the keys it substitutes (last column).",
+        "draw of its random ECN marks (ns-3 `RngRun=2`): the spread random marking alone gives.",
         "",
         "| scenario | setting | flows | median \\|err\\| | p90 \\|err\\| | median err | total ref (us) | total err "
-        "| ref vs ref: median \\|err\\| / total | what-if, vs ref with ACK priority at switches: median \\|err\\| / total "
-        "| mvopt reads instead |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| ref vs ref: median \\|err\\| / total |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        subs = ", ".join(r["mvopt_substitutes"]) or ""
         miss = f" ({r['missing_in_mvopt']} missing)" if r["missing_in_mvopt"] else ""
         n2 = r["ref_run2"]
-        m = r.get("vs_ref_matched")
-        matched = f"{100 * m['median_abs_err']:.1f} % / {_pct(m['total_err'])}" if m else ""
         out.append(f"| {r['scenario']} | {r['setting']} | {r['flows']}{miss} | {100 * r['median_abs_err']:.1f} % "
                    f"| {100 * r['p90_abs_err']:.1f} % | {_pct(r['median_err'])} | {r['total_ref_ns'] / 1e3:,.1f} "
-                   f"| {_pct(r['total_err'])} | {100 * n2['median_abs_err']:.1f} % / {_pct(n2['total_err'])} "
-                   f"| {matched} | {subs} |")
+                   f"| {_pct(r['total_err'])} | {100 * n2['median_abs_err']:.1f} % / {_pct(n2['total_err'])} |")
     out += ["", "Scenarios: " + "; ".join(sorted({f"`{r['scenario']}` {r['note']}" for r in rows})) + "."]
     return "\n".join(out)
 
@@ -264,9 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:16s} {s:14s} flows {row['flows']:4d}  median |err| {100 * row['median_abs_err']:6.1f} %  "
               f"p90 {100 * row['p90_abs_err']:6.1f} %  total {_pct(row['total_err']):>8s}  "
               f"| ref vs ref {100 * row['ref_run2']['median_abs_err']:5.1f} % {_pct(row['ref_run2']['total_err']):>8s}  "
-              + (f"| vs matched ref {100 * row['vs_ref_matched']['median_abs_err']:5.1f} % "
-                 f"{_pct(row['vs_ref_matched']['total_err']):>8s} " if "vs_ref_matched" in row else "")
-              + f"(ref {row['wall_ref_s']:.1f} s, mvopt {row['wall_mvopt_s']:.1f} s) {' '.join(row['mvopt_substitutes'])}",
+              + f"(ref {row['wall_ref_s']:.1f} s, mvopt {row['wall_mvopt_s']:.1f} s)",
               flush=True)
     command = "python experiments/hpcc_ref/compare.py" + (f" --scale {args.scale:g}" if args.scale != 1 else "")
     prov = provenance(command)

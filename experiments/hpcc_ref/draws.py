@@ -8,8 +8,6 @@ one more draw). Where a run's total is set by its slowest flow and that flow's n
 cuts, one draw says little: this script runs a scenario and setting (scenarios.py) through
 
 * the reference as the authors run it, with ns-3's RngRun 1..N,
-* the reference as compare.py's what-if (mvopt's copy of the config, switches serving ACK/NACKs
-  before data), with RngRun 1..N,
 * mvopt, with ``simulation.seed`` 1..N (one batch, the backend of ``--backend``),
 
 and prints each draw's total (last flow's end minus first flow's start) and, per simulator, the
@@ -39,23 +37,21 @@ def total_ns(fct: dict) -> int:
     return max(s + f for _, s, f in fct.values()) - min(s for _, s, _ in fct.values())
 
 
-def reference_totals(binary: Path, folder: Path, draws: int, what_if: bool, mv_config: Path) -> list[int]:
-    tag = "_whatif" if what_if else "_authors"
+def reference_totals(binary: Path, folder: Path, draws: int) -> list[int]:
     out = []
     for r in range(1, draws + 1):
-        C.run_reference(binary, folder, f"{tag}{r}", config=mv_config if what_if else None, rng_run=r,
-                        switch_ack_prio=what_if)
-        out.append(total_ns(C.read_fct(folder / f"fct_ref{tag}{r}.txt")))
+        C.run_reference(binary, folder, f"_authors{r}", rng_run=r)
+        out.append(total_ns(C.read_fct(folder / f"fct_ref_authors{r}.txt")))
     return out
 
 
-def mvopt_totals(folder: Path, mv_config: Path, draws: int, backend: str) -> list[int]:
+def mvopt_totals(folder: Path, config: Path, draws: int, backend: str) -> list[int]:
     """mvopt's totals with simulation.seed 1..draws, built as `mvopt simulate --hpcc-*` builds them."""
     from mvopt.commands.simulate import _hpcc_built, _hpcc_config
     from mvopt.engine import simulate
 
     args = SimpleNamespace(hpcc_topology=str(folder / "topology.txt"), hpcc_flows=str(folder / "flow.txt"),
-                           hpcc_config=str(mv_config), hpcc_paths=None)
+                           hpcc_config=str(config), hpcc_paths=None)
     cfg, topo, flows, _ = _hpcc_config(args)
     exps = [_hpcc_built(dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation, seed=s)),
                         topo, flows, args).experiment for s in range(1, draws + 1)]
@@ -93,17 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(args.work) / args.only / args.settings
     t0 = time.perf_counter()
     config = S.write_run(folder, by_name[args.only], S.SETTINGS[args.settings])
-    mv_config, subs = C.mvopt_config(config)
-    totals = {"reference": reference_totals(binary, folder, args.draws, False, mv_config),
-              "reference_what_if": reference_totals(binary, folder, args.draws, True, mv_config),
-              "mvopt": mvopt_totals(folder, mv_config, args.draws, args.backend)}
+    totals = {"reference": reference_totals(binary, folder, args.draws),
+              "mvopt": mvopt_totals(folder, config, args.draws, args.backend)}
     for name, xs in totals.items():
         print(f"{name:18s} {_stats(xs)}  draws: {' '.join(f'{x / 1e3:.1f}' for x in xs)}")
     command = (f"python experiments/hpcc_ref/draws.py --only {args.only} --settings {args.settings} "
                f"--draws {args.draws}")
     from _report import provenance
     doc = {"command": command, "provenance": provenance(command), "scenario": args.only, "setting": args.settings,
-           "mvopt_substitutes": subs, "wall_s": round(time.perf_counter() - t0, 1), "totals_ns": totals}
+           "wall_s": round(time.perf_counter() - t0, 1), "totals_ns": totals}
     out = Path(args.out) if args.out else RESULTS / f"{args.only}-{args.settings}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")

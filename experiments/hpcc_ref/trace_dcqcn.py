@@ -2,7 +2,7 @@
 
     python experiments/hpcc_ref/trace_dcqcn.py /tmp/mvopt-hpcc-ref-draws/ft-permutation/shipped-dcqcn --flow 76,21
 
-FOLDER holds a run's topology.txt, flow.txt and config_mvopt.txt (compare.py or draws.py writes
+FOLDER holds a run's topology.txt, flow.txt and config.txt (compare.py or draws.py writes
 them). The run goes through mvopt.engine.reference (event by event, the engine's oracle; about
 40 s for ft-permutation) with ``simulation.seed`` ``--seed``, and prints, in microseconds after
 the first flow's start, each packet newly marked CE (switch, port, bytes left in its data queue,
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folder", help="a run's folder (topology.txt, flow.txt, config_mvopt.txt)")
+    ap.add_argument("folder", help="a run's folder (topology.txt, flow.txt, config.txt)")
     ap.add_argument("--seed", type=int, default=1, help="simulation.seed (default 1)")
     ap.add_argument("--flow", help="SRC,DST host ids: only this flow's lines")
     args = ap.parse_args(argv)
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     folder = Path(args.folder)
     paths = SimpleNamespace(hpcc_topology=str(folder / "topology.txt"), hpcc_flows=str(folder / "flow.txt"),
-                            hpcc_config=str(folder / "config_mvopt.txt"), hpcc_paths=None)
+                            hpcc_config=str(folder / "config.txt"), hpcc_paths=None)
     cfg, topo, flows, _ = _hpcc_config(paths)
     cfg = dataclasses.replace(cfg, simulation=dataclasses.replace(cfg.simulation, seed=args.seed))
     exp = _hpcc_built(cfg, topo, flows, paths).experiment

@@ -15,6 +15,8 @@ from mvopt.errors import ConfigError
 
 # network.ecmp_hash: mvopt's own per-flow hash, or the HPCC simulator's (mvopt/io/hpcc_paths.py)
 ECMP_HASHES = ("mvopt", "hpcc")
+# network.switch_ack_queue: where a switch queues ACK/NACKs (docs/engine.md, "Switch arrival")
+SWITCH_ACK_QUEUES = ("priority", "data")
 # the engine's packet record keeps a packet's wire bytes in 16 bits (mvopt/engine/kernels/mv_types.cuh)
 MAX_PACKET_BYTES = 32767
 
@@ -63,6 +65,10 @@ class HpccConfig(Section):
     w_ai_mbps: Optional[float] = field(None, unit="Mb/s", doc="additive increase W_AI",
                                        default_doc="10*bw/25 (40 at 100G)", check=positive)
     min_rate_mbps: float = field(100.0, unit="Mb/s", doc="minimum sending rate", check=positive)
+    int_multi: Optional[int] = field(
+        None, doc="INT as the HPCC simulator's switches record it (its INT_MULTI m): time in whole ns, tx bytes in "
+        "units of 128 m B, queue length in units of 80 m B, in counters of 24, 20 and 17 bits that the sender reads "
+        "with wrap-around", default_doc="exact values", check=positive)
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,9 @@ class PfcConfig(Section):
     resume_offset_bytes: int = field(3072, unit="B", doc="resume when shared use + this <= threshold",
                                      check=non_negative)
     frame_bytes: int = field(64, unit="B", doc="pause/resume frame size", check=positive)
+    pause_host_acks: bool = field(
+        False, doc="a PAUSE a host receives also stops its ACK/NACKs (the HPCC simulator's ACK_HIGH_PRIO 0: the "
+        "hosts' ACK queue in the data's class); off: it stops the host's data only")
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,10 @@ class NetworkConfig(Section):
     var_win: bool = field(True, doc="scale the window by rate / line rate")
     global_window: bool = field(False, doc="every flow's window and base RTT are the largest of any pair of hosts "
                                 "(the HPCC simulator's GLOBAL_T 1), not its own pair's")
+    switch_ack_queue: Literal[SWITCH_ACK_QUEUES] = field(
+        "priority", doc="where a switch queues ACK/NACKs: priority, a control queue served before data; or data, "
+        "in the data queue of the egress port, first in first out with data packets, counted by the MMU and PFC "
+        "(the HPCC simulator's switches, whatever its ACK_HIGH_PRIO)")
     nack_interval_us: float = field(500.0, unit="us", doc="at most one NACK per flow per interval",
                                     check=non_negative)
     rto_us: float = field(1000.0, unit="us", doc="sender retransmission timeout (go back to the "

@@ -205,8 +205,9 @@ def _hpcc_config(args: argparse.Namespace):
         settings = read_hpcc_config(args.hpcc_config, host_rate_bps=host_rate,
                                     warn=lambda msg: print(f"mvopt simulate: warning: {msg}", file=sys.stderr))
         overrides = settings.overrides
+    # the HPCC simulator's switches queue ACK/NACKs with data, whatever its config says
     data = {"name": Path(flows_path).stem, "cluster": {"topology": "file", "topology_file": topo_path},
-            "workload": {"kind": "hpcc_flows", "file": flows_path}}
+            "workload": {"kind": "hpcc_flows", "file": flows_path}, "network": {"switch_ack_queue": "data"}}
     cfg = load_config(data, **{k.replace(".", "__"): v for k, v in overrides.items()})
     return cfg, topo, flows, flows_path
 

@@ -89,7 +89,9 @@ def _exp_ints(exp: Experiment, p: ResolvedParams, mon_qlo: int = -1, mon_wlo: in
          "nack_ps": p.nack_interval_ps, "rto_ps": p.rto_ps, "reserve": p.sw_reserve,
          "resume": p.resume_offset, "varwin": int(p.var_win), "dcqcn_f": p.dcqcn_f,
          "hpcc_stage": p.hpcc_max_stage, "dcqcn_clamp": int(p.dcqcn_clamp), "compact_pools": int(compact_pools),
-         "timely_hai_n": p.timely_hai_n, "flowlet_ps": p.flowlet_ps, "down_n": len(down), "down": 0}
+         "timely_hai_n": p.timely_hai_n, "flowlet_ps": p.flowlet_ps,
+         "acks": schema.ACKS["switch_data"] * p.switch_ack_data + schema.ACKS["host_pause"] * p.pause_host_acks,
+         "down_n": len(down), "down": 0}
     row = [int(v[k]) for k in schema.EI] + [0] * (schema.NEXP_I - len(schema.EI))
     at = schema.EI.index("down")
     for k, d in enumerate(down):

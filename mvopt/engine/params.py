@@ -172,6 +172,7 @@ class ResolvedParams:
     hpcc_max_stage: int
     hpcc_wai: float
     hpcc_min: float
+    hpcc_int_multi: int         # INT quantised as the HPCC simulator's INT_MULTI (0: exact values)
     dctcp_g: float
     dctcp_rai: float
     dctcp_min: float
@@ -184,6 +185,8 @@ class ResolvedParams:
     timely_min: float
     timely_hai_n: int
     flowlet_ps: int             # adaptive routing's flowlet gap (0: per packet)
+    switch_ack_data: bool       # switches queue ACK/NACKs with data (network.switch_ack_queue 'data')
+    pause_host_acks: bool       # a PAUSE stops a host's ACK/NACKs too (network.pfc.pause_host_acks)
     var_win: bool
 
     @property
@@ -363,14 +366,15 @@ def resolve(exp: Experiment) -> ResolvedParams:
         dcqcn_first=d.rate_on_first_cnp, dcqcn_min=d.min_rate_mbps * 1e6, dcqcn_clamp=d.clamp_target_rate,
         hpcc_eta=net.hpcc.eta, hpcc_max_stage=net.hpcc.max_stage,
         hpcc_wai=(net.hpcc.w_ai_mbps if net.hpcc.w_ai_mbps is not None else 10 * bw_nic / 25) * 1e6,
-        hpcc_min=net.hpcc.min_rate_mbps * 1e6,
+        hpcc_min=net.hpcc.min_rate_mbps * 1e6, hpcc_int_multi=net.hpcc.int_multi or 0,
         dctcp_g=net.dctcp.g, dctcp_rai=net.dctcp.rate_ai_mbps * 1e6, dctcp_min=net.dctcp.min_rate_mbps * 1e6,
         timely_alpha=net.timely.alpha, timely_beta=net.timely.beta, timely_delta=net.timely.delta_mbps * 1e6,
         timely_t_low_ps=_ps(net.timely.t_low_us), timely_t_high_ps=_ps(net.timely.t_high_us),
         timely_min_rtt_ps=_ps(net.timely.min_rtt_us), timely_min=net.timely.min_rate_mbps * 1e6,
         timely_hai_n=net.timely.hai_after,
         flowlet_ps=_ps(net.flowlet_gap_ns / 1000) if net.flowlet_gap_ns is not None else 0,
-        var_win=net.var_win,
+        var_win=net.var_win, switch_ack_data=net.switch_ack_queue == "data",
+        pause_host_acks=net.pfc.pause_host_acks,
     )
 
 

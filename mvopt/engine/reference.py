@@ -38,14 +38,17 @@ Points docs/engine.md leaves open, and how they are settled here (the kernels mu
   flow that was idle, e.g. paused, does not time out at once when it sends again).
 * ECN: a packet already CE is not counted again; ``ecn_marks`` counts packets newly marked.
   INT is appended only with HPCC. ``tx_bytes`` counts every packet dequeued from the port's
-  queues (data and control, as ns-3), not PFC frames.
+  queues (data and control, as ns-3), not PFC frames. An ACK/NACK in a switch's data queue
+  (``switch_ack_data``) is neither marked nor stamped with INT and does not advance
+  ``dequeues`` (the ECN hash's count of data packets).
 * DCQCN as ns-3: the first CNP sets alpha = 1 and clears the alpha flag but keeps the decrease
   flag; the increase event uses the stage *before* incrementing it (``F`` = number of fast
   recovery steps); timers tie-break alpha < decrease < increase instead of ns-3's +1 ns.
 * HPCC: ``U`` starts at 1 (ns-3). Hop ``i`` is used when the ACK and the stored record both
   have it and ``tau = ts - ts_prev > 0``; ``txRate = dB * 8.0 / (tau * 1e-12)``, ``u =
   txRate / B + min(q, q_prev) * 8.0 / (B * (T * 1e-12))``; when no hop is used the rate is
-  left alone (a committing ACK still moves ``last_update_seq``). The first feedback records the
+  left alone (a committing ACK still moves ``last_update_seq``); with ``hpcc_int_multi`` the
+  deltas come from the HPCC simulator's counters (``int_hop_delta``). The first feedback records the
   hops and sets ``last_update_seq = snd_nxt``. A rate change moves ``next_tx`` by
   ``ser(b, floor(new)) - ser(b, floor(old))``, ``b`` the wire bytes of the flow's last data
   packet (ns-3 ``ChangeRate``; DCQCN and DCTCP leave ``next_tx`` alone, as ns-3 does).
@@ -107,12 +110,30 @@ MAX_INT_HOPS = 5
 
 @dataclass(frozen=True)
 class IntHop:
-    """One switch's INT record (HPCC): dequeue time, port tx bytes before, queue after, rate."""
+    """One switch's INT record (HPCC): dequeue time, port tx bytes before, queue after, rate. With
+    ``hpcc_int_multi`` m > 0, the HPCC simulator's counters instead (``int_hop``)."""
 
     ts_ps: int
     tx_bytes: int
     qlen_bytes: int
     rate_bps: int
+
+
+def int_hop(t: int, tx: int, q: int, rate: int, m: int) -> IntHop:
+    """The INT record of a dequeue at ``t``: exact (m = 0), or as the HPCC simulator's switches
+    write it with INT_MULTI m: ns, 128 m B and 80 m B units in 24, 20 and 17-bit counters."""
+    if m > 0:
+        t, tx, q = (t // 1000) % (1 << 24), (tx // (128 * m)) % (1 << 20), (q // (80 * m)) % (1 << 17)
+    return IntHop(t, tx, q, rate)
+
+
+def int_hop_delta(new: IntHop, old: IntHop, m: int) -> tuple[int, int, int]:
+    """(time in ps, tx bytes, lesser queue bytes) of ``new`` against ``old``: with m > 0 read from
+    the counters with wrap-around (the HPCC simulator's GetTimeDelta, GetBytesDelta)."""
+    tau, dtx, q = new.ts_ps - old.ts_ps, new.tx_bytes - old.tx_bytes, min(new.qlen_bytes, old.qlen_bytes)
+    if m > 0:
+        tau, dtx, q = tau % (1 << 24) * 1000, dtx % (1 << 20) * 128 * m, q * 80 * m
+    return tau, dtx, q
 
 
 @dataclass
@@ -499,13 +520,13 @@ class Hpcc(CongestionControl):
         best, dt = 0.0, 0
         used = False
         for new, old in zip(hops, self.hops):
-            tau = new.ts_ps - old.ts_ps
+            tau, dtx, q = int_hop_delta(new, old, self.p.hpcc_int_multi)
             if tau <= 0:
                 continue
             used = True
             rate = float(new.rate_bps)
-            tx_rate = float(new.tx_bytes - old.tx_bytes) * 8.0 / (float(tau) * 1e-12)
-            u = tx_rate / rate + float(min(new.qlen_bytes, old.qlen_bytes)) * 8.0 / (rate * (T * 1e-12))
+            tx_rate = float(dtx) * 8.0 / (float(tau) * 1e-12)
+            u = tx_rate / rate + float(q) * 8.0 / (rate * (T * 1e-12))
             if u > best:
                 best, dt = u, tau
         if not used:
@@ -839,9 +860,14 @@ class ReferenceSimulator:
         for port in self.node_ports[node]:
             self.arm(port.wake, self._next_send_time(port), node, TRANSMIT, port.id, 0, self._transmit, port)
 
+    def _control_ready(self, port: Port) -> bool:
+        """Whether ``port`` may send a control packet: it has one, and it is not a paused host port
+        whose ACK/NACKs the PAUSE stops too (pause_host_acks)."""
+        return bool(port.control) and not (port.paused and port.node < self.n_host and self.p.pause_host_acks)
+
     def _next_send_time(self, port: Port) -> Optional[int]:
         ready: Optional[int] = None
-        if port.pfc_pending or port.control:
+        if port.pfc_pending or self._control_ready(port):
             ready = self.now
         elif not port.paused:
             if port.node < self.n_host:
@@ -859,7 +885,7 @@ class ReferenceSimulator:
             self.counters["pfc_pauses" if port.pfc_want else "pfc_resumes"] += 1
             self.counters["control_packets_sent"] += 1
             self._send(port, Packet(PFC, self.p.pfc_frame_bytes, pause=port.pfc_want))
-        elif port.control:
+        elif self._control_ready(port):
             pkt = port.pop_control()
             if port.node < self.n_host:
                 self.counters["control_packets_sent"] += 1
@@ -912,7 +938,8 @@ class ReferenceSimulator:
         return pkt
 
     def _switch_dequeue(self, sw: SwitchState, port: Port) -> Packet:
-        """Dequeue the head data packet: MMU, RESUME, ECN, INT, tx bytes."""
+        """Dequeue the head of the data queue: MMU, RESUME, tx bytes; a data packet also ECN and
+        INT (an ACK/NACK queued with data: ``ce`` is its echo, its INT the data's)."""
         pkt = port.pop_data()
         sw.slots_used -= 1
         b = pkt.wire_bytes
@@ -920,12 +947,16 @@ class ReferenceSimulator:
         ingress = self.ports[pkt.ingress]
         if ingress.pfc_want and sw.may_resume(pkt.ingress):
             ingress.pfc_want = False
+        if pkt.kind != DATA:
+            port.tx_bytes += b
+            return pkt
         if self.p.ecn and self._ecn_mark(port) and not pkt.ce:
             pkt.ce = True
             self.counters["ecn_marks"] += 1
         port.dequeues += 1
         if self.p.cc == CC_HPCC and len(pkt.hops) < MAX_INT_HOPS:
-            hop = IntHop(self.now, port.tx_bytes, port.data_bytes + port.control_bytes, port.rate_bps)
+            hop = int_hop(self.now, port.tx_bytes, port.data_bytes + port.control_bytes, port.rate_bps,
+                          self.p.hpcc_int_multi)
             pkt.hops = pkt.hops + (hop,)
         port.tx_bytes += b
         return pkt
@@ -973,7 +1004,7 @@ class ReferenceSimulator:
 
     def _switch_arrival(self, sw: SwitchState, ingress: Port, pkt: Packet) -> None:
         egress = self.ports[self._route(sw.node, pkt)]
-        if pkt.kind != DATA:
+        if pkt.kind != DATA and not self.p.switch_ack_data:
             if sw.slots_used >= sw.slots:
                 self.counters["control_packets_dropped"] += 1
                 return
@@ -982,6 +1013,9 @@ class ReferenceSimulator:
             return
         b = pkt.wire_bytes
         if not sw.admits(ingress.id, b, self.p.pfc) or sw.slots_used >= sw.slots:
+            if pkt.kind != DATA:
+                self.counters["control_packets_dropped"] += 1
+                return
             self.counters["data_packets_dropped"] += 1
             self.counters["data_bytes_dropped"] += pkt.payload
             return
@@ -1101,7 +1135,7 @@ class ReferenceSimulator:
 
     def _in_network(self) -> tuple[int, int]:
         """Data packets (and payload bytes) still queued in switches or on wires."""
-        pkts = [p for port in self.ports for p in port.data]
+        pkts = [p for port in self.ports for p in port.data if p.kind == DATA]   # (ACK/NACKs may wait there)
         pkts += [e[9][1] for e in self.heap if e[8] == self._arrival and e[9][1].kind == DATA]
         return len(pkts), sum(p.payload for p in pkts)
 

@@ -21,7 +21,7 @@ from mvopt._cfg.algorithms import CONGESTION_CONTROLS, LOAD_BALANCERS, TRANSPORT
 from mvopt._cfg.cluster import MAX_LINK_DOWN
 
 __all__ = ["EI", "ED", "c_enum_source", "c_check_source", "Column", "COLUMNS", "COUNTS", "MIN_ONE_COUNTS", "SCALARS", "SR_WORDS", "SR_WINDOW", "SR_DUPTHRESH", "NCTR", "NCCD", "NCCI", "NHOPI", "NPT", "PT", "NPI", "PI",
-           "PFC", "NLK", "LK", "MAX_INT_HOPS",
+           "PFC", "ACKS", "NLK", "LK", "MAX_INT_HOPS",
            "PKT_DTYPE", "INT_DTYPE", "c_struct_source", "numpy_dtype"]
 
 NCTR = 16          # counters per node (mvopt.engine.results.COUNTERS)
@@ -36,7 +36,10 @@ NEXP_I = 48        # integer parameters per experiment
 EI = ("seed", "cc", "spray", "transport", "pfc", "ecn", "payload", "header", "ack", "pfc_frame", "nack_ps",
       "rto_ps", "reserve", "resume", "varwin", "dcqcn_f", "hpcc_stage", "dcqcn_clamp",
       "mon_ps", "mon_cap", "mon_nport", "mon_qlo", "mon_wlo", "compact_pools", "timely_hai_n",
-      "flowlet_ps", "down_n", "down")
+      "flowlet_ps", "acks", "down_n", "down")
+# EI "acks": where ACK/NACKs wait, bits (ACKS_* in mv_common.cuh): switches queue them with data
+# (network.switch_ack_queue 'data'); a PAUSE stops a host's too (network.pfc.pause_host_acks)
+ACKS = {"switch_data": 1, "host_pause": 2}
 # Links going down (docs/engine.md, "Links going down"): EI_DOWN_N of them, by time, each NDOWN
 # slots from EI_DOWN: its time (ps), its two ports (global ids), and how far the rows of the dense
 # routing table without it (and the earlier ones) are from the switch's node_rtab / node_rtnh.
@@ -48,7 +51,7 @@ FLOWLET_ENTRIES = 32
 ED = ("dcqcn_g", "dcqcn_alpha_ps", "dcqcn_dec_ps", "dcqcn_inc_ps", "dcqcn_rai", "dcqcn_rhai",
       "dcqcn_first", "dcqcn_min", "hpcc_eta", "hpcc_wai", "hpcc_min", "dctcp_g", "dctcp_rai", "dctcp_min",
       "timely_alpha", "timely_beta", "timely_delta", "timely_t_low_ps", "timely_t_high_ps", "timely_min_rtt_ps",
-      "timely_min")
+      "timely_min", "hpcc_int_multi")
 MAX_INT_HOPS = 5   # HPCC INT records per packet
 # Selective repeat (docs/engine.md): a flow's receive window, in packets from the first missing
 # one, is a ring of SR_WORDS 64-bit words at each end (f_rx_map, f_sack_map); a hole counts as
@@ -334,6 +337,7 @@ def c_struct_source() -> str:
              *(f"#define SCHEMA_PT_{k.upper()} {v}" for k, v in PT.items()),
              *(f"#define SCHEMA_PI_{k.upper()} {v}" for k, v in PI.items()),
              *(f"#define SCHEMA_PFC_{k.upper()} {v}" for k, v in PFC.items()),
+             *(f"#define SCHEMA_ACKS_{k.upper()} {v}" for k, v in ACKS.items()),
              f"#define NLK {NLK}", *(f"#define SCHEMA_LK_{k.upper()} {v}" for k, v in LK.items()),
              f"#define SR_WORDS {SR_WORDS}", f"#define SR_WINDOW {SR_WINDOW}", f"#define SR_DUPTHRESH {SR_DUPTHRESH}",
              f"#define NHT {NHT}", f"#define NPATH {NPATH}", *(f"#define SCHEMA_HT_{k.upper()} {v}" for k, v in HT.items()), "struct Ctx {"]

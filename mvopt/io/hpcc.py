@@ -275,7 +275,6 @@ _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]
     "L2_ACK_INTERVAL": (((Decimal(1),),), "mvopt acknowledges every packet (with 0 the HPCC simulator's "
                         "senders ignore every ACK and no flow ends)", None),
     "L2_BACK_TO_ZERO": (((Decimal(0),),), "mvopt recovers with go-back-N from the first lost packet", None),
-    "ACK_HIGH_PRIO": (((Decimal(1),),), "mvopt always sends ACK/NACK in the high-priority control queue", None),
     "ERROR_RATE_PER_LINK": (((Decimal(0),),), "link loss is not modelled", None),
     "LINK_DOWN": (((Decimal(0), Decimal(0), Decimal(0)),), "the HPCC simulator's link failures are not read (mvopt's "
                   "cluster.link_down models a link going down; the two have not been compared)", None),
@@ -283,7 +282,6 @@ _MODEL_VALUES: dict[str, tuple[tuple[tuple[Decimal, ...], ...], str, str | None]
     "FAST_REACT": (((Decimal(1),),), "mvopt's HPCC updates its rate on every ACK", "hpcc"),
     "MULTI_RATE": (((Decimal(0),),), "mvopt's HPCC keeps one aggregate rate, not one per hop", "hpcc"),
     "SAMPLE_FEEDBACK": (((Decimal(0),),), "every ACK carries INT", "hpcc"),
-    "INT_MULTI": (((Decimal(1),),), "INT counts bytes exactly", "hpcc"),
 }
 # Keys naming files the command line gives instead, or traces mvopt does not write: no effect
 # on the results, accepted silently.
@@ -337,6 +335,12 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
         if v <= 0:
             raise InputFileError(file, line, f"{key} must be > 0, got {toks[0]}")
         return v
+
+    def integer(toks, line, key, least: int) -> int:
+        v = number(toks, line, key)
+        if v < least or v != int(v):
+            raise InputFileError(file, line, f"{key} must be an integer >= {least}, got {toks[0]}")
+        return int(v)
 
     def flag(toks, line, key) -> bool:
         v = number(toks, line, key)
@@ -420,20 +424,14 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
         elif key == "RP_TIMER":
             out["network.dcqcn.rp_timer_us"] = float(positive(vals, line, key))
         elif key == "FAST_RECOVERY_TIMES":
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
-            out["network.dcqcn.fast_recovery_steps"] = int(v)
+            out["network.dcqcn.fast_recovery_steps"] = integer(vals, line, key, 0)
         elif key == "U_TARGET":
             v = number(vals, line, key)
             if not Decimal("0.01") <= v <= 1:
                 raise InputFileError(file, line, f"{key} must be in [0.01, 1], got {vals[0]}")
             out["network.hpcc.eta"] = float(v)
         elif key == "MI_THRESH":
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
-            out["network.hpcc.max_stage"] = int(v)
+            out["network.hpcc.max_stage"] = integer(vals, line, key, 0)
         elif key == "HAS_WIN":
             out["network.window"] = flag(vals, line, key)
         elif key == "VAR_WIN":
@@ -444,13 +442,17 @@ def read_hpcc_config(path: str | os.PathLike, *, host_rate_bps: int,
             out["simulation.time_limit_ms"] = float(positive(vals, line, key) * 1000)
         elif key == "CLAMP_TARGET_RATE":
             out["network.dcqcn.clamp_target_rate"] = flag(vals, line, key)
+        elif key == "INT_MULTI":
+            out["network.hpcc.int_multi"] = integer(vals, line, key, 1)
+        elif key == "ACK_HIGH_PRIO":
+            # third.cc gives it to the hosts only (the ACK queue's PFC class); switches queue
+            # ACK/NACKs with data whatever it says (network.switch_ack_queue, set for HPCC inputs)
+            out["network.pfc.pause_host_acks"] = not flag(vals, line, key)
         elif key == "L2_CHUNK_SIZE":
             # Only read by HPCC's receiver when an in-order packet does not reach the ACK
             # interval's milestone and by back-to-zero recovery: with the ACK per packet and
             # go-back-N required above, no value changes results.
-            v = number(vals, line, key)
-            if v < 0 or v != int(v):
-                raise InputFileError(file, line, f"{key} must be an integer >= 0, got {vals[0]}")
+            integer(vals, line, key, 0)
         elif key == "PAUSE_TIME":
             if number(vals, line, key) <= 0:
                 raise InputFileError(file, line, f"PAUSE_TIME {vals[0]} is not supported: a pause frame with "

@@ -219,6 +219,11 @@ def networks(draw: st.DrawFn) -> dict:
         net["switch_packet_slots"] = draw(st.sampled_from([20, 60]))
     if net["cc"] == "dcqcn" and draw(st.booleans()):
         net["dcqcn"] = {"profile": "paper"}
+    if draw(st.sampled_from([True, False, False])):   # ACK/NACKs as the HPCC simulator queues them
+        net["switch_ack_queue"] = "data"
+        net["pfc"]["pause_host_acks"] = draw(st.booleans())
+    if net["cc"] == "hpcc" and draw(st.booleans()):   # INT as the HPCC simulator's switches record it
+        net["hpcc"] = {"int_multi": draw(st.sampled_from([1, 4]))}
     return net
 
 

@@ -47,6 +47,9 @@ RARE_FEATURES = {
     "flowlet": {"network": {"lb": "adaptive", "flowlet_gap_ns": 500.0}},
     "timely": {"network": {"cc": "timely"}},
     "link_down": {"cluster": {"link_down": [[2, 0, 4000]]}},
+    # ACK/NACKs and INT as the HPCC simulator has them (decisions 0144, 0145)
+    "acks_with_data": {"network": {"switch_ack_queue": "data", "pfc": {"pause_host_acks": True}}},
+    "int_units": {"network": {"cc": "hpcc", "hpcc": {"int_multi": 4}}},
 }
 
 

@@ -228,11 +228,19 @@ def test_config_maps_onto_network_settings(tmp_path):
     assert o["simulation.time_limit_ms"] == 4000
     assert o["network.dcqcn.clamp_target_rate"] is False
     assert o["network.global_window"] is True
+    assert o["network.pfc.pause_host_acks"] is False     # ACK_HIGH_PRIO 1: hosts' ACKs never paused
     assert s.ignored == () and not msgs
     assert {"L2_BACK_TO_ZERO", "ACK_HIGH_PRIO", "TOPOLOGY_FILE", "FAST_REACT", "INT_MULTI"} <= set(s.used)
     # every override is a valid configuration path and value
     cfg = load_config({}, **{k.replace(".", "__"): v for k, v in o.items()})
     assert cfg.network.cc == "dcqcn" and cfg.network.ecn.kmin_kb == 400
+
+
+def test_ack_high_prio_chooses_whether_a_pause_stops_the_hosts_acks(tmp_path):
+    """third.cc applies ACK_HIGH_PRIO to the hosts' ACK queue only (0: in the data's PFC class)."""
+    for value, paused in (("0", True), ("1", False)):
+        _, s, msgs = _config(tmp_path, f"ACK_HIGH_PRIO {value}\n")
+        assert s.overrides == {"network.pfc.pause_host_acks": paused} and not msgs
 
 
 def test_config_other_host_rate_picks_other_map_entry(tmp_path):
@@ -278,6 +286,11 @@ def test_modelled_values_accepted_silently(tmp_path, text):
     assert not msgs and not s.ignored
 
 
+def test_int_multi_maps_onto_hpccs_int_units(tmp_path):
+    _, s, msgs = _config(tmp_path, "CC_MODE 3\nINT_MULTI 4\n")
+    assert s.overrides["network.hpcc.int_multi"] == 4 and not msgs
+
+
 def test_clamp_target_rate(tmp_path):
     _, s, _ = _config(tmp_path, "CLAMP_TARGET_RATE 1\n")
     assert s.overrides == {"network.dcqcn.clamp_target_rate": True}
@@ -299,8 +312,7 @@ def test_clamp_target_rate(tmp_path):
     ("\nU_TARGET 0\n", 2, "U_TARGET must be in [0.01, 1]"),
     # values mvopt does not model: refused by name, with what it does and what it accepts
     ("L2_BACK_TO_ZERO 1\n", 1, "L2_BACK_TO_ZERO 1 is not supported: mvopt recovers with go-back-N"),
-    ("ACK_HIGH_PRIO 0\n", 1, "ACK_HIGH_PRIO 0 is not supported: mvopt always sends ACK/NACK in the "
-                              "high-priority control queue (supported: 1)"),
+    ("ACK_HIGH_PRIO 2\n", 1, "ACK_HIGH_PRIO must be 0 or 1, got 2"),
     ("L2_CHUNK_SIZE -1\n", 1, "L2_CHUNK_SIZE must be an integer >= 0, got -1"),
     ("L2_ACK_INTERVAL 4\n", 1, "(supported: 1)"),
     ("L2_ACK_INTERVAL 0\n", 1, "senders ignore every ACK"),
@@ -311,7 +323,8 @@ def test_clamp_target_rate(tmp_path):
     ("PAUSE_TIME 0\n", 1, "PAUSE_TIME 0 is not supported"),
     ("CLAMP_TARGET_RATE 2\n", 1, "must be 0 or 1"),
     ("FAST_REACT 0\nCC_MODE 3\n", 1, "FAST_REACT 0 is not supported with CC_MODE 3 (HPCC): mvopt's HPCC updates"),
-    ("CC_MODE 3\n\nINT_MULTI 4\n", 3, "INT_MULTI 4 is not supported with CC_MODE 3 (HPCC)"),
+    ("CC_MODE 3\n\nINT_MULTI 0\n", 3, "INT_MULTI must be an integer >= 1, got 0"),
+    ("INT_MULTI 2.5\n", 1, "INT_MULTI must be an integer >= 1, got 2.5"),
     ("CC_MODE 3\nMULTI_RATE 1\n", 2, "one aggregate rate"),
     ("CC_MODE 3\nSAMPLE_FEEDBACK 1\n", 2, "every ACK carries INT"),
 ])

@@ -84,6 +84,33 @@ MV_DEV int64_t cc_next_timer(Ctx* c, int64_t e, int64_t f) {
 }
 
 // ---- HPCC ----------------------------------------------------------------------------------
+// An INT record as the HPCC simulator's switches write it (ED_HPCC_INT_MULTI m > 0; int-header.h
+// IntHop): time in whole ns, tx bytes in units of 128 m B, queue length in units of 80 m B, in
+// counters of 24, 20 and 17 bits; m = 0: exact values (ps, bytes).
+MV_DEV void int_hop_set(const Ctx* c, int64_t e, IntHop* h, int64_t t, int64_t tx, int64_t q, int64_t port) {
+  int64_t m = (int64_t)ED(c, e, ED_HPCC_INT_MULTI);
+  if (m > 0) {
+    t = (t / 1000) & 0xffffff;
+    tx = (tx / (128 * m)) & 0xfffff;
+    q = (q / (80 * m)) & 0x1ffff;
+  }
+  h->ts = t; h->tx = tx; h->qlen = q; h->port = port;
+}
+// Hop i's time (ps) and tx bytes since the flow's last record of it, and the lesser of the two
+// queue lengths (bytes): with m > 0 from the counters, read with wrap-around as GetTimeDelta and
+// GetBytesDelta do.
+struct IntDelta { int64_t tau, dtx, q; };
+MV_DEV IntDelta int_hop_delta(const Ctx* c, int64_t e, const IntHop& h, int64_t ts, int64_t tx, int64_t qlen) {
+  int64_t m = (int64_t)ED(c, e, ED_HPCC_INT_MULTI);
+  IntDelta d{h.ts - ts, h.tx - tx, mv_min(h.qlen, qlen)};
+  if (m > 0) {
+    d.tau = (d.tau & 0xffffff) * 1000;
+    d.dtx = (d.dtx & 0xfffff) * 128 * m;
+    d.q *= 80 * m;
+  }
+  return d;
+}
+
 // ns-3 UpdateRateHp (single aggregate rate). An ACK past last_update_seq commits Rc and the
 // stage (and moves last_update_seq to snd_nxt, used hops or not); other ACKs ("fast react")
 // set only the sending rate. A rate change re-derives the pending pacing gap of the last packet
@@ -103,12 +130,13 @@ MV_DEV void hpcc_ack(Ctx* c, int64_t e, int64_t f, int64_t ack, int64_t slot, in
     bool used = false;
     int n = nint < (int)*HI(c, f, HI_NHOP) ? nint : (int)*HI(c, f, HI_NHOP);
     for (int i = 0; i < n; ++i) {
-      int64_t tau = hop[i].ts - *HI(c, f, HI_HOP0 + 3 * i);
+      IntDelta d = int_hop_delta(c, e, hop[i], *HI(c, f, HI_HOP0 + 3 * i), *HI(c, f, HI_HOP0 + 3 * i + 1),
+                                 *HI(c, f, HI_HOP0 + 3 * i + 2));
+      int64_t tau = d.tau, q = d.q;
       if (tau <= 0) continue;
       used = true;
       double rate = (double)PORT_LK(c, hop[i].port, LK_RATE);
-      double tx_rate = (double)(hop[i].tx - *HI(c, f, HI_HOP0 + 3 * i + 1)) * 8.0 / ((double)tau * 1e-12);
-      int64_t q = mv_min(hop[i].qlen, *HI(c, f, HI_HOP0 + 3 * i + 2));
+      double tx_rate = (double)d.dtx * 8.0 / ((double)tau * 1e-12);
       double u = tx_rate / rate + (double)q * 8.0 / (rate * (T * 1e-12));
       if (u > U) { U = u; dt = tau; }
     }

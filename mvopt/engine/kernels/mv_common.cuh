@@ -30,8 +30,12 @@ enum { EI_SEED = 0, EI_CC, EI_SPRAY, EI_TRANSPORT, EI_PFC, EI_ECN, EI_PAYLOAD, E
        EI_COMPACT_POOLS /* 1: switch pools are a first try, running out is ST_CAPACITY, not a drop */,
        EI_TIMELY_HAI_N,
        EI_FLOWLET_PS /* adaptive routing's flowlet gap (0: per packet) */,
+       EI_ACKS /* where ACK/NACKs wait: ACKS_* bits */,
        // links going down during the run (0: none), then NDOWN slots per link from EI_DOWN, by time
        EI_DOWN_N, EI_DOWN, EI_COUNT };
+// EI_ACKS: switches queue ACK/NACKs in the data queue (network.switch_ack_queue 'data'); a PAUSE
+// stops a host's ACK/NACKs too (network.pfc.pause_host_acks)
+enum { ACKS_SWITCH_DATA = SCHEMA_ACKS_SWITCH_DATA, ACKS_HOST_PAUSE = SCHEMA_ACKS_HOST_PAUSE };
 // A link going down: EI(c, e, EI_DOWN + k * NDOWN + D_*): its time, its two ports, and the offsets
 // of the dense routing table's rows once it (and every earlier one) is down
 enum { D_AT_PS = 0, D_PORT, D_PEER, D_RTAB, D_RTNH, D_COUNT };
@@ -39,7 +43,9 @@ enum { D_AT_PS = 0, D_PORT, D_PEER, D_RTAB, D_RTNH, D_COUNT };
 enum { ED_DCQCN_G = 0, ED_DCQCN_ALPHA_PS, ED_DCQCN_DEC_PS, ED_DCQCN_INC_PS, ED_DCQCN_RAI,
        ED_DCQCN_RHAI, ED_DCQCN_FIRST, ED_DCQCN_MIN, ED_HPCC_ETA, ED_HPCC_WAI, ED_HPCC_MIN,
        ED_DCTCP_G, ED_DCTCP_RAI, ED_DCTCP_MIN, ED_TIMELY_ALPHA, ED_TIMELY_BETA, ED_TIMELY_DELTA,
-       ED_TIMELY_T_LOW_PS, ED_TIMELY_T_HIGH_PS, ED_TIMELY_MIN_RTT_PS, ED_TIMELY_MIN, ED_COUNT };
+       ED_TIMELY_T_LOW_PS, ED_TIMELY_T_HIGH_PS, ED_TIMELY_MIN_RTT_PS, ED_TIMELY_MIN,
+       ED_HPCC_INT_MULTI /* INT quantised as the HPCC simulator's, in units of this (0: exact; int_hop_*) */,
+       ED_COUNT };
 // Counters (node_ctr[v * NCTR + k]), same order as mvopt.engine.results.COUNTERS.
 enum { C_DATA_SENT = 0, C_DATA_BYTES_SENT, C_DATA_DELIV, C_DATA_BYTES_DELIV, C_DATA_DROP,
        C_DATA_BYTES_DROP, C_RETX, C_OOO, C_CTL_SENT, C_CTL_DROP, C_NACKS, C_ECN, C_PAUSES,

@@ -82,6 +82,12 @@ MV_DEV void host_queue_ctl(Ctx* c, int64_t e, int64_t v, int64_t p, int type, in
   q_push(c, p, Q_CTL, s, pk.bytes);
 }
 
+// The head of host port p's control queue (-1: none), or -1 while a PAUSE stops it
+// (ACKS_HOST_PAUSE: the HPCC simulator's ACK queue in the data's class).
+MV_DEV int32_t host_ctl_head(const Ctx* c, int64_t e, int64_t p) {
+  return (EI(c, e, EI_ACKS) & ACKS_HOST_PAUSE) && PFC_BIT(c, p, PFC_PAUSED) ? -1 : PORT_QH(c, p, Q_CTL);
+}
+
 // Returns when a remote task successor is notified (MV_INF if none).
 MV_DEV int64_t host_arrival(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t slot, int64_t t) {
   Pkt pk = ring_load(&c->pkt[slot]);
@@ -202,7 +208,7 @@ MV_DEV void host_fire_timers(Ctx* c, int64_t e, int64_t v, int64_t t) {
 // Earliest transmission start of the host port, MV_INF if nothing to send.
 MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
   int64_t avail = MV_INF;
-  int32_t h = PORT_QH(c, p, Q_CTL);
+  int32_t h = host_ctl_head(c, e, p);
   if (h >= 0) avail = c->pkt[h].t;
   if (!PFC_BIT(c, p, PFC_PAUSED)) {
     int64_t base = c->node_heap_lo[v];
@@ -215,7 +221,7 @@ MV_DEV int64_t host_tx_time(Ctx* c, int64_t e, int64_t v, int64_t p) {
 }
 
 MV_DEV bool host_transmit(Ctx* c, int64_t e, int64_t v, int64_t p, int64_t t, int par) {
-  int32_t h = PORT_QH(c, p, Q_CTL);
+  int32_t h = host_ctl_head(c, e, p);
   if (h >= 0 && c->pkt[h].t <= t) {
     int32_t s = q_pop(c, p, Q_CTL);
     ctr_add(c, v, C_CTL_SENT, 1);

@@ -36,9 +36,10 @@
 enum { LR_STOP = 1, LR_MORE = 2, LR_CALM = 4, LR_MON = 8 };
 struct LaneHead {
   int64_t before;             // port j's MMU ingress bytes at the window's start
-  int32_t data, pool_n;       // the arrivals' data bytes; port j's own free slots (port_pool)
+  int32_t data, pool_n;       // the arrivals' bytes the MMU counts (switch_queues_as_data); port j's
+                              // own free slots (port_pool)
   int16_t arrivals, biggest;  // the window's arrivals on in-ring j (at most 32,767: else LR_STOP),
-                              // the largest data packet
+                              // the largest of those packets
   int32_t flags;              // LR_STOP: port j's headroom or PFC state in play, or counts too
                               // large; LR_MORE: a packet after the window on the in-ring; in-ring
                               // 0: LR_CALM (the switch was quiet, node_quiet), LR_MON (a monitor
@@ -110,7 +111,7 @@ MV_DEV void switch_lane_scan(Ctx* c, int64_t e, int64_t v, int64_t te, int par, 
     arrivals += 1;
     int32_t k = (int32_t)j;
     bool queued = false;
-    if (pk.type == PK_DATA) {
+    if (switch_queues_as_data(c, e, pk.type)) {   // (the MMU counts it)
       data += pk.bytes;
       biggest = biggest > pk.bytes ? biggest : pk.bytes;
     }

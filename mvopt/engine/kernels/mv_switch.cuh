@@ -185,14 +185,28 @@ MV_DEV int64_t route_packet(const Ctx* c, int64_t e, int64_t v, Pkt* pk, bool da
   return route(c, e, v, dst, f, data ? (int)EI(c, e, EI_SPRAY) : LB_ECMP, pk->seq, pk->sendno, t, commit);
 }
 
+// Whether a packet of type `type` waits in its egress port's data queue at a switch of experiment
+// e: a data packet; an ACK/NACK where switches queue them with data (ACKS_SWITCH_DATA: first in first
+// out with the data, its bytes counted by the MMU and PFC), else in the control queue, served first.
+MV_DEV bool switch_queues_as_data(const Ctx* c, int64_t e, int type) {
+  return type == PK_DATA || ((EI(c, e, EI_ACKS) & ACKS_SWITCH_DATA) && (type == PK_ACK || type == PK_NACK));
+}
+
+// A packet of b bytes (a data packet or not) dropped at switch v, counted.
+MV_DEV void switch_drop(Ctx* c, int64_t e, int64_t v, bool data, int64_t b) {
+  ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
+  if (data) ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
+}
+
 // A counter of switch v: a lane-safe add where ports of the switch may run at once (LANE).
 template <bool LANE> MV_DEV void switch_ctr_add(Ctx* c, int64_t v, int k, int64_t x) {
   if (LANE) ctr_add_lane(c, v, k, x); else ctr_add(c, v, k, x);
 }
 
-// A data packet leaving port p at t, taken from its queue: MMU
-// release of its ingress port, PFC resume check, ECN marking, INT (if `int_slot` >= 0 holds its
-// records). Returns the ingress port whose PFC state changed (-1: none).
+// A packet leaving port p at t, taken from its data queue: MMU release of its ingress port, PFC
+// resume check; a data packet also ECN marking and INT (if `int_slot` >= 0 holds its records; an
+// ACK/NACK queued with data carries neither: its CE bit is the echo, its INT the data's). Returns
+// the ingress port whose PFC state changed (-1: none).
 // LANE: a window run port by port (the switch lanes): the shared state by lane-safe adds, and no
 // PFC check (switch_lanes_decide: no PFC state can change in such a window).
 template <bool LANE = false>
@@ -204,6 +218,7 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
     mmu_dequeue(c, e, v, i, pk->bytes);
     if (pfc_check(c, e, v, i, t, false)) touched = i;
   }
+  if (pk->type != PK_DATA) return touched;
   int64_t q = PORT_T(c, p, PT_QBYTES + Q_DATA);
   if (EI(c, e, EI_ECN) && !(pk->flags & FL_CE)) {
     bool mark = false;
@@ -221,11 +236,8 @@ MV_DEV int64_t switch_data_leaves(Ctx* c, int64_t e, int64_t v, int64_t p, Pkt* 
   }
   PORT_T(c, p, PT_DEQ) += 1;
   if (int_slot >= 0 && c->has_int && EI(c, e, EI_CC) == CC_HPCC && pk->nint < MAX_INT_HOPS) {
-    IntHop* hop = &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint];
-    hop->ts = t;
-    hop->tx = PORT_T(c, p, PT_TX_BYTES);
-    hop->qlen = PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1);
-    hop->port = p;
+    int_hop_set(c, e, &c->pkt_int[int_slot * MAX_INT_HOPS + pk->nint], t, PORT_T(c, p, PT_TX_BYTES),
+                PORT_T(c, p, PT_QBYTES) + PORT_T(c, p, PT_QBYTES + 1), p);
     pk->nint += 1;
   }
   return touched;
@@ -273,17 +285,16 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
   }
   int64_t b = pk.bytes;
   if (dead) {
-    ctr_add(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
-    if (data) ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
+    switch_drop(c, e, v, data, b);
     return -1;
   }
   if (out < 0) {
     switch_ctr_add<LANE>(c, v, data ? C_DATA_DROP : C_CTL_DROP, 1);
     return -1;
   }
-  if (!LANE && data && !mmu_admit(c, e, v, i, b)) {
-    ctr_add(c, v, C_DATA_DROP, 1);
-    ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER));
+  bool as_data = switch_queues_as_data(c, e, pk.type);
+  if (!LANE && as_data && !mmu_admit(c, e, v, i, b)) {
+    switch_drop(c, e, v, data, b);
     return -1;
   }
   pk.t = t;
@@ -294,15 +305,14 @@ MV_DEV int64_t switch_arrival(Ctx* c, int64_t e, int64_t v, int64_t i, int64_t s
     s = pool_alloc(c, v);
     if (s < 0) {
       if (EI(c, e, EI_COMPACT_POOLS)) return SW_OUT_OF_SLOTS;
-      if (data) { ctr_add(c, v, C_DATA_DROP, 1); ctr_add(c, v, C_DATA_BYTES_DROP, b - EI(c, e, EI_HEADER)); }
-      else ctr_add(c, v, C_CTL_DROP, 1);
+      switch_drop(c, e, v, data, b);
       return -1;
     }
   }
   c->pkt[s] = pk;
   copy_int(c, s, slot, pk.nint);
   bool head;
-  if (data) {   // (the MMU's accounting is independent of the pool and the queue: order free)
+  if (as_data) {   // (the MMU's accounting is independent of the pool and the queue: order free)
     if (LANE) mmu_lane_add(c, i, b); else mmu_enqueue(c, e, v, i, b);
     head = q_push(c, out, Q_DATA, s, b);
     if (!LANE) *i_changed = pfc_check(c, e, v, i, t, true);
